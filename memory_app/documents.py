@@ -1,0 +1,139 @@
+"""Writing memory documents: every write leaves a revision that says who wrote it and why.
+
+Every path that changes memory (API, admin, dashboard, flush, import) goes through these
+functions, so the reindex and the export are triggered whoever saved (design.md message flow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
+from memory_app.paths import validate_memory_path
+from memory_app.signals import memory_document_changed
+from openclaw_site.models import Assistant
+
+
+class StaleWrite(Exception):
+    """The document changed since the caller read it (``expected_hash`` did not match)."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who causes a write: the author kind plus the user, session and message behind it."""
+
+    author: str
+    user: Any = None
+    session_pk: int | None = None
+    message_pk: int | None = None
+    note: str = ""
+
+
+def _notify(assistant_id: int, path: str, document_id: int | None) -> None:
+    transaction.on_commit(
+        lambda: memory_document_changed.send(
+            sender=MemoryDocument, assistant_id=assistant_id, path=path, document_id=document_id
+        )
+    )
+
+
+def _revision(document: MemoryDocument | None, *, assistant: Assistant, path: str, content: str,
+              action: str, provenance: Provenance) -> MemoryRevision:
+    return MemoryRevision.objects.create(
+        assistant=assistant, document=document, path=path, content=content, content_hash=content_hash(content),
+        action=action, author=provenance.author, user=provenance.user if getattr(provenance.user, "pk", None) else None,
+        session_pk=provenance.session_pk, message_pk=provenance.message_pk, note=provenance.note[:255],
+    )
+
+
+@transaction.atomic
+def write_document(*, assistant: Assistant, path: str, content: str, provenance: Provenance,
+                   expected_hash: str | None = None) -> tuple[MemoryDocument, MemoryRevision | None]:
+    """Create or replace a document; return it and its new revision (None if nothing changed)."""
+    path = validate_memory_path(path)
+    document = MemoryDocument.objects.select_for_update().filter(assistant=assistant, path=path).first()
+    if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
+        raise StaleWrite(path)
+    if document is not None and document.content == content:
+        return document, None
+    action = RevisionAction.UPDATE if document else RevisionAction.CREATE
+    if document is None:
+        document = MemoryDocument(assistant=assistant, path=path)
+    document.content = content
+    document.content_hash = content_hash(content)
+    document.save()
+    revision = _revision(document, assistant=assistant, path=path, content=content, action=action, provenance=provenance)
+    _notify(assistant.pk, path, document.pk)
+    return document, revision
+
+
+def appended_text(existing: str, addition: str) -> str:
+    """Append ``addition`` on a new line (OpenClaw's flush write prepends a newline if missing)."""
+    if not existing:
+        return addition
+    separator = "" if existing.endswith("\n") else "\n"
+    return f"{existing}{separator}{addition}"
+
+
+@transaction.atomic
+def append_to_document(*, assistant: Assistant, path: str, addition: str,
+                       provenance: Provenance) -> tuple[MemoryDocument, MemoryRevision]:
+    """Append text to a document (creating it), under a row lock so concurrent appends both land."""
+    path = validate_memory_path(path)
+    MemoryDocument.objects.get_or_create(assistant=assistant, path=path, defaults={"content_hash": content_hash("")})
+    document = MemoryDocument.objects.select_for_update().get(assistant=assistant, path=path)
+    document.content = appended_text(document.content, addition)
+    document.content_hash = content_hash(document.content)
+    document.save()
+    revision = _revision(document, assistant=assistant, path=path, content=document.content,
+                         action=RevisionAction.APPEND, provenance=provenance)
+    _notify(assistant.pk, path, document.pk)
+    return document, revision
+
+
+@transaction.atomic
+def delete_document(*, document: MemoryDocument, provenance: Provenance) -> MemoryRevision:
+    """Delete a document; its revisions stay, ending with a ``delete`` revision of the last text."""
+    document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
+    revision = _revision(None, assistant=document.assistant, path=document.path, content=document.content,
+                         action=RevisionAction.DELETE, provenance=provenance)
+    MemoryRevision.objects.filter(document=document).update(document=None)
+    assistant_id, path = document.assistant_id, document.path
+    document.delete()
+    _notify(assistant_id, path, None)
+    return revision
+
+
+@transaction.atomic
+def revert_document(*, document: MemoryDocument, revision: MemoryRevision,
+                    provenance: Provenance) -> tuple[MemoryDocument, MemoryRevision | None]:
+    """Restore a document's text from one of its revisions (a new ``revert`` revision)."""
+    document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
+    if document.content == revision.content:
+        return document, None
+    document.content = revision.content
+    document.content_hash = content_hash(revision.content)
+    document.save()
+    new = _revision(document, assistant=document.assistant, path=document.path, content=document.content,
+                    action=RevisionAction.REVERT, provenance=provenance)
+    _notify(document.assistant_id, document.path, document.pk)
+    return document, new
+
+
+def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[str, int, int, int]:
+    """Return (text, from, lines, total_lines) for a 1-based line range, like OpenClaw's memory_get."""
+    lines = content.split("\n")
+    total = len(lines)
+    first = max(1, start or 1)
+    amount = max(1, count if count is not None else total)
+    selected = lines[first - 1:first - 1 + amount]
+    return "\n".join(selected), first, len(selected), total
+
+
+__all__ = [
+    "Author", "Provenance", "StaleWrite", "append_to_document", "appended_text", "delete_document",
+    "read_lines", "revert_document", "write_document",
+]

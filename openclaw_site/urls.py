@@ -1,0 +1,24 @@
+"""URL routes: the REST API under /api/v1/, health, admin, and the htmx dashboard."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from openclaw_site import health
+
+api_v1 = [
+    path("", include("openclaw_site.api.urls")),
+    path("", include("memory_app.api.urls")),
+    path("", include("sessions_app.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("api/v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+]

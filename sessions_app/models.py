@@ -1,0 +1,163 @@
+"""Sessions: transcripts of messages and compaction entries, and the receipts of compaction runs."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+
+from django.db import models
+
+from openclaw_site.models import Assistant
+
+
+def new_entry_id() -> str:
+    """Return an 8-hex-character entry id, like Pi's `SessionManager` (openclaw-reference.md 1.1)."""
+    return secrets.token_hex(4)
+
+
+def new_session_key() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Session(models.Model):
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="sessions")
+    key = models.CharField(max_length=128, default=new_session_key)
+    session_uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    title = models.CharField(max_length=200, blank=True)
+    # One per-session sequence shared by messages and compaction entries, advanced under a row lock.
+    last_seq = models.PositiveIntegerField(default=0)
+    # OpenClaw's SessionEntry figures (openclaw-reference.md 1.1 A).
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens_fresh = models.BooleanField(default=False)
+    last_usage = models.JSONField(null=True, blank=True)
+    compaction_count = models.PositiveIntegerField(default=0)
+    memory_flush_at = models.DateTimeField(null=True, blank=True)
+    # NULL means never flushed: OpenClaw conflated "never" with "flushed at cycle 0" (#47143).
+    memory_flush_compaction_count = models.PositiveIntegerField(null=True, blank=True)
+    last_cache_touch_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["assistant", "key"], name="session_assistant_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.assistant}:{self.key}"
+
+
+class Role(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL_RESULT = "toolResult"
+    SYSTEM = "system"
+
+
+class Message(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    entry_id = models.CharField(max_length=8, default=new_entry_id)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # A string or a list of OpenClaw content blocks (text, image, toolCall, thinking), as received.
+    content = models.JSONField()
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    is_error = models.BooleanField(default=False)
+    details = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=16, blank=True)
+    error_message = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    provider = models.CharField(max_length=100, blank=True)
+    api = models.CharField(max_length=100, blank=True)
+    # Silent: a flush turn or a NO_REPLY answer; stored, shown behind a toggle, never a reply.
+    silent = models.BooleanField(default=False)
+    estimated_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_session_seq_unique"),
+            models.UniqueConstraint(fields=["session", "entry_id"], name="message_session_entry_unique"),
+            models.CheckConstraint(condition=models.Q(role__in=Role.values), name="message_role_valid"),
+            models.CheckConstraint(
+                condition=~models.Q(role="toolResult") | (~models.Q(tool_call_id="") & ~models.Q(tool_name="")),
+                name="message_tool_result_has_call",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} #{self.seq} {self.role}"
+
+
+class Trigger(models.TextChoices):
+    THRESHOLD = "threshold"
+    OVERFLOW = "overflow"
+    MANUAL = "manual"
+    BUDGET = "budget"
+
+
+class CompactionEntry(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compactions")
+    seq = models.PositiveIntegerField()
+    entry_id = models.CharField(max_length=8, default=new_entry_id)
+    summary = models.TextField()
+    first_kept = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    first_kept_entry_id = models.CharField(max_length=8)
+    tokens_before = models.PositiveIntegerField()
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    details = models.JSONField(default=dict, blank=True)
+    from_hook = models.BooleanField(default=True)
+    offline = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        verbose_name_plural = "compaction entries"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="compaction_session_seq_unique"),
+            models.UniqueConstraint(fields=["session", "entry_id"], name="compaction_session_entry_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} #{self.seq} compaction ({self.trigger})"
+
+
+class RunState(models.TextChoices):
+    PENDING = "pending"
+    FLUSHING = "flushing"
+    FLUSHED = "flushed"
+    FLUSH_SKIPPED = "flush_skipped"
+    SUMMARIZING = "summarizing"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+class CompactionRun(models.Model):
+    """The receipt of every compaction attempt: pending → flushing → flushed|flush_skipped →
+    summarizing → committed|failed (design.md data model)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_runs")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.PENDING)
+    reason = models.TextField(blank=True)
+    instructions = models.TextField(blank=True)
+    flush_outcome = models.CharField(max_length=64, blank=True)
+    flush_details = models.JSONField(default=dict, blank=True)
+    entry = models.OneToOneField(
+        CompactionEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="run"
+    )
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    offline = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.session} compaction run {self.pk} ({self.state})"

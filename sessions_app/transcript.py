@@ -1,0 +1,115 @@
+"""Appending to a session's transcript and reading it back in OpenClaw's shapes.
+
+`append_messages` is the only writer of messages: it takes the session row lock, so concurrent
+appends get gap-free, unique ``seq`` values (one sequence shared with compaction entries).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_app.tokens import estimate_message_tokens
+from openclaw_site.tasks import enqueue
+from sessions_app.messages import MessageInput, epoch_ms
+from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
+
+
+def lock_session(session_id: int) -> Session:
+    """Return the session row locked until the end of the current transaction."""
+    return Session.objects.select_for_update().select_related("assistant", "assistant__team").get(pk=session_id)
+
+
+def take_seq(session: Session) -> int:
+    """Advance the locked session's shared sequence and return the new value."""
+    session.last_seq += 1
+    return session.last_seq
+
+
+def unique_entry_id(session: Session, taken: set[str]) -> str:
+    """Return an 8-hex id unused in the session (Pi checks collisions the same way, reference 1.1)."""
+    for _ in range(100):
+        candidate = new_entry_id()
+        if candidate in taken:
+            continue
+        clash = Message.objects.filter(session=session, entry_id=candidate).exists() or \
+            CompactionEntry.objects.filter(session=session, entry_id=candidate).exists()
+        if not clash:
+            taken.add(candidate)
+            return candidate
+    raise RuntimeError("could not find a free entry id")
+
+
+@transaction.atomic
+def append_messages(*, session_id: int, messages: Iterable[MessageInput], silent: bool = False) -> list[Message]:
+    """Append messages atomically (all or nothing) and return the stored rows."""
+    session = lock_session(session_id)
+    now = timezone.now()
+    taken: set[str] = set()
+    rows = []
+    for item in messages:
+        row = _build(session, item, now=now, silent=silent or item.silent)
+        row.entry_id = unique_entry_id(session, taken)
+        row.seq = take_seq(session)
+        rows.append(row)
+    Message.objects.bulk_create(rows)
+    session.save(update_fields=["last_seq", "updated_at"])
+    after_transcript_change(session)
+    return rows
+
+
+def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> Message:
+    row = Message(
+        session=session, role=item.role, content=item.content, tool_call_id=item.tool_call_id,
+        tool_name=item.tool_name, is_error=item.is_error, details=item.details, usage=item.usage,
+        stop_reason=item.stop_reason, error_message=item.error_message, model=item.model,
+        provider=item.provider, api=item.api, silent=silent, created_at=item.created_at or now,
+    )
+    row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
+    return row
+
+
+def after_transcript_change(session: Session) -> None:
+    """Queue the export mirror and the transcript indexer for after the commit."""
+    enqueue("sessions_app.tasks.export_session", session.pk, task_name=f"export-session-{session.pk}")
+    enqueue("sessions_app.tasks.transcript_changed", session.pk, task_name=f"transcript-{session.pk}")
+
+
+def to_agent_message(message: Message) -> dict[str, Any]:
+    """Return a stored message as OpenClaw's AgentMessage dict (plus our ``entryId``)."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content,
+                            "timestamp": epoch_ms(message.created_at), "entryId": message.entry_id}
+    if message.role == "toolResult":
+        data.update(toolCallId=message.tool_call_id, toolName=message.tool_name, isError=message.is_error)
+        if message.details is not None:
+            data["details"] = message.details
+    if message.role == "assistant":
+        data.update(usage=message.usage, stopReason=message.stop_reason or "stop", model=message.model)
+        for key, value in (("provider", message.provider), ("api", message.api), ("errorMessage", message.error_message)):
+            if value:
+                data[key] = value
+    return data
+
+
+def transcript_entries(session: Session, *, include_silent: bool = True) -> list[dict[str, Any]]:
+    """Return messages and compaction entries in ``seq`` order as JSONL v3 entry dicts."""
+    messages = Message.objects.filter(session=session)
+    if not include_silent:
+        messages = messages.filter(silent=False)
+    items: list[tuple[int, dict[str, Any]]] = [
+        (m.seq, {"type": "message", "id": m.entry_id, "seq": m.seq, "silent": m.silent,
+                 "timestamp": m.created_at.isoformat(), "message": to_agent_message(m)})
+        for m in messages
+    ]
+    items += [(c.seq, compaction_entry_dict(c)) for c in CompactionEntry.objects.filter(session=session)]
+    return [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+
+
+def compaction_entry_dict(entry: CompactionEntry) -> dict[str, Any]:
+    return {
+        "type": "compaction", "id": entry.entry_id, "seq": entry.seq, "timestamp": entry.created_at.isoformat(),
+        "summary": entry.summary, "firstKeptEntryId": entry.first_kept_entry_id,
+        "tokensBefore": entry.tokens_before, "details": entry.details, "fromHook": entry.from_hook,
+    }

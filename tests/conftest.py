@@ -1,0 +1,74 @@
+"""Shared fixtures: personas (healthchecks style), API clients, and the scripted model server.
+
+alice: admin of team "acme"; bob: member of "acme"; vera: viewer of "acme";
+charlie: member of another team, "globex". Nobody but acme's people may see acme's data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests import factories
+
+ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
+
+
+@dataclass
+class World:
+    acme: Any
+    globex: Any
+    alice: Any
+    bob: Any
+    vera: Any
+    charlie: Any
+    assistant: Any
+    other_assistant: Any
+
+
+@pytest.fixture
+def world(db) -> World:
+    acme, globex = factories.make_team("acme"), factories.make_team("globex")
+    return World(
+        acme=acme, globex=globex,
+        alice=factories.make_user("alice", team=acme, role="admin"),
+        bob=factories.make_user("bob", team=acme, role="member"),
+        vera=factories.make_user("vera", team=acme, role="viewer"),
+        charlie=factories.make_user("charlie", team=globex, role="member"),
+        assistant=factories.make_assistant(acme, "helper"),
+        other_assistant=factories.make_assistant(globex, "rival"),
+    )
+
+
+def bearer_client(secret: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def api(world) -> APIClient:
+    """A client with an all-scopes key of team acme."""
+    _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
+    return bearer_client(secret)
+
+
+@pytest.fixture
+def other_api(world) -> APIClient:
+    """A client with an all-scopes key of team globex."""
+    _, secret = factories.make_api_key(world.globex, ALL_SCOPES)
+    return bearer_client(secret)
+
+
+@pytest.fixture
+def scoped_api(world):
+    """Build a client for team acme with exactly the given scopes."""
+
+    def build(*scopes: str) -> APIClient:
+        _, secret = factories.make_api_key(world.acme, list(scopes))
+        return bearer_client(secret)
+
+    return build

@@ -1,0 +1,18 @@
+"""Test settings: the normal settings with background tasks run inline and no debounce waits."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENCLAW_TASKS_SYNC", "1")
+os.environ.setdefault("MEMORY_INDEX_DEBOUNCE_SECONDS", "0")
+os.environ.setdefault("SESSION_INDEX_DEBOUNCE_SECONDS", "0")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("LLM_BASE_URL", "")
+os.environ.setdefault("LLM_MODEL", "")
+
+from openclaw_site.settings import *  # noqa: E402,F401,F403
+from openclaw_site.settings import VAR_DIR  # noqa: E402
+
+EXPORT_ROOT = VAR_DIR / "test-exports"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
