@@ -10,9 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
-
-from tests import factories
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
@@ -31,6 +28,8 @@ class World:
 
 @pytest.fixture
 def world(db) -> World:
+    from tests import factories
+
     acme, globex = factories.make_team("acme"), factories.make_team("globex")
     return World(
         acme=acme, globex=globex,
@@ -43,22 +42,28 @@ def world(db) -> World:
     )
 
 
-def bearer_client(secret: str) -> APIClient:
+def bearer_client(secret: str) -> Any:
+    from rest_framework.test import APIClient  # lazy: pure tests run without Django set up
+
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return client
 
 
 @pytest.fixture
-def api(world) -> APIClient:
+def api(world) -> Any:
     """A client with an all-scopes key of team acme."""
+    from tests import factories
+
     _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
     return bearer_client(secret)
 
 
 @pytest.fixture
-def other_api(world) -> APIClient:
+def other_api(world) -> Any:
     """A client with an all-scopes key of team globex."""
+    from tests import factories
+
     _, secret = factories.make_api_key(world.globex, ALL_SCOPES)
     return bearer_client(secret)
 
@@ -67,7 +72,9 @@ def other_api(world) -> APIClient:
 def scoped_api(world):
     """Build a client for team acme with exactly the given scopes."""
 
-    def build(*scopes: str) -> APIClient:
+    from tests import factories
+
+    def build(*scopes: str) -> Any:
         _, secret = factories.make_api_key(world.acme, list(scopes))
         return bearer_client(secret)
 
