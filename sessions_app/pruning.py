@@ -1,0 +1,523 @@
+"""Context pruning: trim or clear old tool results in the copy sent to the model.
+
+Reproduces OpenClaw's `pruneContextMessages` (openclaw-reference.md section 3,
+`src/agents/pi-hooks/context-pruning/{settings,pruner,tools}.ts`) with two of our changes
+(design.md item 5): every trimmed or cleared tool result names its stored message so the model can
+read it back with `tool_result_get`, and besides `cache-ttl` there is an `always` mode.
+
+Pure module: no Django, no database. Storage is never touched; the input list is never mutated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
+
+PruningMode = Literal["cache-ttl", "always", "off"]
+PruneAction = Literal["trimmed", "cleared", "images_removed"]
+Message = dict[str, Any]
+
+MODES: tuple[str, ...] = ("cache-ttl", "always", "off")
+DEFAULT_TTL_MS = 5 * 60 * 1000
+# pruner.ts: images weigh 8000 chars here (not Pi's 4800); roles it does not know weigh 256.
+IMAGE_CHAR_ESTIMATE = 8_000
+OTHER_ROLE_CHARS = 256
+TOOL_CALL_ERROR_CHARS = 128
+PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
+DEFAULT_PLACEHOLDER = "[Old tool result content cleared]"
+TRIM_NOTE = (
+    "\n\n[Tool result trimmed: kept first {head} chars and last {tail} chars of {raw} chars.]"
+)
+# design.md item 5: the model can fetch the original back, so pruning loses nothing for good.
+ORIGINAL_REFERENCE = "\n[Original: message {entry_id}; call tool_result_get to read it in full.]"
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SoftTrim:
+    """Soft-trim limits, in raw (UTF-16) chars of the joined tool-result text."""
+
+    max_chars: int = 4_000
+    head_chars: int = 1_500
+    tail_chars: int = 1_500
+
+
+@dataclass(frozen=True)
+class HardClear:
+    """Whether old tool results may be replaced whole, and by what."""
+
+    enabled: bool = True
+    placeholder: str = DEFAULT_PLACEHOLDER
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """Case-insensitive `*` globs for prunable tools; deny wins, a non-empty allow restricts."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+    def is_prunable(self, tool_name: str | None) -> bool:
+        """Tell whether results of this tool may be trimmed or cleared (tools.ts)."""
+        name = (tool_name or "").strip().lower()
+        if _matches_any(name, self.deny):
+            return False
+        return not _normalised_globs(self.allow) or _matches_any(name, self.allow)
+
+
+def _normalised_globs(patterns: tuple[str, ...]) -> list[str]:
+    """Trim and lowercase globs, dropping empty ones (glob-pattern.ts `compileGlobPatterns`)."""
+    return [p for p in (raw.strip().lower() for raw in patterns) if p]
+
+
+def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """Tell whether name matches one of the globs, where `*` is the only wildcard."""
+    for pattern in _normalised_globs(patterns):
+        regex = "^" + ".*".join(re.escape(piece) for piece in pattern.split("*")) + "$"
+        if re.match(regex, name, re.DOTALL):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class PruningSettings:
+    """Effective `contextPruning` settings with OpenClaw's defaults (reference 3.1)."""
+
+    mode: PruningMode = "cache-ttl"
+    ttl_ms: int = DEFAULT_TTL_MS
+    keep_last_assistants: int = 3
+    soft_trim_ratio: float = 0.3
+    hard_clear_ratio: float = 0.5
+    min_prunable_tool_chars: int = 50_000
+    soft_trim: SoftTrim = field(default_factory=SoftTrim)
+    hard_clear: HardClear = field(default_factory=HardClear)
+    tools: ToolMatch = field(default_factory=ToolMatch)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> PruningSettings:
+        """Build settings from a `contextPruning` dict, normalised as settings.ts does."""
+        cfg = cfg if isinstance(cfg, Mapping) else {}
+        base = cls()
+        return cls(
+            mode=_mode(cfg.get("mode")),
+            ttl_ms=_ttl_ms(cfg.get("ttl"), base.ttl_ms),
+            keep_last_assistants=_floor_non_negative(
+                cfg.get("keepLastAssistants"), base.keep_last_assistants
+            ),
+            soft_trim_ratio=_clamp_unit(cfg.get("softTrimRatio"), base.soft_trim_ratio),
+            hard_clear_ratio=_clamp_unit(cfg.get("hardClearRatio"), base.hard_clear_ratio),
+            min_prunable_tool_chars=_floor_non_negative(
+                cfg.get("minPrunableToolChars"), base.min_prunable_tool_chars
+            ),
+            soft_trim=_soft_trim(cfg.get("softTrim")),
+            hard_clear=_hard_clear(cfg.get("hardClear")),
+            tools=_tool_match(cfg.get("tools")),
+        )
+
+
+def _is_number(value: object) -> bool:
+    """Tell whether value is a finite int or float (JSON booleans excluded)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _mode(raw: object) -> PruningMode:
+    """Return the mode; unset means cache-ttl, anything unknown means off (reference 3.1)."""
+    if raw is None:
+        return "cache-ttl"
+    return raw if raw in MODES else "off"  # type: ignore[return-value]
+
+
+def _ttl_ms(raw: object, default: int) -> int:
+    """Return the TTL in ms: strings default to minutes, numbers are ms; invalid keeps default."""
+    if isinstance(raw, str):
+        try:
+            return parse_duration_ms(raw, default_unit="m")
+        except ValueError:
+            return default
+    if _is_number(raw) and raw >= 0:  # type: ignore[operator]
+        return _round_half_up(float(raw))  # type: ignore[arg-type]
+    return default
+
+
+def _floor_non_negative(raw: object, default: int) -> int:
+    """Return max(0, floor(raw)) for a finite number, else the default."""
+    return max(0, math.floor(raw)) if _is_number(raw) else default  # type: ignore[arg-type]
+
+
+def _clamp_unit(raw: object, default: float) -> float:
+    """Return raw clamped to [0, 1] for a finite number, else the default."""
+    return min(1.0, max(0.0, float(raw))) if _is_number(raw) else default  # type: ignore[arg-type]
+
+
+def _soft_trim(raw: object) -> SoftTrim:
+    """Return soft-trim limits, each floored at 0, defaults for missing keys."""
+    cfg = raw if isinstance(raw, Mapping) else {}
+    base = SoftTrim()
+    return SoftTrim(
+        max_chars=_floor_non_negative(cfg.get("maxChars"), base.max_chars),
+        head_chars=_floor_non_negative(cfg.get("headChars"), base.head_chars),
+        tail_chars=_floor_non_negative(cfg.get("tailChars"), base.tail_chars),
+    )
+
+
+def _hard_clear(raw: object) -> HardClear:
+    """Return hard-clear settings; the placeholder is trimmed and an empty one ignored."""
+    cfg = raw if isinstance(raw, Mapping) else {}
+    enabled = cfg.get("enabled")
+    placeholder = cfg.get("placeholder")
+    return HardClear(
+        enabled=enabled if isinstance(enabled, bool) else True,
+        placeholder=placeholder.strip()
+        if isinstance(placeholder, str) and placeholder.strip()
+        else DEFAULT_PLACEHOLDER,
+    )
+
+
+def _tool_match(raw: object) -> ToolMatch:
+    """Return the allow/deny globs, ignoring anything that is not a list of strings."""
+    cfg = raw if isinstance(raw, Mapping) else {}
+    return ToolMatch(allow=_string_tuple(cfg.get("allow")), deny=_string_tuple(cfg.get("deny")))
+
+
+def _string_tuple(raw: object) -> tuple[str, ...]:
+    """Return the strings of a list as a tuple."""
+    return tuple(item for item in raw if isinstance(item, str)) if isinstance(raw, list) else ()
+
+
+def _round_half_up(value: float) -> int:
+    """Round like JavaScript's Math.round (half up), not Python's banker's rounding."""
+    return math.floor(value + 0.5)
+
+
+def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
+    """Parse "30s", "5m", "1h", "2d", "250ms" or a bare number in default_unit into ms."""
+    text = str(raw).strip().lower()
+    match = _DURATION_RE.match(text)
+    if match is None:
+        raise ValueError(f"invalid duration: {raw!r}")
+    value = float(match.group(1))
+    product = value * _UNIT_MS[match.group(2) or default_unit]
+    # src/cli/parse-duration.ts rejects values that round to nothing, e.g. "0.0000001ms".
+    if product == 0 and value != 0:
+        raise ValueError(f"duration too small: {raw!r}")
+    return _round_half_up(product)
+
+
+# --- TTL gate --------------------------------------------------------------------------------
+
+
+def should_prune(
+    settings: PruningSettings, *, now_ms: int, last_cache_touch_at_ms: int | None
+) -> bool:
+    """Tell whether pruning runs on this call (reference 3.2 TTL gate, plus our `always` mode).
+
+    The caller sets `last_cache_touch_at` to now when a pass changed something, so the pass runs
+    once per TTL window, as OpenClaw's extension does.
+    """
+    if settings.mode == "always":
+        return True
+    if settings.mode != "cache-ttl" or last_cache_touch_at_ms is None or settings.ttl_ms <= 0:
+        return False
+    return now_ms - last_cache_touch_at_ms >= settings.ttl_ms
+
+
+# --- char estimates (pruner.ts `estimateMessageChars`) ---------------------------------------
+
+
+def _utf16_len(text: str) -> int:
+    """Return the JavaScript length of text (UTF-16 code units)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _blocks(content: object) -> list[Mapping[str, Any]]:
+    """Return content as a list of blocks; a bare string becomes one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, Mapping)]
+    return []
+
+
+def _text_of(block: Mapping[str, Any], key: str = "text") -> str:
+    """Return a string field of a block, or the empty string."""
+    value = block.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _text_and_image_chars(content: object) -> int:
+    """Return CJK-weighted text chars plus 8000 per image block."""
+    chars = 0
+    for block in _blocks(content):
+        if block.get("type") == "text":
+            chars += estimate_string_chars(_text_of(block))
+        elif block.get("type") == "image":
+            chars += IMAGE_CHAR_ESTIMATE
+    return chars
+
+
+def _assistant_block_chars(block: Mapping[str, Any]) -> int:
+    """Return the chars one assistant block contributes to the pruning estimate."""
+    kind = block.get("type")
+    if kind == "text":
+        return estimate_string_chars(_text_of(block))
+    if kind in ("thinking", "redacted_thinking"):
+        chars = estimate_string_chars(_text_of(block, "thinking"))
+        chars += estimate_string_chars(_text_of(block, "thinkingSignature"))
+        if kind == "redacted_thinking":
+            chars += estimate_string_chars(_text_of(block, "data"))
+        return chars
+    if kind == "toolCall":
+        try:
+            arguments = block.get("arguments")
+            dumped = json.dumps({} if arguments is None else arguments, separators=(",", ":"),
+                                ensure_ascii=False)
+        except (TypeError, ValueError):
+            return TOOL_CALL_ERROR_CHARS
+        # pruner.ts counts JSON.stringify(arguments).length: raw UTF-16, not CJK-weighted.
+        return _utf16_len(dumped)
+    return 0
+
+
+def estimate_message_chars(message: Mapping[str, Any]) -> int:
+    """Return the pruning char estimate of one message (CJK-weighted, images 8000, others 256)."""
+    role = message.get("role")
+    if role in ("user", "toolResult"):
+        return _text_and_image_chars(message.get("content"))
+    if role == "assistant":
+        return sum(_assistant_block_chars(block) for block in _blocks(message.get("content")))
+    return OTHER_ROLE_CHARS
+
+
+# --- soft trim -------------------------------------------------------------------------------
+
+
+def _utf16_head(text: str, units: int) -> str:
+    """Return the longest prefix of at most `units` UTF-16 units, never splitting a pair."""
+    if _utf16_len(text) == len(text):
+        return text[:units]
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:index]
+    return text
+
+
+def _utf16_tail(text: str, units: int) -> str:
+    """Return the longest suffix of at most `units` UTF-16 units, never splitting a pair."""
+    if units <= 0:
+        return ""
+    if _utf16_len(text) == len(text):
+        return text[-units:]
+    used = 0
+    for index in range(len(text) - 1, -1, -1):
+        used += 2 if ord(text[index]) > 0xFFFF else 1
+        if used > units:
+            return text[index + 1 :]
+    return text
+
+
+def _take_head(parts: list[str], max_chars: int) -> str:
+    """Take the first max_chars of the parts joined with newlines (pruner.ts)."""
+    remaining, out = max_chars, []
+    for index, part in enumerate(parts):
+        if remaining <= 0:
+            break
+        if index > 0:
+            out.append("\n")
+            remaining -= 1
+            if remaining <= 0:
+                break
+        out.append(_utf16_head(part, remaining))
+        remaining -= _utf16_len(part)
+    return "".join(out)
+
+
+def _take_tail(parts: list[str], max_chars: int) -> str:
+    """Take the last max_chars of the parts joined with newlines (pruner.ts)."""
+    remaining, out = max_chars, []
+    for index in range(len(parts) - 1, -1, -1):
+        if remaining <= 0:
+            break
+        part_len = _utf16_len(parts[index])
+        if part_len > remaining:
+            out.append(_utf16_tail(parts[index], remaining))
+            break
+        out.append(parts[index])
+        remaining -= part_len
+        if remaining > 0 and index > 0:
+            out.append("\n")
+            remaining -= 1
+    return "".join(reversed(out))
+
+
+def _soft_trim_text(
+    message: Mapping[str, Any], soft_trim: SoftTrim
+) -> tuple[str, PruneAction] | None:
+    """Return the replacement text of a tool result and what was done, or None to keep it."""
+    blocks = _blocks(message.get("content"))
+    has_images = any(block.get("type") == "image" for block in blocks)
+    # Images become a marker in place, so the result still says one was there.
+    parts = [
+        _text_of(block) if block.get("type") == "text" else PRUNED_IMAGE_MARKER
+        for block in blocks
+        if block.get("type") == "text" or (has_images and block.get("type") == "image")
+    ]
+    raw_len = sum(_utf16_len(part) for part in parts) + max(0, len(parts) - 1)
+    head, tail = soft_trim.head_chars, soft_trim.tail_chars
+    if raw_len <= soft_trim.max_chars or head + tail >= raw_len:
+        return ("\n".join(parts), "images_removed") if has_images else None
+    trimmed = f"{_take_head(parts, head)}\n...\n{_take_tail(parts, tail)}"
+    return trimmed + TRIM_NOTE.format(head=head, tail=tail, raw=raw_len), "trimmed"
+
+
+# --- the pass --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneChange:
+    """What pruning did to one tool result; chars are pruning estimates before and after."""
+
+    index: int
+    entry_id: str | None
+    tool_name: str | None
+    action: PruneAction
+    chars_before: int
+    chars_after: int
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """The message list to send and the changes made to it, in message order."""
+
+    messages: list[Message]
+    changes: tuple[PruneChange, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Tell whether anything was trimmed or cleared."""
+        return bool(self.changes)
+
+
+class _Pass:
+    """Working state of one pruning pass: a copy of the list, running totals, changes so far."""
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]], char_window: int) -> None:
+        self.originals = messages
+        self.messages: list[Message] = list(messages)  # type: ignore[arg-type]
+        self.char_window = char_window
+        self.total_chars = sum(estimate_message_chars(message) for message in messages)
+        self.changes: dict[int, PruneChange] = {}
+
+    @property
+    def ratio(self) -> float:
+        """Return the estimated share of the context window in use."""
+        return self.total_chars / self.char_window
+
+    def replace(self, index: int, text: str, action: PruneAction) -> None:
+        """Swap a tool result's content for one text block that names the stored original."""
+        original = self.originals[index]
+        entry_id = original.get("entryId")
+        if entry_id:
+            text += ORIGINAL_REFERENCE.format(entry_id=entry_id)
+        updated = {**self.messages[index], "content": [{"type": "text", "text": text}]}
+        self.total_chars += estimate_message_chars(updated) - estimate_message_chars(
+            self.messages[index]
+        )
+        self.messages[index] = updated
+        self.changes[index] = PruneChange(
+            index=index,
+            entry_id=entry_id,
+            tool_name=original.get("toolName"),
+            action=action,
+            chars_before=estimate_message_chars(original),
+            chars_after=estimate_message_chars(updated),
+        )
+
+    def result(self) -> PruneResult:
+        """Return the pruned list and its changes."""
+        return PruneResult(self.messages, tuple(self.changes[i] for i in sorted(self.changes)))
+
+
+def _assistant_cutoff(messages: Sequence[Mapping[str, Any]], keep_last: int) -> int | None:
+    """Return the index of the N-th last assistant message; None if there are fewer than N."""
+    if keep_last <= 0:
+        return len(messages)
+    remaining = keep_last
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            remaining -= 1
+            if remaining == 0:
+                return index
+    return None
+
+
+def _first_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Return the first user message's index; bootstrap reads before it are never pruned."""
+    for index, message in enumerate(messages):
+        if message.get("role") == "user":
+            return index
+    return len(messages)
+
+
+def _prunable_indexes(
+    messages: Sequence[Mapping[str, Any]], *, start: int, cutoff: int, tools: ToolMatch
+) -> list[int]:
+    """Return indexes of tool results in [start, cutoff) whose tool may be pruned."""
+    return [
+        index
+        for index in range(start, cutoff)
+        if messages[index].get("role") == "toolResult"
+        and tools.is_prunable(messages[index].get("toolName"))
+    ]
+
+
+def prune_context(
+    messages: Sequence[Mapping[str, Any]], *, settings: PruningSettings, context_window: int | None
+) -> PruneResult:
+    """Soft-trim, then hard-clear, old tool results until the context is under the ratios.
+
+    This is `pruneContextMessages` (reference 3.3); the TTL gate is `should_prune`, not here.
+    """
+    unchanged = PruneResult(list(messages))  # type: ignore[arg-type]
+    if not context_window or context_window <= 0:
+        return unchanged
+    cutoff = _assistant_cutoff(messages, settings.keep_last_assistants)
+    if cutoff is None:
+        return unchanged
+    prunable = _prunable_indexes(
+        messages, start=_first_user_index(messages), cutoff=cutoff, tools=settings.tools
+    )
+    work = _Pass(messages, context_window * CHARS_PER_TOKEN)
+    if work.ratio < settings.soft_trim_ratio:
+        return unchanged
+    for index in prunable:
+        trimmed = _soft_trim_text(work.messages[index], settings.soft_trim)
+        if trimmed is not None:
+            work.replace(index, *trimmed)
+    if work.ratio >= settings.hard_clear_ratio and settings.hard_clear.enabled:
+        _hard_clear_pass(work, prunable, settings)
+    return work.result()
+
+
+def _hard_clear_pass(work: _Pass, prunable: list[int], settings: PruningSettings) -> None:
+    """Clear prunable tool results oldest first until the ratio drops below hardClearRatio."""
+    prunable_chars = sum(estimate_message_chars(work.messages[index]) for index in prunable)
+    # Clearing a handful of small results would break the prompt cache for little gain.
+    if prunable_chars < settings.min_prunable_tool_chars:
+        return
+    for index in prunable:
+        if work.ratio < settings.hard_clear_ratio:
+            break
+        work.replace(index, settings.hard_clear.placeholder, "cleared")

@@ -1,0 +1,76 @@
+"""NO_REPLY detection for silent turns (openclaw-reference.md 2.6, `src/auto-reply/tokens.ts`).
+
+Pure module: no Django. The memory flush turn and any assistant reply that is only the token are
+stored with `silent=True` and never shown to users.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+SILENT_REPLY_TOKEN = "NO_REPLY"
+
+_TOKEN = re.escape(SILENT_REPLY_TOKEN)
+# Whole payload only (#19537): a substantive reply that merely ends with the token is not silent.
+_EXACT_RE = re.compile(rf"^\s*{_TOKEN}\s*$", re.IGNORECASE)
+# Trailing token after start, whitespace or markdown asterisks; case-sensitive per the reference.
+_TRAILING_RE = re.compile(rf"(?:^|\s+|\*+){_TOKEN}\s*$")
+# One or more leading tokens where the last is glued to a letter or digit (`NO_REPLYThe ...`).
+# [^\W_] is Python's "letter or digit", the equivalent of JS `[\p{L}\p{N}]`.
+_LEADING_ATTACHED_RE = re.compile(rf"^\s*(?:{_TOKEN}\s+)*{_TOKEN}(?=[^\W_])", re.IGNORECASE)
+_LEADING_RE = re.compile(rf"^(?:\s*{_TOKEN})+\s*", re.IGNORECASE)
+_PREFIX_CHARS_RE = re.compile(r"[^A-Z_]")
+
+
+def is_silent_reply_text(text: str | None) -> bool:
+    """Tell whether the whole reply is the silent token or its `{"action":"NO_REPLY"}` envelope."""
+    if not text:
+        return False
+    return bool(_EXACT_RE.match(text)) or _is_silent_envelope(text)
+
+
+def _is_silent_envelope(text: str) -> bool:
+    """Tell whether text is a JSON object whose only key is `action` holding the token."""
+    trimmed = text.strip()
+    if not (trimmed.startswith("{") and trimmed.endswith("}") and SILENT_REPLY_TOKEN in trimmed):
+        return False
+    try:
+        parsed = json.loads(trimmed)
+    except ValueError:
+        return False
+    if not isinstance(parsed, dict) or list(parsed) != ["action"]:
+        return False
+    action = parsed["action"]
+    return isinstance(action, str) and action.strip() == SILENT_REPLY_TOKEN
+
+
+def strip_silent_token(text: str) -> str:
+    """Remove a trailing token and trim; an empty result means the reply is silent."""
+    return _TRAILING_RE.sub("", text, count=1).strip()
+
+
+def starts_with_silent_token(text: str | None) -> bool:
+    """Tell whether text starts with the token glued directly to visible content."""
+    if not text:
+        return False
+    return bool(_LEADING_ATTACHED_RE.match(text))
+
+
+def strip_leading_silent_token(text: str) -> str:
+    """Remove one or more leading tokens (case-insensitive) and trim."""
+    return _LEADING_RE.sub("", text, count=1).strip()
+
+
+def is_silent_reply_prefix_text(text: str | None) -> bool:
+    """Tell whether a streamed fragment may be the start of the token, so it can be held back."""
+    if not text:
+        return False
+    trimmed = text.lstrip()
+    # Uppercase only, so natural-language "No, ..." is never suppressed.
+    if len(trimmed) < 2 or trimmed != trimmed.upper() or _PREFIX_CHARS_RE.search(trimmed):
+        return False
+    if not SILENT_REPLY_TOKEN.startswith(trimmed):
+        return False
+    # Bare "NO" is allowed because streaming NO_REPLY emits it transiently; other prefixes need "_".
+    return "_" in trimmed or trimmed == "NO"
