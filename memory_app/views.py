@@ -1,0 +1,430 @@
+"""Dashboard pages for an assistant's memory: the file tree, documents, revisions, and search.
+
+Every write goes through `memory_app.documents` (revision + reindex + export on commit), with the
+signed-in user as the provenance; these views only translate forms to those calls.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from memory_app.documents import Provenance, StaleWrite, delete_document, revert_document, write_document
+from memory_app.models import Author, MemoryDocument, MemoryRevision
+from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
+from openclaw_site.models import Assistant, Role
+from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
+
+UNPROCESSABLE = 422
+
+
+def _provenance(request: HttpRequest, note: str = "dashboard") -> Provenance:
+    return Provenance(author=Author.USER, user=request.user, note=note)
+
+
+def _document(assistant: Assistant, path: str) -> MemoryDocument:
+    document = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
+    if document is None:
+        raise Http404("No such memory document.")
+    return document
+
+
+def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
+
+
+def document_url(assistant: Assistant, path: str) -> str:
+    return reverse("memory-document", args=[assistant.slug, path])
+
+
+# --- the tree ---------------------------------------------------------------------------------
+
+@dataclass
+class Folder:
+    """A folder of the memory tree with its documents and subfolders."""
+
+    name: str
+    documents: list[MemoryDocument] = field(default_factory=list)
+    folders: dict[str, Folder] = field(default_factory=dict)
+
+    def sorted_folders(self) -> list[Folder]:
+        return [self.folders[name] for name in sorted(self.folders)]
+
+
+@dataclass
+class MemoryTree:
+    """MEMORY.md first, then daily notes newest first, then the other files by folder."""
+
+    roots: list[MemoryDocument]
+    daily: list[MemoryDocument]
+    other: Folder
+
+
+def memory_tree(assistant: Assistant) -> MemoryTree:
+    """Group an assistant's documents the way a person scans them."""
+    documents = list(MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path"))
+    roots = [d for d in documents if d.path in ROOT_FILES]
+    daily = sorted((d for d in documents if DAILY_NOTE.match(d.path)), key=lambda d: d.path, reverse=True)
+    other = Folder(name="memory")
+    for document in documents:
+        if document in roots or document in daily:
+            continue
+        folder = other
+        for part in document.path.split("/")[1:-1]:
+            folder = folder.folders.setdefault(part, Folder(name=part))
+        folder.documents.append(document)
+    return MemoryTree(roots=roots, daily=daily, other=other)
+
+
+@require_GET
+@team_view
+def memory_index(request: HttpRequest, slug: str) -> HttpResponse:
+    """The assistant's memory documents as a tree."""
+    assistant = get_assistant(request, slug)
+    return render_page(request, "memory/tree.html", {"assistant": assistant, "tree": memory_tree(assistant),
+                                                     "tab": "memory"}, partial="tree")
+
+
+# --- one document -----------------------------------------------------------------------------
+
+def _line_range(request: HttpRequest) -> tuple[int, int] | None:
+    """The ``?from=&lines=`` range a search citation points at (1-based, inclusive)."""
+    try:
+        start = int(request.GET.get("from", ""))
+        count = int(request.GET.get("lines", "1"))
+    except ValueError:
+        return None
+    return (start, start + max(count, 1) - 1) if start >= 1 else None
+
+
+def _numbered_lines(content: str, highlight: tuple[int, int] | None) -> list[dict[str, Any]]:
+    lines = content.split("\n")
+    low, high = highlight or (0, -1)
+    return [{"number": n, "text": text, "marked": low <= n <= high} for n, text in enumerate(lines, start=1)]
+
+
+def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dict[int, str]:
+    """Map revision id to the URL of the session message that caused it (flush and agent writes)."""
+    from sessions_app.models import Message  # sessions_app sits above memory_app; only the view joins them
+
+    message_pks = {r.message_pk for r in revisions if r.message_pk}
+    found = {m.pk: m for m in Message.objects.filter(pk__in=message_pks, session__assistant=assistant)}
+    links = {}
+    for revision in revisions:
+        message = found.get(revision.message_pk)
+        if message is not None:
+            links[revision.pk] = reverse("session-message", args=[message.session_id, message.seq])
+        elif revision.session_pk:
+            links[revision.pk] = reverse("session", args=[revision.session_pk])
+    return links
+
+
+def _revisions(assistant: Assistant, path: str, limit: int = 50) -> list[MemoryRevision]:
+    return list(MemoryRevision.objects.filter(assistant=assistant, path=path).select_related("user")[:limit])
+
+
+@require_GET
+@team_view
+def memory_document(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """Read a document with line numbers (a cited range highlighted) and its revisions."""
+    assistant = get_assistant(request, slug)
+    document = _document(assistant, path)
+    revisions = _revisions(assistant, path)
+    highlight = _line_range(request)
+    return render_page(request, "memory/document.html", {
+        "assistant": assistant, "document": document, "lines": _numbered_lines(document.content, highlight),
+        "highlight": highlight, "revisions": revisions, "revision_links": revision_links(assistant, revisions),
+        "tab": "memory", "index": index_status(assistant, document),
+    }, partial="document-body")
+
+
+class DocumentForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false"}), required=False,
+                              strip=False)
+    expected_hash = forms.CharField(widget=forms.HiddenInput, required=False)
+
+
+class NewDocumentForm(forms.Form):
+    path = forms.CharField(max_length=255, help_text="MEMORY.md, or memory/<name>.md (folders allowed).",
+                           widget=forms.TextInput(attrs={"placeholder": "memory/projects.md", "autocomplete": "off"}))
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}), required=False,
+                              strip=False)
+
+    def __init__(self, *args: Any, assistant: Assistant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.assistant = assistant
+
+    def clean_path(self) -> str:
+        path = self.cleaned_data["path"].strip()
+        try:
+            validate_memory_path(path)
+        except InvalidPath as error:
+            raise forms.ValidationError(f"Not a memory path: {error}.")
+        if MemoryDocument.objects.filter(assistant=self.assistant, path=path).exists():
+            raise forms.ValidationError(f"{path} already exists; open it to edit it.")
+        return path
+
+
+def _check_size(form: forms.Form) -> None:
+    from django.conf import settings
+
+    content = form.cleaned_data.get("content") or ""
+    size = len(content.encode())
+    if size > settings.MAX_MEMORY_DOCUMENT_BYTES:
+        form.add_error("content", f"The document is {size} bytes; the limit is {settings.MAX_MEMORY_DOCUMENT_BYTES}.")
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """Edit a document; a save makes a revision, and a stale save (someone saved since) is refused."""
+    assistant = get_assistant(request, slug)
+    document = _document(assistant, path)
+    request.web.require(Role.MEMBER)
+    if request.method == "GET":
+        form = DocumentForm(initial={"content": document.content, "expected_hash": document.content_hash})
+        return render_page(request, "memory/edit.html", {"assistant": assistant, "document": document, "form": form,
+                                                         "tab": "memory"}, partial="edit-form")
+    form = DocumentForm(request.POST)
+    if form.is_valid():
+        _check_size(form)
+    if form.is_valid():
+        try:
+            _, revision = write_document(assistant=assistant, path=path, content=form.cleaned_data["content"],
+                                         provenance=_provenance(request),
+                                         expected_hash=form.cleaned_data["expected_hash"] or None)
+        except StaleWrite:
+            form.add_error("content", "Someone saved this document after you opened it. Copy your text, reload, "
+                                      "and apply your change again; nothing was saved.")
+        else:
+            messages.success(request, f"Saved {path}." if revision else f"No changes to {path}.")
+            return _redirect(request, document_url(assistant, path))
+    return render_page(request, "memory/edit.html", {"assistant": assistant, "document": document, "form": form,
+                                                     "tab": "memory"}, partial="edit-form", status=UNPROCESSABLE)
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
+    """Create a document; the path is checked with the rules OpenClaw indexes by."""
+    assistant = get_assistant(request, slug)
+    request.web.require(Role.MEMBER)
+    initial = {"path": request.GET.get("path", "")}
+    form = NewDocumentForm(request.POST or None, assistant=assistant, initial=initial)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            _check_size(form)
+        if form.is_valid():
+            path = form.cleaned_data["path"]
+            write_document(assistant=assistant, path=path, content=form.cleaned_data["content"],
+                           provenance=_provenance(request), expected_hash="")
+            messages.success(request, f"Created {path}.")
+            return _redirect(request, document_url(assistant, path))
+        status = UNPROCESSABLE
+    return render_page(request, "memory/new.html", {"assistant": assistant, "form": form, "tab": "memory"},
+                       partial="new-form", status=status)
+
+
+@require_POST
+@team_view
+def memory_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """Delete a document; its revisions stay, so it can be restored."""
+    assistant = get_assistant(request, slug)
+    document = _document(assistant, path)
+    request.web.require(Role.MEMBER)
+    delete_document(document=document, provenance=_provenance(request))
+    messages.success(request, f"Deleted {path}. Its revisions are kept under Deleted documents.")
+    return _redirect(request, reverse("memory", args=[assistant.slug]))
+
+
+# --- revisions --------------------------------------------------------------------------------
+
+def _revision(assistant: Assistant, pk: int) -> MemoryRevision:
+    revision = MemoryRevision.objects.filter(assistant=assistant, pk=pk).select_related("user").first()
+    if revision is None:
+        raise Http404("No such revision.")
+    return revision
+
+
+def _diff(before: str, after: str, *, before_name: str, after_name: str) -> list[tuple[str, str]]:
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm="", n=3)
+    kinds = {"+": "add", "-": "del", "@": "hunk"}
+    return [(kinds.get(line[:1], "ctx") if not line.startswith(("+++", "---")) else "file", line) for line in lines]
+
+
+@require_GET
+@team_view
+def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """One revision: its text and what it changed against the revision before it."""
+    assistant = get_assistant(request, slug)
+    revision = _revision(assistant, pk)
+    previous = MemoryRevision.objects.filter(assistant=assistant, path=revision.path, created_at__lte=revision.created_at,
+                                             pk__lt=revision.pk).order_by("-created_at", "-pk").first()
+    document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
+    diff = _diff(previous.content if previous else "", revision.content,
+                 before_name=f"revision {previous.pk}" if previous else "(nothing)", after_name=f"revision {revision.pk}")
+    return render_page(request, "memory/revision.html", {
+        "assistant": assistant, "revision": revision, "previous": previous, "document": document, "diff": diff,
+        "link": revision_links(assistant, [revision]).get(revision.pk), "tab": "memory",
+        "is_current": document is not None and document.content_hash == revision.content_hash,
+    }, partial="revision-body")
+
+
+@require_POST
+@team_view
+def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """Restore a document's text from a revision (recreating it if it was deleted)."""
+    assistant = get_assistant(request, slug)
+    revision = _revision(assistant, pk)
+    request.web.require(Role.MEMBER)
+    document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
+    note = f"reverted to revision {revision.pk}"
+    if document is None:
+        write_document(assistant=assistant, path=revision.path, content=revision.content,
+                       provenance=_provenance(request, note), expected_hash="")
+    else:
+        revert_document(document=document, revision=revision, provenance=_provenance(request, note))
+    messages.success(request, f"{revision.path} now has the text of revision {revision.pk}.")
+    return _redirect(request, document_url(assistant, revision.path))
+
+
+@require_GET
+@team_view
+def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:
+    """Documents that were deleted, with their last revision to restore from."""
+    assistant = get_assistant(request, slug)
+    live = set(MemoryDocument.objects.filter(assistant=assistant).values_list("path", flat=True))
+    latest: dict[str, MemoryRevision] = {}
+    for revision in MemoryRevision.objects.filter(assistant=assistant, action="delete").select_related("user"):
+        if revision.path not in live and revision.path not in latest:
+            latest[revision.path] = revision
+    return render_page(request, "memory/deleted.html", {"assistant": assistant, "deleted": list(latest.values()),
+                                                        "tab": "memory"})
+
+
+# --- index status (filled in by the search layer when it is installed) ------------------------
+
+def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, Any] | None:
+    """Return whether the document's current text is indexed, or None when there is no index yet."""
+    try:
+        from memory_app.models import MemoryChunk  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    chunks = MemoryChunk.objects.filter(assistant=assistant, source="memory", path=document.path)
+    indexed_at = chunks.order_by("-id").values_list("id", flat=True).first()
+    fresh = document.updated_at is not None and _chunks_match(chunks, document)
+    return {"indexed": fresh, "chunks": chunks.count(), "any": indexed_at is not None}
+
+
+def _chunks_match(chunks: Any, document: MemoryDocument) -> bool:
+    """True when the stored chunks cover exactly the document's current text."""
+    texts = list(chunks.order_by("start_line").values_list("start_line", "end_line"))
+    if not document.content.strip():
+        return not texts
+    return bool(texts) and texts[-1][1] >= len(document.content.rstrip("\n").split("\n"))
+
+
+@require_GET
+@team_view
+def memory_index_status(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+    """The little "indexed / indexing…" badge of a document, polled while a reindex runs."""
+    assistant = get_assistant(request, slug)
+    document = _document(assistant, path)
+    return render_page(request, "memory/document.html", {
+        "assistant": assistant, "document": document, "index": index_status(assistant, document), "tab": "memory",
+        "lines": _numbered_lines(document.content, None), "revisions": [], "revision_links": {},
+    }, partial="index-status")
+
+
+# --- search -----------------------------------------------------------------------------------
+
+class SearchForm(forms.Form):
+    q = forms.CharField(label="Query", max_length=2000, required=False,
+                        widget=forms.TextInput(attrs={"type": "search", "autocomplete": "off",
+                                                      "placeholder": "What did we decide about…"}))
+    sources = forms.MultipleChoiceField(choices=[("memory", "Memory"), ("sessions", "Past sessions")],
+                                        widget=forms.CheckboxSelectMultiple, required=False, label="Look in")
+    mmr = forms.BooleanField(required=False, label="Diversify (MMR)")
+    decay = forms.BooleanField(required=False, label="Prefer recent (decay)")
+    # Present when the whole form was submitted; a bare ?q= link uses the assistant's settings.
+    opts = forms.CharField(widget=forms.HiddenInput, required=False, initial="1")
+
+
+def _search_defaults(assistant: Assistant) -> dict[str, Any]:
+    settings = assistant.settings.get("memorySearch", {})
+    hybrid = settings.get("query", {}).get("hybrid", {})
+    return {"sources": settings.get("sources", ["memory", "sessions"]),
+            "mmr": hybrid.get("mmr", {}).get("enabled", False),
+            "decay": hybrid.get("temporalDecay", {}).get("enabled", False), "opts": "1"}
+
+
+def _search_form(request: HttpRequest, assistant: Assistant) -> SearchForm:
+    if request.GET.get("opts"):
+        return SearchForm(request.GET)
+    return SearchForm({**_search_defaults(assistant), "q": request.GET.get("q", "")})
+
+
+@dataclass(frozen=True)
+class ResultView:
+    """One search result with where its citation leads in the dashboard."""
+
+    result: Any
+    url: str
+    label: str
+
+
+def _result_url(assistant: Assistant, result: Any, messages_by_line: dict[tuple[int, int], int]) -> str:
+    if result.source == "memory":
+        lines = max(1, result.end_line - result.start_line + 1)
+        return f"{document_url(assistant, result.path)}?from={result.start_line}&lines={lines}#L{result.start_line}"
+    seq = messages_by_line.get((result.chunk_id, result.start_line))
+    if result.session_id and seq:
+        return reverse("session-message", args=[result.session_id, seq])
+    return reverse("session", args=[result.session_id]) if result.session_id else ""
+
+
+def _session_seqs(assistant: Assistant, results: list[Any]) -> dict[tuple[int, int], int]:
+    """Map (chunk id, line) to the message seq a transcript line came from, when the index records it."""
+    from memory_app import search as search_module
+
+    resolve = getattr(search_module, "message_seq_for_line", None)
+    if resolve is None:
+        return {}
+    return {(r.chunk_id, r.start_line): seq for r in results if r.source == "sessions"
+            if (seq := resolve(assistant=assistant, result=r))}
+
+
+@require_GET
+@team_view
+def search(request: HttpRequest, slug: str) -> HttpResponse:
+    """Hybrid search over memory and past sessions, with each result's score parts explained."""
+    from memory_app.search import SearchOptionError, hybrid_search
+
+    assistant = get_assistant(request, slug)
+    form = _search_form(request, assistant)
+    response, error, results = None, "", []
+    if form.is_valid() and form.cleaned_data["q"].strip():
+        data = form.cleaned_data
+        try:
+            response = hybrid_search(assistant=assistant, query=data["q"], sources=data["sources"] or None,
+                                     mmr=data["mmr"], decay=data["decay"], explain=True)
+        except SearchOptionError as problem:
+            error = str(problem)
+        if response is not None:
+            seqs = _session_seqs(assistant, response.results)
+            results = [ResultView(result=r, url=_result_url(assistant, r, seqs),
+                                  label=r.citation) for r in response.results]
+    return render_page(request, "memory/search.html", {
+        "assistant": assistant, "form": form, "response": response, "results": results, "error": error,
+        "query": form.cleaned_data.get("q", "") if form.is_valid() else "", "tab": "search",
+    }, partial="results")

@@ -1,0 +1,105 @@
+"""Template filters of the dashboard."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+_TERM = re.compile(r"[\w\-./#]+", re.UNICODE)
+_CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    """``{{ dict|get_item:key }}``."""
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+def query_terms(query: str) -> list[str]:
+    """Return the words of a query worth highlighting (CJK runs become their bigrams)."""
+    terms: set[str] = set()
+    for word in _TERM.findall(query or ""):
+        if _CJK.search(word):
+            chars = _CJK.findall(word)
+            terms.update(a + b for a, b in zip(chars, chars[1:]))
+            terms.update(chars if len(chars) == 1 else [])
+        elif len(word) >= 2:
+            terms.add(word)
+    return sorted(terms, key=len, reverse=True)
+
+
+@register.filter
+def highlight(text: str, query: str) -> SafeString:
+    """Escape ``text`` and wrap the query's terms in <mark> (case-insensitive)."""
+    terms = query_terms(query)
+    escaped = escape(text or "")
+    if not terms:
+        return mark_safe(escaped)
+    pattern = re.compile("|".join(re.escape(escape(term)) for term in terms), re.IGNORECASE)
+    return mark_safe(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))
+
+
+@register.filter
+def tokens(value: Any) -> str:
+    """12345 → "12.3k", 980 → "980"."""
+    if value is None:
+        return "—"
+    number = int(value)
+    if abs(number) >= 1000:
+        return f"{number / 1000:.1f}k".replace(".0k", "k")
+    return str(number)
+
+
+@register.filter
+def size(chars: Any) -> str:
+    """A character count as people read it: 980 chars, 12.3k chars."""
+    if chars is None:
+        return ""
+    number = int(chars)
+    return f"{number} chars" if number < 1000 else f"{number / 1000:.1f}k chars"
+
+
+@register.filter
+def percent(part: Any, whole: Any) -> float:
+    """``part`` as a percentage of ``whole`` (0..100, for CSS widths), 0 when unknown."""
+    try:
+        return max(0.0, min(100.0, 100.0 * float(part) / float(whole)))
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
+@register.filter
+def css_number(value: Any) -> str:
+    """A float for inline CSS with a dot whatever the locale: 42.5."""
+    try:
+        return f"{float(value):.2f}"
+    except (TypeError, ValueError):
+        return "0"
+
+
+@register.filter
+def ago(moment: Any) -> str:
+    """"just now", "5 minutes ago", "2 days ago"."""
+    from django.utils import timezone
+    from django.utils.timesince import timesince
+
+    if not moment:
+        return ""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment).split(',')[0]} ago"
+
+
+@register.filter
+def basename(path: str) -> str:
+    """memory/projects/launch.md → launch.md."""
+    return (path or "").rsplit("/", 1)[-1]

@@ -1,0 +1,171 @@
+"""Dashboard pages of the site itself: teams, assistants and their settings, API keys, jobs.
+
+Small function views (django-htmx style): each renders a named partial of its template for an htmx
+request and the whole page for a direct visit (`web.render_page`). Reads are open to every team
+member; writes check the role first (`WebContext.require`) and change nothing when refused.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db import transaction
+from django.db.models import Count, Max
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from openclaw_site import jobs
+from openclaw_site.auth import TEAM_SESSION_KEY
+from openclaw_site.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
+from openclaw_site.models import ApiKey, Assistant, Role
+from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
+
+UNPROCESSABLE = 422
+
+
+def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+    """Navigate to ``url``: a client-side redirect for htmx, a normal one otherwise."""
+    return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
+
+
+def _assistants(team) -> list[Assistant]:
+    return list(
+        Assistant.objects.filter(team=team)
+        .annotate(session_count=Count("sessions", distinct=True), last_activity=Max("sessions__updated_at"),
+                  document_count=Count("memory_documents", distinct=True))
+        .order_by("name", "slug")
+    )
+
+
+@require_GET
+@team_view
+def home(request: HttpRequest) -> HttpResponse:
+    """The team's assistants with their session counts and last activity."""
+    return render_page(request, "site/home.html", {"assistants": _assistants(request.web.team)},
+                       partial="assistant-list")
+
+
+@require_POST
+@team_view
+def switch_team(request: HttpRequest) -> HttpResponse:
+    """Make another of the user's teams the active one (the REST API reads the same session key)."""
+    slug = request.POST.get("team", "")
+    membership = next((m for m in request.web.memberships if m.team.slug == slug), None)
+    if membership is None:
+        raise Http404("You are not a member of that team.")
+    request.session[TEAM_SESSION_KEY] = membership.team_id
+    messages.success(request, f"Now working in {membership.team.name}.")
+    return _redirect(request, reverse("home"))
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def assistant_create(request: HttpRequest) -> HttpResponse:
+    """Create an assistant (admins)."""
+    request.web.require(Role.ADMIN)
+    form = AssistantCreateForm(request.POST or None, team=request.web.team)
+    if request.method == "POST":
+        if form.is_valid():
+            assistant = form.save(commit=False)
+            assistant.team = request.web.team
+            assistant.save()
+            messages.success(request, f"Created {assistant.name}.")
+            return _redirect(request, reverse("assistant", args=[assistant.slug]))
+        return render_page(request, "site/assistant_new.html", {"form": form}, partial="form",
+                           status=UNPROCESSABLE)
+    return render_page(request, "site/assistant_new.html", {"form": form}, partial="form")
+
+
+@require_GET
+@team_view
+def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """An assistant's overview: recent sessions, memory documents, search."""
+    assistant = get_assistant(request, slug)
+    sessions = assistant.sessions.annotate(message_count=Count("messages")).order_by("-updated_at")[:8]
+    documents = assistant.memory_documents.order_by("-updated_at")[:8]
+    return render_page(request, "site/assistant.html", {
+        "assistant": assistant, "sessions": sessions, "documents": documents, "tab": "overview",
+        "document_count": assistant.memory_documents.count(), "session_count": assistant.sessions.count(),
+    })
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def assistant_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """The assistant's fields and OpenClaw settings; admins save, others read."""
+    assistant = get_assistant(request, slug)
+    if request.method == "POST":
+        request.web.require(Role.ADMIN)
+    data = request.POST if request.method == "POST" else None
+    form = AssistantForm(data, instance=assistant)
+    settings_form = SettingsForm(data, current=assistant.settings)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid() and settings_form.is_valid():
+            _save_settings(form, settings_form)
+            messages.success(request, "Settings saved.")
+            form, settings_form = AssistantForm(instance=assistant), SettingsForm(current=assistant.settings)
+        else:
+            status = UNPROCESSABLE
+    context = {"assistant": assistant, "form": form, "settings_form": settings_form, "tab": "settings",
+               "read_only": not request.web.is_admin}
+    return render_page(request, "site/assistant_settings.html", context, partial="settings-form", status=status)
+
+
+@transaction.atomic
+def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> None:
+    assistant = form.save(commit=False)
+    assistant.settings = settings_form.document
+    assistant.save()
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def api_keys(request: HttpRequest) -> HttpResponse:
+    """The team's API keys; admins create them (the secret is shown once) and revoke them."""
+    team = request.web.team
+    form = ApiKeyForm(request.POST or None)
+    created: CreatedKey | None = None
+    status = 200
+    if request.method == "POST":
+        request.web.require(Role.ADMIN)
+        if form.is_valid():
+            key, secret = ApiKey.generate(team=team, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
+                                          created_by=request.user, expires_at=form.expires_at())
+            key.save()
+            created, form = CreatedKey(name=key.name, secret=secret), ApiKeyForm()
+        else:
+            status = UNPROCESSABLE
+    context = {"form": form, "created": created, "keys": ApiKey.objects.filter(team=team).select_related("created_by")}
+    response = render_page(request, "site/api_keys.html", context, partial="keys-panel", status=status)
+    response["Cache-Control"] = "no-store"  # the one page that ever holds a secret
+    return response
+
+
+@require_POST
+@team_view
+def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke a key of the team now; its clients get 401 from the next request on."""
+    request.web.require(Role.ADMIN)
+    key = ApiKey.objects.filter(team=request.web.team, pk=pk).first()
+    if key is None:
+        raise Http404("No such API key in this team.")
+    if key.revoked_at is None:
+        ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+        messages.success(request, f"Revoked {key.name}.")
+    if is_htmx(request):
+        context = {"keys": ApiKey.objects.filter(team=request.web.team), "form": ApiKeyForm(), "created": None}
+        return render_page(request, "site/api_keys.html", context, partial="key-table")
+    return redirect("api-keys")
+
+
+@require_GET
+@team_view
+def jobs_page(request: HttpRequest) -> HttpResponse:
+    """Recent background tasks of the team with state, duration and error text."""
+    rows = jobs.team_jobs(request.web.team)
+    active = any(row.state in ("queued", "running") for row in rows)
+    return render_page(request, "site/jobs.html", {"jobs": rows, "active": active}, partial="job-table")

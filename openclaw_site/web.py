@@ -1,0 +1,97 @@
+"""Shared plumbing of the htmx dashboard: the signed-in user's team, their role, and rendering.
+
+Every dashboard view is wrapped in `team_view`, which resolves the active team the same way the
+REST API does (`openclaw_site.auth.resolve_user_team`, with the switcher's `TEAM_SESSION_KEY`), and
+every query a view makes is filtered by ``request.web.team``: another team's object is then simply
+not found (404), never shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, Callable
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from openclaw_site.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
+from openclaw_site.models import Assistant, Membership, Role, Team
+
+_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
+
+
+@dataclass(frozen=True)
+class WebContext:
+    """The signed-in user's active team, their role there, and their other teams (for the switcher)."""
+
+    team: Team
+    role: str
+    memberships: tuple[Membership, ...]
+
+    @property
+    def can_write(self) -> bool:
+        """Members and admins chat, edit memory and compact; viewers only read."""
+        return _RANK[self.role] >= _RANK[Role.MEMBER]
+
+    @property
+    def is_admin(self) -> bool:
+        """Only admins change assistants' settings and the team's API keys."""
+        return self.role == Role.ADMIN
+
+    def require(self, role: str) -> None:
+        """Raise PermissionDenied unless the user's role is at least ``role``."""
+        if _RANK[self.role] < _RANK[role]:
+            raise PermissionDenied(f"This needs the {role} role in team {self.team.slug}.")
+
+
+def web_context_for(request: HttpRequest) -> WebContext | None:
+    """Return the user's WebContext, or None when they belong to no team."""
+    memberships = memberships_of(request.user)
+    chosen = resolve_user_team(request.user, requested_slug=None,
+                               session_team_id=request.session.get(TEAM_SESSION_KEY))
+    if chosen is None:
+        return None
+    return WebContext(team=chosen.team, role=chosen.role, memberships=tuple(memberships))
+
+
+def team_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Require sign-in and a team; put the WebContext on ``request.web``."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        context = web_context_for(request)
+        if context is None:
+            return render(request, "no_team.html", status=403)
+        request.web = context
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def get_assistant(request: HttpRequest, slug: str) -> Assistant:
+    """Return the active team's assistant with this slug, or 404."""
+    assistant = Assistant.objects.filter(team=request.web.team, slug=slug).first()
+    if assistant is None:
+        raise Http404("No such assistant in this team.")
+    return assistant
+
+
+def render_page(request: HttpRequest, template: str, context: dict[str, Any], *,
+                partial: str | None = None, status: int = 200) -> HttpResponse:
+    """Render ``template#partial`` for an htmx request and the full page otherwise.
+
+    Every htmx endpoint also answers a direct visit (a bookmarked or reloaded URL) with the whole
+    page, so nothing is reachable only through JavaScript.
+    """
+    name = f"{template}#{partial}" if partial and is_htmx(request) else template
+    return render(request, name, context, status=status)
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    """True for a request htmx made (and not a boosted navigation, which wants the full page)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.boosted

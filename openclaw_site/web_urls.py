@@ -1,0 +1,42 @@
+"""URL routes of the htmx dashboard (the REST API lives under /api/v1/, see openclaw_site.urls)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from memory_app import views as memory
+from openclaw_site import views as site
+from sessions_app import views as sessions
+
+urlpatterns = [
+    path("", site.home, name="home"),
+    path("team/", site.switch_team, name="switch-team"),
+    path("keys/", site.api_keys, name="api-keys"),
+    path("keys/<int:pk>/revoke/", site.api_key_revoke, name="api-key-revoke"),
+    path("jobs/", site.jobs_page, name="jobs"),
+    path("assistants/new/", site.assistant_create, name="assistant-new"),
+    path("assistants/<slug:slug>/", site.assistant_detail, name="assistant"),
+    path("assistants/<slug:slug>/settings/", site.assistant_settings, name="assistant-settings"),
+    # Memory: the action comes before the document path, which may contain slashes.
+    path("assistants/<slug:slug>/memory/", memory.memory_index, name="memory"),
+    path("assistants/<slug:slug>/memory/new/", memory.memory_new, name="memory-new"),
+    path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
+    path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
+    path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
+    path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),
+    path("assistants/<slug:slug>/memory/status/<path:path>", memory.memory_index_status, name="memory-index-status"),
+    path("assistants/<slug:slug>/memory/revisions/<int:pk>/", memory.memory_revision, name="memory-revision"),
+    path("assistants/<slug:slug>/memory/revisions/<int:pk>/revert/", memory.memory_revert, name="memory-revert"),
+    path("assistants/<slug:slug>/search/", memory.search, name="search"),
+    # Sessions are addressed by id, like the REST API's /sessions/{id}/.
+    path("assistants/<slug:slug>/sessions/", sessions.session_list, name="sessions"),
+    path("sessions/<int:pk>/", sessions.session_detail, name="session"),
+    path("sessions/<int:pk>/gauge/", sessions.session_gauge, name="session-gauge"),
+    path("sessions/<int:pk>/transcript/", sessions.session_transcript, name="session-transcript"),
+    path("sessions/<int:pk>/runs/", sessions.session_runs, name="session-runs"),
+    path("sessions/<int:pk>/chat/", sessions.session_chat, name="session-chat"),
+    path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
+    path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),
+    path("sessions/<int:pk>/messages/<int:seq>/", sessions.session_message, name="session-message"),
+    path("sessions/<int:pk>/compactions/<str:entry_id>/", sessions.compaction_covered, name="compaction-covered"),
+]

@@ -1,0 +1,307 @@
+"""What the session pages need from the context engine, shaped for templates.
+
+A thin read/act layer: it calls the engine's domain functions (`sessions_app.context`,
+`sessions_app.compaction`, `sessions_app.agent`) and turns their results into small frozen value
+objects a template can show. It computes no tokens, thresholds or summaries of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings as django_settings
+
+from openclaw_site.models import Assistant
+from sessions_app.models import CompactionRun, Session
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+def create_session(*, assistant: Assistant, key: str | None, title: str) -> Session:
+    """Start a session (the same service the REST API uses)."""
+    from sessions_app.services import session_create
+
+    return session_create(assistant=assistant, key=key, title=title)
+
+
+# --- the model --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelStatus:
+    configured: bool
+    model: str
+    message: str
+
+
+def model_status(assistant: Assistant) -> ModelStatus:
+    """Say whether the assistant can reply, and how to make it able to."""
+    from sessions_app.context import effective_model
+    from sessions_app.llm import get_chat_model
+
+    model = effective_model(assistant)
+    if get_chat_model("chat") is not None and model:
+        return ModelStatus(True, model, "")
+    return ModelStatus(False, model, (
+        "No model is configured, so the assistant can't reply. Set LLM_BASE_URL and LLM_MODEL (any "
+        "OpenAI-compatible endpoint) and restart. /compact still works with the offline summariser."
+    ))
+
+
+# --- the gauge --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Gauge:
+    """The session's context size against its window and the two thresholds."""
+
+    tokens: int
+    window: int
+    flush_threshold: int
+    compaction_threshold: int
+    flush_enabled: bool
+    flushed_this_cycle: bool
+    ratio: float | None
+
+    @property
+    def percent(self) -> float:
+        return min(100.0, 100.0 * self.tokens / self.window) if self.window else 0.0
+
+    @property
+    def flush_percent(self) -> float:
+        return 100.0 * self.flush_threshold / self.window if self.window else 0.0
+
+    @property
+    def compaction_percent(self) -> float:
+        return 100.0 * self.compaction_threshold / self.window if self.window else 0.0
+
+    @property
+    def state(self) -> str:
+        """ok, flush (at or past the flush threshold) or compact (past the compaction threshold)."""
+        if self.tokens > self.compaction_threshold:
+            return "compact"
+        if self.flush_enabled and self.tokens >= self.flush_threshold:
+            return "flush"
+        return "ok"
+
+    @property
+    def source_text(self) -> str:
+        text = "Last reported usage plus CJK-weighted estimates of what came after it"
+        if self.ratio:
+            text += f", corrected by this model's measured ratio ×{self.ratio:.2f}"
+        return text + "."
+
+
+def gauge(session: Session) -> Gauge:
+    """Return the session's gauge figures (`context.token_figures`)."""
+    from sessions_app.context import token_figures
+
+    figures = token_figures(session)
+    limits = figures.thresholds
+    return Gauge(tokens=figures.context_tokens, window=limits.context_window,
+                 flush_threshold=limits.flush_threshold, compaction_threshold=limits.compaction_threshold,
+                 flush_enabled=limits.flush_enabled, flushed_this_cycle=figures.flushed_this_cycle,
+                 ratio=figures.ratio)
+
+
+# --- what the model sees ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ContextMessage:
+    """One message of the model's context as the page lists it."""
+
+    index: int
+    role: str
+    label: str
+    text: str
+    chars: int
+    change: Any = None  # pruning.PruneChange when pruning trimmed or cleared it
+    tool_calls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContextView:
+    system_prompt: str
+    memory_paths: tuple[str, ...]
+    messages: list[ContextMessage]
+    pruning_mode: str
+    pruning_ran: bool
+    pruning_reason: str
+    changes: int
+    prompt_estimate: int
+    model: str
+    tools: tuple[str, ...]
+    window: int
+    cleared: int = 0
+    trimmed: int = 0
+
+
+_LABELS = {"user": "User", "assistant": "Assistant", "toolResult": "Tool result", "system": "System",
+           "compactionSummary": "Compaction summary"}
+
+
+def _text(message: dict[str, Any]) -> str:
+    if message.get("role") == "compactionSummary":
+        return str(message.get("summary", ""))
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            parts.append(f"[thinking] {block.get('thinking', '')}")
+        elif kind == "image":
+            parts.append("[image]")
+    return "\n".join(parts)
+
+
+def _tool_calls(message: dict[str, Any]) -> tuple[str, ...]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ()
+    return tuple(f"{b.get('name')}({json.dumps(b.get('arguments', {}), ensure_ascii=False)})"
+                 for b in content if b.get("type") == "toolCall")
+
+
+def model_context(session: Session) -> ContextView:
+    """Return exactly what the next model call would send (`context.build_model_context`)."""
+    from sessions_app.context import build_model_context
+
+    context = build_model_context(session, tools=_agent_tools(session))
+    changes = {change.index: change for change in context.pruning.result.changes}
+    messages = []
+    for index, message in enumerate(context.agent_messages):
+        role = str(message.get("role", ""))
+        label = _LABELS.get(role, role)
+        if role == "toolResult":
+            label = f"Result of {message.get('toolName', '')}"
+        text = _text(message)
+        messages.append(ContextMessage(index=index, role=role, label=label, text=text, chars=len(text),
+                                       change=changes.get(index), tool_calls=_tool_calls(message)))
+    actions = [c.action for c in changes.values()]
+    return ContextView(
+        system_prompt=context.system_prompt.text, memory_paths=context.system_prompt.memory_paths,
+        messages=messages, pruning_mode=context.pruning.mode, pruning_ran=context.pruning.ran,
+        pruning_reason=context.pruning.reason, changes=len(changes), prompt_estimate=context.prompt_estimate,
+        model=context.model, tools=tuple(t.get("name", "") for t in context.tools),
+        window=session.assistant.context_window, cleared=actions.count("cleared"),
+        trimmed=sum(1 for a in actions if a != "cleared"),
+    )
+
+
+def _agent_tools(session: Session) -> list[dict[str, Any]]:
+    """The tool specs an assistant turn offers, so the shown system prompt matches the real one."""
+    try:
+        from sessions_app.agent import tool_specs
+    except ImportError:
+        return []
+    return list(tool_specs(session.assistant))
+
+
+# --- compaction -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Preview:
+    """A dry run's figures, or why there is nothing to compact."""
+
+    ok: bool
+    message: str = ""
+    summarized: tuple[dict[str, Any], ...] = ()
+    turn_prefix: tuple[dict[str, Any], ...] = ()
+    first_kept_entry_id: str = ""
+    tokens_before: int = 0
+    tokens_after_estimate: int = 0
+    flush_would_run: bool = False
+    flush_skip_reason: str | None = None
+    offline: bool = False
+    is_split_turn: bool = False
+    has_previous_summary: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def compaction_preview(*, session: Session, instructions: str) -> Preview:
+    """Return what a manual compaction would do now, writing nothing (the API's dry run)."""
+    from sessions_app.compaction import CompactionRefused, compact_session
+
+    try:
+        preview = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None,
+                                  dry_run=True)
+    except CompactionRefused as refused:
+        return Preview(ok=False, message=refused.message)
+    return Preview(ok=True, summarized=preview.summarized, turn_prefix=preview.turn_prefix,
+                   first_kept_entry_id=preview.first_kept_entry_id, tokens_before=preview.tokens_before,
+                   tokens_after_estimate=preview.tokens_after_estimate, flush_would_run=preview.flush_would_run,
+                   flush_skip_reason=preview.flush_skip_reason, offline=preview.offline,
+                   is_split_turn=preview.is_split_turn, has_previous_summary=preview.has_previous_summary,
+                   notes=preview.notes)
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    ok: bool
+    message: str
+    run: CompactionRun | None = None
+
+
+def compact(*, session: Session, instructions: str) -> CompactResult:
+    """Compact now through the one entry point; a refusal or failure changes nothing."""
+    from sessions_app.compaction import (
+        CompactionBusy,
+        CompactionFailed,
+        CompactionRefused,
+        compact_session,
+        manual_reply_text,
+    )
+
+    try:
+        run = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None)
+    except CompactionBusy as busy:
+        return CompactResult(False, f"A compaction of this session is already {busy.run.state}; wait for it.", busy.run)
+    except CompactionRefused as refused:
+        return CompactResult(False, refused.message, refused.run)
+    except CompactionFailed as failed:
+        return CompactResult(False, f"Compaction failed and nothing was changed: {failed.run.reason}", failed.run)
+    return CompactResult(True, manual_reply_text(run, context_window=session.assistant.context_window), run)
+
+
+# --- chat -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChatOutcome:
+    """What a chat post did: a reply, a compaction, or an error to show by the composer."""
+
+    error: str = ""
+    status: int = 200
+    notice: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def chat(*, session: Session, text: str, user: Any) -> ChatOutcome:
+    """Post the user's message and run the assistant's turn; `/compact` compacts instead."""
+    from sessions_app.compaction import NOT_A_COMMAND, parse_compact_command
+
+    instructions = parse_compact_command(text)
+    if instructions is not NOT_A_COMMAND:
+        result = compact(session=session, instructions=instructions or "")
+        return ChatOutcome(notice=result.message) if result.ok else ChatOutcome(error=result.message, status=409)
+    return _assistant_turn(session=session, text=text)
+
+
+def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
+    status = model_status(session.assistant)
+    if not status.configured:
+        return ChatOutcome(error=status.message, status=503)
+    try:
+        from sessions_app.agent import run_user_turn
+    except ImportError:
+        return ChatOutcome(error="Assistant replies are not available in this build (sessions_app.agent is missing).",
+                           status=503)
+    run_user_turn(session_id=session.pk, text=text)
+    return ChatOutcome()
+
+
+def max_message_bytes() -> int:
+    return int(getattr(django_settings, "MAX_MESSAGE_BYTES", 1_000_000))

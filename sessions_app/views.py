@@ -1,0 +1,222 @@
+"""Dashboard pages for sessions: the list, the session page (gauge, transcript, chat, context,
+compaction) and a message permalink.
+
+The views call the context engine's domain functions (`sessions_app.context`, `.agent`,
+`.compaction`) and render what they return; nothing here computes tokens or summaries itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from openclaw_site.models import Role
+from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
+from sessions_app import dashboard as engine
+from sessions_app.models import CompactionRun, Message, Session
+from sessions_app.transcript_view import build_transcript, compaction_cards, covered_messages, message_view
+
+UNPROCESSABLE = 422
+
+
+def _session(request: HttpRequest, pk: int) -> Session:
+    """Return the active team's session, or 404 (another team's session is simply not found)."""
+    session = Session.objects.select_related("assistant", "assistant__team").filter(
+        pk=pk, assistant__team=request.web.team).first()
+    if session is None:
+        raise Http404("No such session in this team.")
+    return session
+
+
+def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
+
+
+class NewSessionForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False, help_text="Optional; shown in the list.",
+                            widget=forms.TextInput(attrs={"placeholder": "Planning the launch"}))
+    key = forms.SlugField(max_length=128, required=False,
+                          help_text="Optional stable key for API clients; a random one otherwise.")
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def session_list(request: HttpRequest, slug: str) -> HttpResponse:
+    """An assistant's sessions, newest activity first; members start new ones."""
+    assistant = get_assistant(request, slug)
+    form = NewSessionForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        request.web.require(Role.MEMBER)
+        if form.is_valid():
+            key = form.cleaned_data["key"]
+            if key and Session.objects.filter(assistant=assistant, key=key).exists():
+                form.add_error("key", f"This assistant already has a session with key {key!r}.")
+            else:
+                session = engine.create_session(assistant=assistant, key=key or None,
+                                                title=form.cleaned_data["title"])
+                return _redirect(request, reverse("session", args=[session.pk]))
+        status = UNPROCESSABLE
+    sessions = (assistant.sessions.annotate(message_count=Count("messages", distinct=True))
+                .order_by("-updated_at"))
+    return render_page(request, "sessions/list.html", {"assistant": assistant, "sessions": sessions, "form": form,
+                                                       "tab": "sessions"}, partial="session-list", status=status)
+
+
+def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
+    return {
+        "session": session, "assistant": session.assistant, "tab": "sessions",
+        "transcript": build_transcript(session), "gauge": engine.gauge(session),
+        "runs": _runs(session), "model": engine.model_status(session.assistant),
+    }
+
+
+def _runs(session: Session) -> list[CompactionRun]:
+    return list(CompactionRun.objects.filter(session=session).select_related("entry")[:20])
+
+
+@require_GET
+@team_view
+def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The session page: gauge, transcript, chat box, what the model sees, compaction."""
+    session = _session(request, pk)
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial="live")
+
+
+@require_GET
+@team_view
+def session_gauge(request: HttpRequest, pk: int) -> HttpResponse:
+    """The context gauge alone (refreshed after each turn and while a compaction runs)."""
+    session = _session(request, pk)
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial="gauge")
+
+
+@require_GET
+@team_view
+def session_transcript(request: HttpRequest, pk: int) -> HttpResponse:
+    """The transcript alone."""
+    session = _session(request, pk)
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial="transcript")
+
+
+@require_GET
+@team_view
+def session_runs(request: HttpRequest, pk: int) -> HttpResponse:
+    """The compaction runs with their states and flush outcomes (polled while one is active)."""
+    session = _session(request, pk)
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial="runs")
+
+
+@require_GET
+@team_view
+def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResponse:
+    """The original messages one compaction entry summarised."""
+    session = _session(request, pk)
+    messages_ = list(Message.objects.filter(session=session).order_by("seq").only("seq", "entry_id"))
+    card = next((c for c in compaction_cards(session, messages_) if c.entry.entry_id == entry_id), None)
+    if card is None:
+        raise Http404("No such compaction entry in this session.")
+    return render_page(request, "sessions/covered.html", {
+        "session": session, "assistant": session.assistant, "card": card, "groups": covered_messages(session, card),
+        "tab": "sessions",
+    }, partial="covered")
+
+
+@require_GET
+@team_view
+def session_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+    """One message with its neighbours: where memory revisions and search citations link to."""
+    session = _session(request, pk)
+    message = Message.objects.filter(session=session, seq=seq).first()
+    if message is None:
+        raise Http404("No such message in this session.")
+    around = Message.objects.filter(session=session, seq__gte=seq - 3, seq__lte=seq + 3).order_by("seq")
+    return render_page(request, "sessions/message.html", {
+        "session": session, "assistant": session.assistant, "target": message,
+        "views": [message_view(m) for m in around], "tab": "sessions",
+    })
+
+
+class ChatForm(forms.Form):
+    text = forms.CharField(max_length=100_000, strip=True, error_messages={"required": "Type a message first."})
+
+
+@require_POST
+@team_view
+def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
+    """Post a user message and run the assistant's turn (or `/compact [instructions]`)."""
+    session = _session(request, pk)
+    request.web.require(Role.MEMBER)
+    form = ChatForm(request.POST)
+    if not form.is_valid():
+        return _composer_error(request, session, form.errors["text"][0], status=UNPROCESSABLE)
+    outcome = engine.chat(session=session, text=form.cleaned_data["text"], user=request.user)
+    if outcome.error:
+        return _composer_error(request, session, outcome.error, status=outcome.status)
+    session.refresh_from_db()
+    context = _page_context(request, session) | {"outcome": outcome}
+    if not is_htmx(request):
+        return redirect(reverse("session", args=[session.pk]) + "#composer")
+    return render_page(request, "sessions/session.html", context, partial="chat-result")
+
+
+def _composer_error(request: HttpRequest, session: Session, message: str, *, status: int) -> HttpResponse:
+    context = _page_context(request, session) | {"composer_error": message}
+    if not is_htmx(request):
+        messages.error(request, message)
+        return render_page(request, "sessions/session.html", context, status=status)
+    response = render_page(request, "sessions/session.html", context, partial="composer-notice", status=status)
+    response["HX-Retarget"] = "#composer-notice"
+    response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+@require_GET
+@team_view
+def session_context(request: HttpRequest, pk: int) -> HttpResponse:
+    """What the model sees: the compaction view after pruning, with trimmed and cleared results marked."""
+    session = _session(request, pk)
+    return render_page(request, "sessions/context.html", {
+        "session": session, "assistant": session.assistant, "context": engine.model_context(session),
+        "tab": "sessions",
+    }, partial="context")
+
+
+class CompactForm(forms.Form):
+    instructions = forms.CharField(max_length=4000, required=False, strip=True,
+                                   widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Focus on decisions and open TODOs"}),
+                                   help_text="Optional focus for the summary (at most 800 characters are used).")
+
+
+@require_http_methods(["GET", "POST"])
+@team_view
+def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: the dry-run preview (nothing written). POST: compact now (members)."""
+    session = _session(request, pk)
+    form = CompactForm(request.POST or request.GET or None)
+    instructions = form.cleaned_data["instructions"] if form.is_valid() else ""
+    if request.method == "GET":
+        preview = engine.compaction_preview(session=session, instructions=instructions)
+        return render_page(request, "sessions/compact.html", {
+            "session": session, "assistant": session.assistant, "form": form, "preview": preview, "tab": "sessions",
+        }, partial="preview")
+    request.web.require(Role.MEMBER)
+    if not form.is_valid():
+        return render_page(request, "sessions/compact.html", {
+            "session": session, "assistant": session.assistant, "form": form, "preview": None, "tab": "sessions",
+        }, partial="preview", status=UNPROCESSABLE)
+    result = engine.compact(session=session, instructions=instructions)
+    if not is_htmx(request):
+        (messages.success if result.ok else messages.error)(request, result.message)
+        return redirect("session", pk=session.pk)
+    session.refresh_from_db()
+    context = _page_context(request, session) | {"compact_result": result}
+    return render_page(request, "sessions/session.html", context, partial="compact-result")

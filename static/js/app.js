@@ -1,0 +1,98 @@
+// Small behaviours htmx does not cover. Everything works without this file, only less smoothly.
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+
+  function toast(text) {
+    var box = document.getElementById("toast");
+    if (!box) return;
+    box.textContent = text;
+    box.hidden = false;
+    clearTimeout(box._timer);
+    box._timer = setTimeout(function () { box.hidden = true; }, 6000);
+  }
+
+  // A failed htmx request (403, 404, 500, network) says so instead of doing nothing.
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    if ([409, 422, 503].indexOf(xhr.status) >= 0) return;  // their message was swapped into the page
+    var reasons = {403: "Your role can't do that.", 404: "Not found (it may belong to another team).",
+                   409: "Conflict: someone changed this meanwhile.", 500: "Server error; nothing was changed."};
+    toast(reasons[xhr.status] || ("Request failed (" + xhr.status + ")."));
+  });
+  document.addEventListener("htmx:sendError", function () { toast("Can't reach the server."); });
+
+  // Chat: Enter sends, Shift+Enter starts a new line.
+  document.addEventListener("keydown", function (event) {
+    var field = event.target;
+    if (!field.matches || !field.matches("textarea[data-enter-submits]")) return;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      if (field.value.trim()) field.form.requestSubmit();
+    }
+  });
+
+  // While the assistant works, show the user's message at once; the reply's swap replaces it.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || form.id !== "composer") return;
+    var text = form.querySelector("textarea").value.trim();
+    var transcript = document.getElementById("transcript");
+    if (!text || !transcript) return;
+    var empty = document.getElementById("transcript-empty");
+    if (empty) empty.remove();
+    var bubble = document.createElement("article");
+    bubble.className = "msg msg-user pending";
+    bubble.id = "pending-message";
+    var head = document.createElement("header");
+    head.className = "msg-head";
+    head.innerHTML = '<span class="msg-role">User</span><span class="muted small">sending…</span>';
+    var body = document.createElement("div");
+    body.className = "msg-body";
+    body.textContent = text;
+    bubble.append(head, body);
+    transcript.append(bubble);
+    bubble.scrollIntoView({block: "end"});
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || form.id !== "composer") return;
+    var pending = document.getElementById("pending-message");
+    if (event.detail.successful) {
+      form.reset();
+      var transcript = document.getElementById("transcript");
+      if (transcript) transcript.lastElementChild && transcript.lastElementChild.scrollIntoView({block: "end"});
+    } else if (pending) {
+      pending.remove();
+    }
+    form.querySelector("textarea").focus();
+  });
+
+  // "What the model sees" loads each time it is opened, so it reflects the latest turn.
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (!details.matches || !details.matches("details[data-reload-on-open]") || !details.open) return;
+    var body = details.querySelector("[hx-get]");
+    if (body && window.htmx) window.htmx.trigger(body, "load-context");
+  }, true);
+
+  // The team switcher submits on change (its button stays for keyboards and no-JS).
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.requestSubmit();
+  });
+
+  // API key: select on focus, copy button.
+  document.addEventListener("focusin", function (event) {
+    if (event.target.matches && event.target.matches("[data-select-on-focus]")) event.target.select();
+  });
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var field = document.querySelector(button.getAttribute("data-copy"));
+    if (!field) return;
+    field.select();
+    var done = function () { button.textContent = "Copied"; };
+    if (navigator.clipboard) navigator.clipboard.writeText(field.value).then(done, function () { document.execCommand("copy"); done(); });
+    else { document.execCommand("copy"); done(); }
+  });
+})();
