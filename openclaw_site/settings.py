@@ -11,9 +11,10 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from openclaw_site.env import EnvError, env_bool, env_choice, env_float, env_int, env_list, env_str
+from openclaw_site.env import EnvError, env_bool, env_choice, env_float, env_int, env_list, env_str, load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+load_dotenv(BASE_DIR / ".env")
 VAR_DIR = Path(env_str("OPENCLAW_VAR_DIR") or BASE_DIR / "var")
 
 _INSECURE_KEY = "django-insecure-development-key-do-not-use-in-production"
