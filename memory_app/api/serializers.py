@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from openclaw_site.api.base import StrictSerializer
+from openclaw_site.api.base import StrictCharField, StrictSerializer
 
 
 class DocumentCreateInput(StrictSerializer):
-    path = serializers.CharField(max_length=255, help_text="MEMORY.md, memory.md or memory/**/*.md")
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    path = StrictCharField(max_length=1000, allow_blank=True, help_text="MEMORY.md, memory.md or memory/**/*.md")
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
 
 
 class DocumentPutInput(StrictSerializer):
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    expected_hash = serializers.CharField(
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    expected_hash = StrictCharField(
         required=False, allow_blank=True, max_length=64,
         help_text="The content_hash you read; the write is refused (409 stale_write) if it changed since. "
                   "An empty string means 'the document must not exist yet'.",

@@ -72,6 +72,15 @@ class TeamApiView(APIView):
         return data
 
 
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of turning them into strings."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictSerializer(serializers.Serializer):
     """An input serializer that rejects keys it does not know (a typo must not pass silently)."""
 

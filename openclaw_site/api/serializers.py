@@ -7,7 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from openclaw_site.api.base import StrictSerializer
+from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, WorkspaceAccess
 
 
@@ -20,11 +20,11 @@ def _check_timezone(value: str) -> str:
 
 
 class AssistantFieldsMixin(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    model = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    name = StrictCharField(max_length=200)
+    model = StrictCharField(max_length=200, allow_blank=True, required=False)
     context_window = serializers.IntegerField(min_value=16000, max_value=100_000_000, required=False)
-    system_prompt = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    timezone = serializers.CharField(max_length=64, required=False, validators=[_check_timezone])
+    system_prompt = StrictCharField(allow_blank=True, required=False, trim_whitespace=False)
+    timezone = StrictCharField(max_length=64, required=False, validators=[_check_timezone])
     workspace_access = serializers.ChoiceField(choices=WorkspaceAccess.choices, required=False)
     settings = serializers.JSONField(required=False, help_text="OpenClaw-style settings; merged onto the defaults.")
 
@@ -52,7 +52,7 @@ class AssistantOutput(serializers.ModelSerializer):
 
 
 class ApiKeyCreateInput(StrictSerializer):
-    name = serializers.CharField(max_length=100)
+    name = StrictCharField(max_length=100)
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.values), min_length=1)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 

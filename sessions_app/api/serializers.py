@@ -6,19 +6,19 @@ from typing import Any
 
 from rest_framework import serializers
 
-from openclaw_site.api.base import StrictSerializer
+from openclaw_site.api.base import StrictCharField, StrictSerializer
 from sessions_app.models import Message, Session
 from sessions_app.transcript import to_agent_message
 
 
 class SessionCreateInput(StrictSerializer):
-    key = serializers.CharField(max_length=128, required=False,
+    key = StrictCharField(max_length=128, required=False,
                                 help_text="Letters, digits and . _ : @ + = -; random when omitted.")
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
 
 class SessionUpdateInput(StrictSerializer):
-    title = serializers.CharField(max_length=200, allow_blank=True)
+    title = StrictCharField(max_length=200, allow_blank=True)
 
 
 class SessionOutput(serializers.ModelSerializer):
