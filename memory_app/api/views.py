@@ -12,7 +12,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Func, IntegerField, QuerySet, Value, When
 from django.db.models.functions import Length, Replace
-from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter, OpenApiTypes, PolymorphicProxySerializer, extend_schema, inline_serializer,
+)
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +24,7 @@ from memory_app.api.serializers import (
     LineRangeOutput, RevisionOutput,
 )
 from memory_app.documents import Provenance, StaleWrite, delete_document, read_lines, write_document
-from memory_app.models import Author, MemoryDocument, MemoryRevision
+from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
 from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
 from openclaw_site.errors import ApiError
@@ -161,7 +163,10 @@ class MemoryDocumentApi(MemoryApiView):
         PATH_PARAMETER,
         OpenApiParameter("from", int, description="First line (1-based), like memory_get."),
         OpenApiParameter("lines", int, description="How many lines."),
-    ], responses={200: DocumentOutput}, description="With `from` or `lines`: a LineRange object instead.")
+    ], responses={200: PolymorphicProxySerializer(
+        component_name="MemoryDocumentOrLines", serializers=[DocumentOutput, LineRangeOutput],
+        resource_type_field_name=None)},
+        description="The whole document; with `from` or `lines`, that line range instead (like memory_get).")
     def get(self, request: Request, slug: str, path: str) -> Response:
         assistant = self.get_assistant(slug)
         document = self.get_document(assistant, checked_path(path))
@@ -181,7 +186,6 @@ class MemoryDocumentApi(MemoryApiView):
         path = checked_path(path)
         data = validated(DocumentPutInput, self.json_object())
         check_size(data["content"])
-        existed = MemoryDocument.objects.filter(assistant=assistant, path=path).exists()
         try:
             document, revision = write_document(assistant=assistant, path=path, content=data["content"],
                                                 provenance=self.provenance(), expected_hash=data.get("expected_hash"))
@@ -193,7 +197,8 @@ class MemoryDocumentApi(MemoryApiView):
         except IntegrityError:  # created concurrently by another request: the caller's view is stale
             raise ApiError("stale_write", f"{path} was created by another request meanwhile; retry.",
                            status_code=409, details={"path": path}) from None
-        code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED
+        created = revision is not None and revision.action == RevisionAction.CREATE
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response({**document_dict(document), "revision": revision.pk if revision else None}, status=code)
 
     @extend_schema(operation_id="memory_destroy", parameters=[PATH_PARAMETER], responses={204: None})

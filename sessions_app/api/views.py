@@ -127,7 +127,10 @@ class SessionMessagesApi(SessionApiView):
         """Store the messages (all or nothing) and answer 201 with them."""
 
         def action() -> StoredResponse:
-            rows = append_messages(session_id=session.pk, messages=payload.messages)
+            try:
+                rows = append_messages(session_id=session.pk, messages=payload.messages)
+            except Session.DoesNotExist:  # deleted by another request since we looked it up
+                raise not_found("Session") from None
             return StoredResponse(status=201, body={"messages": [stored_message_dict(row) for row in rows]})
 
         return self.idempotent(action)
