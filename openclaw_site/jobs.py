@@ -103,8 +103,34 @@ def _error_text(result: Any) -> str:
     return str(result)[:4000] if result is not None else ""
 
 
+def tracked_jobs(team: Team, *, limit: int) -> list[JobRow]:
+    """Return the team's tracked tasks (`TaskRecord`, with their progress), newest first."""
+    from openclaw_site.models import TaskRecord
+    from openclaw_site.tasks import task_status
+
+    rows = []
+    for record in TaskRecord.objects.filter(team=team).order_by("-created_at")[:limit]:
+        status = task_status(record)
+        progress = status["progress"] or {}
+        rows.append(JobRow(id=record.task_id, name=record.kind, func=record.kind, state=status["state"],
+                           started=status["started_at"] or record.created_at, stopped=status["finished_at"],
+                           error=status["error"] or "", result=status["result"], attempts=status["attempts"] or 0,
+                           progress_done=progress.get("done"), progress_total=progress.get("total"),
+                           progress_message=str(progress.get("message", ""))))
+    return rows
+
+
 def team_jobs(team: Team, *, limit: int = 100) -> list[JobRow]:
-    """Return the team's queued, running and recent finished tasks, newest first."""
+    """Return the team's tracked and untracked tasks, queued and running first, then newest first."""
+    rows = tracked_jobs(team, limit=limit) + untracked_jobs(team)
+    active = [row for row in rows if row.state in ("queued", "running")]
+    done = sorted((row for row in rows if row not in active), key=lambda row: row.stopped or row.started or timezone.now(),
+                  reverse=True)
+    return (active + done)[:limit]
+
+
+def untracked_jobs(team: Team) -> list[JobRow]:
+    """Return django-q2's own rows of the team's untracked tasks (exports, transcript indexing...)."""
     from django_q.models import OrmQ, Task
 
     rows: list[JobRow] = []
@@ -125,4 +151,4 @@ def team_jobs(team: Team, *, limit: int = 100) -> list[JobRow]:
                            state="succeeded" if task.success else "failed", started=task.started,
                            stopped=task.stopped, error="" if task.success else _error_text(task.result),
                            result=task.result if task.success else None, attempts=task.attempt_count))
-    return rows[:limit]
+    return rows

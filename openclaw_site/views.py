@@ -8,18 +8,17 @@ member; writes check the role first (`WebContext.require`) and change nothing wh
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db import transaction
 from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from openclaw_site import jobs
+from openclaw_site import jobs, services
 from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
+from openclaw_site.errors import ApiError
 from openclaw_site.models import ApiKey, Assistant, Role
 from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
 
@@ -69,11 +68,15 @@ def assistant_create(request: HttpRequest) -> HttpResponse:
     form = AssistantCreateForm(request.POST or None, team=request.web.team)
     if request.method == "POST":
         if form.is_valid():
-            assistant = form.save(commit=False)
-            assistant.team = request.web.team
-            assistant.save()
-            messages.success(request, f"Created {assistant.name}.")
-            return _redirect(request, reverse("assistant", args=[assistant.slug]))
+            fields = {name: form.cleaned_data[name] for name in services.ASSISTANT_FIELDS}
+            try:
+                assistant = services.assistant_create(team=request.web.team, slug=form.cleaned_data["slug"],
+                                                      **fields)
+            except ApiError as error:  # a concurrent create of the same slug
+                form.add_error(error.details.get("field"), error.message)
+            else:
+                messages.success(request, f"Created {assistant.name}.")
+                return _redirect(request, reverse("assistant", args=[assistant.slug]))
         return render_page(request, "site/assistant_new.html", {"form": form}, partial="form",
                            status=UNPROCESSABLE)
     return render_page(request, "site/assistant_new.html", {"form": form}, partial="form")
@@ -104,22 +107,23 @@ def assistant_settings(request: HttpRequest, slug: str) -> HttpResponse:
     settings_form = SettingsForm(data, current=assistant.settings)
     status = 200
     if request.method == "POST":
-        if form.is_valid() and settings_form.is_valid():
+        # Both forms validate, so every bad field gets its message in one round trip.
+        if all([form.is_valid(), settings_form.is_valid()]):
             _save_settings(form, settings_form)
             messages.success(request, "Settings saved.")
+            assistant.refresh_from_db()
             form, settings_form = AssistantForm(instance=assistant), SettingsForm(current=assistant.settings)
         else:
+            assistant.refresh_from_db()  # the form validation wrote the rejected values onto it
             status = UNPROCESSABLE
     context = {"assistant": assistant, "form": form, "settings_form": settings_form, "tab": "settings",
                "read_only": not request.web.is_admin}
     return render_page(request, "site/assistant_settings.html", context, partial="settings-form", status=status)
 
 
-@transaction.atomic
 def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> None:
-    assistant = form.save(commit=False)
-    assistant.settings = settings_form.document
-    assistant.save()
+    fields = {name: form.cleaned_data[name] for name in services.ASSISTANT_FIELDS}
+    services.assistant_update(assistant=form.instance, settings=settings_form.document, **fields)
 
 
 @require_http_methods(["GET", "POST"])
@@ -133,9 +137,9 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         request.web.require(Role.ADMIN)
         if form.is_valid():
-            key, secret = ApiKey.generate(team=team, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
-                                          created_by=request.user, expires_at=form.expires_at())
-            key.save()
+            key, secret = services.api_key_create(team=team, name=form.cleaned_data["name"],
+                                                  scopes=form.cleaned_data["scopes"], created_by=request.user,
+                                                  expires_at=form.expires_at())
             created, form = CreatedKey(name=key.name, secret=secret), ApiKeyForm()
         else:
             status = UNPROCESSABLE
@@ -154,7 +158,7 @@ def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     if key is None:
         raise Http404("No such API key in this team.")
     if key.revoked_at is None:
-        ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+        services.api_key_revoke(key=key)
         messages.success(request, f"Revoked {key.name}.")
     if is_htmx(request):
         context = {"keys": ApiKey.objects.filter(team=request.web.team), "form": ApiKeyForm(), "created": None}

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
 from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
 from sessions_app import dashboard as engine
@@ -43,7 +44,7 @@ def _redirect(request: HttpRequest, url: str) -> HttpResponse:
 class NewSessionForm(forms.Form):
     title = forms.CharField(max_length=200, required=False, help_text="Optional; shown in the list.",
                             widget=forms.TextInput(attrs={"placeholder": "Planning the launch"}))
-    key = forms.SlugField(max_length=128, required=False,
+    key = forms.CharField(max_length=128, required=False,
                           help_text="Optional stable key for API clients; a random one otherwise.")
 
 
@@ -57,12 +58,12 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         request.web.require(Role.MEMBER)
         if form.is_valid():
-            key = form.cleaned_data["key"]
-            if key and Session.objects.filter(assistant=assistant, key=key).exists():
-                form.add_error("key", f"This assistant already has a session with key {key!r}.")
-            else:
-                session = engine.create_session(assistant=assistant, key=key or None,
+            try:
+                session = engine.create_session(assistant=assistant, key=form.cleaned_data["key"] or None,
                                                 title=form.cleaned_data["title"])
+            except ApiError as error:  # key taken or malformed
+                form.add_error("key", error.message)
+            else:
                 return _redirect(request, reverse("session", args=[session.pk]))
         status = UNPROCESSABLE
     sessions = (assistant.sessions.annotate(message_count=Count("messages", distinct=True))

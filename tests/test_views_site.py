@@ -359,3 +359,15 @@ def test_jobs_page_lists_only_the_teams_tasks(world):
     assert "OSError: disk full" in content and "badge-failed" in content
     partial = signed_in(world.vera).get("/jobs/", **HX)
     assert not is_full_page(partial) and b'id="job-table"' in partial.content
+
+
+def test_jobs_page_shows_tracked_tasks_with_progress_and_polls_while_running(world):
+    from openclaw_site.models import TaskRecord
+
+    TaskRecord.objects.create(task_id="a" * 32, team=world.acme, kind="reindex", state="running",
+                              progress={"done": 3, "total": 10, "message": "embedding"})
+    TaskRecord.objects.create(task_id="b" * 32, team=world.globex, kind="their-reindex", state="running")
+    content = signed_in(world.bob).get("/jobs/").content.decode()
+    assert 'aria-valuenow="3"' in content and 'aria-valuemax="10"' in content and "width: 30%" in content
+    assert "3 / 10 · embedding" in content and "their-reindex" not in content.lower()
+    assert 'hx-trigger="every 2s"' in content
