@@ -108,6 +108,8 @@ def _line_range(request: HttpRequest) -> tuple[int, int] | None:
 
 def _numbered_lines(content: str, highlight: tuple[int, int] | None) -> list[dict[str, Any]]:
     lines = content.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it does not start another
     low, high = highlight or (0, -1)
     return [{"number": n, "text": text, "marked": low <= n <= high} for n, text in enumerate(lines, start=1)]
 
