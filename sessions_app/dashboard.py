@@ -41,7 +41,7 @@ def model_status(assistant: Assistant) -> ModelStatus:
     from sessions_app.llm import get_chat_model
 
     model = effective_model(assistant)
-    if get_chat_model("chat") is not None and model:
+    if get_chat_model("chat") is not None:
         return ModelStatus(True, model, "")
     return ModelStatus(False, model, (
         "No model is configured, so the assistant can't reply. Set LLM_BASE_URL and LLM_MODEL (any "
@@ -194,11 +194,9 @@ def model_context(session: Session) -> ContextView:
 
 def _agent_tools(session: Session) -> list[dict[str, Any]]:
     """The tool specs an assistant turn offers, so the shown system prompt matches the real one."""
-    try:
-        from sessions_app.agent import tool_specs
-    except ImportError:
-        return []
-    return list(tool_specs(session.assistant))
+    from sessions_app.agent import turn_tools
+
+    return list(turn_tools())
 
 
 # --- compaction -------------------------------------------------------------------------------
@@ -271,36 +269,48 @@ def compact(*, session: Session, instructions: str) -> CompactResult:
 
 @dataclass(frozen=True)
 class ChatOutcome:
-    """What a chat post did: a reply, a compaction, or an error to show by the composer."""
+    """What a chat post did: a reply, a compaction, or an error to show by the composer.
+
+    ``stored`` says whether the transcript changed (a failed turn keeps what it stored), so the
+    page refreshes it even when it also shows an error.
+    """
 
     error: str = ""
     status: int = 200
     notice: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    stored: bool = True
+    scheduled: dict[str, Any] = field(default_factory=dict)
 
 
-def chat(*, session: Session, text: str, user: Any) -> ChatOutcome:
-    """Post the user's message and run the assistant's turn; `/compact` compacts instead."""
+def chat(*, session: Session, text: str) -> ChatOutcome:
+    """Post the user's message and run the assistant's turn; `/compact [instructions]` compacts."""
     from sessions_app.compaction import NOT_A_COMMAND, parse_compact_command
 
     instructions = parse_compact_command(text)
     if instructions is not NOT_A_COMMAND:
+        # Like OpenClaw's commands, /compact is not stored as a message.
         result = compact(session=session, instructions=instructions or "")
-        return ChatOutcome(notice=result.message) if result.ok else ChatOutcome(error=result.message, status=409)
+        if result.ok:
+            return ChatOutcome(notice=result.message)
+        return ChatOutcome(error=result.message, status=409, stored=result.run is not None)
     return _assistant_turn(session=session, text=text)
 
 
 def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
-    status = model_status(session.assistant)
-    if not status.configured:
-        return ChatOutcome(error=status.message, status=503)
+    """Run `agent.run_turn` on the text, exactly as the REST API's ``"respond": true`` does."""
+    from sessions_app.agent import TurnError, run_turn
+    from sessions_app.messages import MessageError, validate_message
+
     try:
-        from sessions_app.agent import run_user_turn
-    except ImportError:
-        return ChatOutcome(error="Assistant replies are not available in this build (sessions_app.agent is missing).",
-                           status=503)
-    run_user_turn(session_id=session.pk, text=text)
-    return ChatOutcome()
+        message = validate_message({"role": "user", "content": text}, max_bytes=max_message_bytes())
+    except MessageError as error:
+        return ChatOutcome(error=error.message, status=413 if error.too_large else 422, stored=False)
+    try:
+        result = run_turn(session_id=session.pk, message=message)
+    except TurnError as error:
+        return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+    notice = "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
+    return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 
 
 def max_message_bytes() -> int:

@@ -159,13 +159,16 @@ def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
     form = ChatForm(request.POST)
     if not form.is_valid():
         return _composer_error(request, session, form.errors["text"][0], status=UNPROCESSABLE)
-    outcome = engine.chat(session=session, text=form.cleaned_data["text"], user=request.user)
-    if outcome.error:
+    outcome = engine.chat(session=session, text=form.cleaned_data["text"])
+    if outcome.error and not outcome.stored:
         return _composer_error(request, session, outcome.error, status=outcome.status)
     session.refresh_from_db()
-    context = _page_context(request, session) | {"outcome": outcome}
     if not is_htmx(request):
+        (messages.error if outcome.error else messages.info)(request, outcome.error or outcome.notice or "Sent.")
         return redirect(reverse("session", args=[session.pk]) + "#composer")
+    # A failed turn keeps what it stored: the page shows the transcript as it is now, with the
+    # error by the composer (a 200, so htmx swaps it in; the error is in the content).
+    context = _page_context(request, session) | {"composer_error": outcome.error, "composer_notice": outcome.notice}
     return render_page(request, "sessions/session.html", context, partial="chat-result")
 
 
