@@ -77,7 +77,16 @@ def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
         "session": session, "assistant": session.assistant, "tab": "sessions",
         "transcript": build_transcript(session), "gauge": engine.gauge(session),
         "runs": _runs(session), "model": engine.model_status(session.assistant),
+        "memory_writes": _memory_writes(session),
     }
+
+
+def _memory_writes(session: Session) -> list[Any]:
+    """Memory revisions this session caused (flush and agent writes), newest first."""
+    from memory_app.models import MemoryRevision
+
+    return list(MemoryRevision.objects.filter(assistant=session.assistant, session_pk=session.pk)
+                .exclude(author="user")[:8])
 
 
 def _runs(session: Session) -> list[CompactionRun]:
