@@ -76,3 +76,18 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise EnvError(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
+
+
+def load_dotenv(path: os.PathLike[str] | str) -> None:
+    """Set variables from a ``KEY=value`` file, never overriding the real environment."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return
+    for line in lines:
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        os.environ.setdefault(key.strip(), value.strip().strip("'\""))

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
+
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
 

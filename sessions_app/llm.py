@@ -1,0 +1,497 @@
+"""Chat model provider: one OpenAI-compatible implementation behind the `ChatModel` protocol.
+
+Only this module (and `memory_app.embeddings`) imports `openai`. Every API error becomes one
+`ProviderError` that says whether it is a context overflow, a timeout or a rate limit
+(style.md, Providers). Messages are converted from OpenClaw's AgentMessage shape the way Pi's
+`openai-completions` provider does (`transformMessages` + `convertMessages`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import openai
+
+from sessions_app.overflow import is_context_overflow_error
+
+logger = logging.getLogger(__name__)
+
+StopReason = Literal["stop", "toolUse", "length", "error"]
+
+# Pi core/messages.ts, COMPACTION_SUMMARY_PREFIX / COMPACTION_SUMMARY_SUFFIX.
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n"
+    "<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+# Pi transform-messages.ts: a tool call left without a result gets this synthetic error result,
+# because OpenAI rejects an assistant `tool_calls` message that no `tool` message answers.
+MISSING_TOOL_RESULT_TEXT = "No result provided"
+# Pi openai-completions.ts: images returned by a tool travel in a follow-up user message.
+TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
+_IMAGES_KEY = "_images"
+# Some OpenAI-compatible servers (vLLM, llama.cpp, Ollama) need no key, but the client needs one.
+PLACEHOLDER_API_KEY = "not-needed"
+DEFAULT_TIMEOUT_SECONDS = 120.0
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_BACKOFF_BASE_SECONDS = 0.5
+DEFAULT_BACKOFF_CAP_SECONDS = 8.0
+BACKOFF_JITTER = 0.2
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one model call, in OpenClaw's terms."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+
+    def to_openclaw(self) -> dict[str, int]:
+        """Return the AgentMessage `usage` dict (camelCase keys)."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "totalTokens": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The model's answer to one request."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage | None
+    stop_reason: StopReason
+    model: str
+    thinking: str = ""
+
+
+class ProviderError(Exception):
+    """Any failure of a model call, classified for the turn loop and the overflow recovery."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        is_timeout: bool = False,
+        is_connection_error: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.is_timeout = is_timeout
+        self.is_rate_limit = status == 429
+        self.is_context_overflow = _looks_like_overflow(message, status=status, code=code)
+        # Timeouts are not retried: a slow model would only be slow again, and the caller's own
+        # deadline matters more (the turn loop decides).
+        server_side = status is not None and (status == 429 or status >= 500)
+        self.retryable = not self.is_context_overflow and (server_side or is_connection_error)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError(status={self.status!r}, code={self.code!r}, "
+            f"message={self.message!r})"
+        )
+
+
+def _looks_like_overflow(message: str, *, status: int | None, code: str | None) -> bool:
+    # OpenClaw matches overflow on the error text; OpenAI-compatible servers put the decisive
+    # part (`context_length_exceeded`) in `code`, so both are checked.
+    texts = [message, code or "", f"{status} {message}" if status else ""]
+    return any(text and is_context_overflow_error(text) for text in texts)
+
+
+class ChatModel(Protocol):
+    """A chat model: takes OpenAI-format messages, returns a Completion or raises ProviderError."""
+
+    name: str
+    offline: bool
+
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
+
+
+class OpenAIChatModel:
+    """A chat model behind any OpenAI-compatible `/chat/completions` endpoint (non-streaming)."""
+
+    offline = False
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS,
+        backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = model
+        self.model = model
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.backoff_base_seconds = backoff_base_seconds
+        self.backoff_cap_seconds = backoff_cap_seconds
+        self._sleep = sleep
+        # The client's own retries are off: ours must not retry timeouts, and must classify errors.
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=timeout_seconds,
+            max_retries=0,
+        )
+
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Send one chat request, retrying rate limits, 5xx and connection errors."""
+        request = _request_body(
+            model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
+        )
+        for attempt, delay in enumerate(self._delays()):
+            try:
+                response = self._client.chat.completions.create(**request)
+            except openai.OpenAIError as exc:
+                error = provider_error_from(exc)
+                if not error.retryable or delay is None:
+                    raise error from exc
+                logger.warning(
+                    "model call failed (%s); retry %d in %.2fs", error, attempt + 1, delay
+                )
+                self._sleep(delay)
+                continue
+            return completion_from(response, requested_model=request["model"])
+        raise AssertionError("unreachable: the last delay is None")
+
+    def _delays(self) -> Iterator[float | None]:
+        yield from backoff_delays(
+            retries=self.max_retries,
+            base_seconds=self.backoff_base_seconds,
+            cap_seconds=self.backoff_cap_seconds,
+        )
+        yield None
+
+
+def backoff_delays(*, retries: int, base_seconds: float, cap_seconds: float) -> Iterator[float]:
+    """Yield `retries` delays: base doubling, capped, with up to 20 % jitter.
+
+    Same schedule as OpenClaw's embedding retries (openclaw-reference.md 4.5):
+    `min(cap, d * (1 + rand * 0.2))`, d doubling from the base.
+    """
+    delay = base_seconds
+    for _ in range(retries):
+        yield min(cap_seconds, delay * (1 + random.random() * BACKOFF_JITTER))
+        delay *= 2
+
+
+def _request_body(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        body["tools"] = [_openai_tool(tool) for tool in tools]
+    if max_tokens is not None:
+        # `max_tokens` rather than `max_completion_tokens`: every OpenAI-compatible server
+        # (vLLM, llama.cpp, Ollama, LiteLLM) accepts it.
+        body["max_tokens"] = max_tokens
+    return body
+
+
+def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a bare `{name, description, parameters}` spec in OpenAI's function-tool shape."""
+    if tool.get("type") == "function" and "function" in tool:
+        return tool
+    function = {key: tool[key] for key in ("name", "description", "parameters") if key in tool}
+    return {"type": "function", "function": function}
+
+
+def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
+    """Map any openai exception to a ProviderError."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError("Request timed out.", is_timeout=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(exc.message, is_connection_error=True)
+    if isinstance(exc, openai.APIStatusError):
+        return ProviderError(_error_text(exc), status=exc.status_code, code=exc.code)
+    if isinstance(exc, openai.APIError):
+        return ProviderError(exc.message, code=exc.code)
+    return ProviderError(str(exc))
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    # The client's message is "Error code: 400 - ..."; the server's own message is clearer.
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        return body["message"]
+    return exc.message
+
+
+def completion_from(response: Any, *, requested_model: str) -> Completion:
+    """Build a Completion from an openai ChatCompletion."""
+    if not response.choices:
+        raise ProviderError("The model returned no choices.")
+    choice = response.choices[0]
+    message = choice.message
+    tool_calls = tuple(_tool_call(call) for call in message.tool_calls or ())
+    return Completion(
+        text=message.content or "",
+        tool_calls=tool_calls,
+        usage=usage_from(response.usage),
+        stop_reason=_stop_reason(choice.finish_reason, has_tool_calls=bool(tool_calls)),
+        model=response.model or requested_model,
+        thinking=_reasoning_text(message),
+    )
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = call.function
+    try:
+        arguments = json.loads(function.arguments or "{}")
+    except json.JSONDecodeError:
+        # Pi's parseStreamingJson answers {} for unparsable arguments; the tool then reports
+        # the missing parameters to the model, which can try again.
+        arguments = {}
+    return ToolCall(
+        id=call.id, name=function.name, arguments=arguments if isinstance(arguments, dict) else {}
+    )
+
+
+def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
+    # Pi openai-completions.ts mapStopReason; some servers say "stop" with tool calls, and Pi's
+    # agent loop runs tools whenever the content holds tool calls, so that is toolUse too.
+    if finish_reason in ("tool_calls", "function_call") or has_tool_calls:
+        return "toolUse"
+    if finish_reason == "length":
+        return "length"
+    if finish_reason == "content_filter":
+        return "error"
+    return "stop"
+
+
+def _reasoning_text(message: Any) -> str:
+    # Pi reads the first of these non-standard fields that OpenAI-compatible servers use.
+    extra = message.model_extra or {}
+    for key in ("reasoning_content", "reasoning", "reasoning_text"):
+        if isinstance(extra.get(key), str) and extra[key]:
+            return str(extra[key])
+    return ""
+
+
+def usage_from(usage: Any) -> Usage | None:
+    """Convert OpenAI usage (prompt tokens include cached ones) to OpenClaw's split figures."""
+    if usage is None:
+        return None
+    details = usage.prompt_tokens_details
+    cache_read = (details.cached_tokens if details else None) or 0
+    cache_write = (getattr(details, "cache_write_tokens", None) if details else None) or 0
+    input_tokens = max(0, (usage.prompt_tokens or 0) - cache_read - cache_write)
+    output = usage.completion_tokens or 0
+    return Usage(
+        input=input_tokens,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total=input_tokens + output + cache_read + cache_write,
+    )
+
+
+def to_openai_messages(
+    agent_messages: list[dict[str, Any]], *, system_prompt: str | None
+) -> list[dict[str, Any]]:
+    """Convert AgentMessages to OpenAI chat messages (new dicts; `entryId` is never sent)."""
+    converted: list[dict[str, Any]] = []
+    if system_prompt:
+        converted.append({"role": "system", "content": system_prompt})
+    for message in agent_messages:
+        if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
+            continue  # Pi transform-messages.ts: incomplete turns are never replayed.
+        converted.extend(_convert(message))
+    return _settle_tool_runs(converted)
+
+
+def _settle_tool_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Close each run of tool messages: answer forgotten calls, then attach tool images."""
+    settled: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    expected: list[str] = []
+    for message in [*messages, None]:  # None flushes the last run
+        if message is not None and message["role"] == "tool":
+            run.append(message)
+            continue
+        settled.extend(_close_tool_run(run, expected))
+        if message is None:
+            break
+        settled.append(message)
+        run, expected = [], [call["id"] for call in message.get("tool_calls", [])]
+    return settled
+
+
+def _close_tool_run(run: list[dict[str, Any]], expected: list[str]) -> list[dict[str, Any]]:
+    # OpenAI rejects tool calls without a `tool` answer, and any non-tool message inside the run,
+    # so (as Pi does) missing results are synthesised and tool images follow the whole run.
+    answered = {message["tool_call_id"] for message in run}
+    tools = [{k: v for k, v in message.items() if k != _IMAGES_KEY} for message in run]
+    missing = [_missing_result(call_id) for call_id in expected if call_id not in answered]
+    images = [part for message in run for part in message.get(_IMAGES_KEY, [])]
+    if not images:
+        return tools + missing
+    parts = [{"type": "text", "text": TOOL_IMAGES_TEXT}, *images]
+    return [*tools, *missing, {"role": "user", "content": parts}]
+
+
+def _missing_result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": MISSING_TOOL_RESULT_TEXT}
+
+
+def _convert(message: dict[str, Any]) -> list[dict[str, Any]]:
+    role = message.get("role")
+    if role == "user":
+        return [{"role": "user", "content": _user_content(message.get("content"))}]
+    if role == "assistant":
+        return _assistant_message(message)
+    if role == "toolResult":
+        return _tool_result_messages(message)
+    if role == "system":
+        return [{"role": "system", "content": _text_of(message.get("content"))}]
+    if role == "compactionSummary":
+        summary = str(message.get("summary", ""))
+        text = COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX
+        return [{"role": "user", "content": text}]
+    return []  # Roles the model never sees (custom entries and the like).
+
+
+def _user_content(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    blocks = list(content or [])
+    if not any(block.get("type") == "image" for block in blocks):
+        return _text_of(blocks)
+    return [_content_part(block) for block in blocks if block.get("type") in ("text", "image")]
+
+
+def _content_part(block: dict[str, Any]) -> dict[str, Any]:
+    if block.get("type") == "image":
+        url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "text", "text": block.get("text", "")}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = [block.get("text", "") for block in content or [] if block.get("type") == "text"]
+    return "\n".join(texts)
+
+
+def _assistant_message(message: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = message.get("content") or []
+    if isinstance(blocks, str):
+        blocks = [{"type": "text", "text": blocks}]
+    # Thinking blocks are dropped: OpenAI-compatible servers do not take them back.
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    calls = [_openai_tool_call(b) for b in blocks if b.get("type") == "toolCall"]
+    if not text.strip() and not calls:
+        return []  # Pi convertMessages skips assistant messages with nothing to say.
+    converted: dict[str, Any] = {"role": "assistant", "content": text if text.strip() else None}
+    if calls:
+        converted["tool_calls"] = calls
+    return [converted]
+
+
+def _openai_tool_call(block: dict[str, Any]) -> dict[str, Any]:
+    arguments = json.dumps(block.get("arguments") or {}, ensure_ascii=False)
+    return {
+        "id": block["id"],
+        "type": "function",
+        "function": {"name": block["name"], "arguments": arguments},
+    }
+
+
+def _tool_result_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = message.get("content") or []
+    if isinstance(blocks, str):
+        blocks = [{"type": "text", "text": blocks}]
+    images = [_content_part(b) for b in blocks if b.get("type") == "image"]
+    text = _text_of(blocks) or ("(see attached image)" if images else "")
+    tool = {"role": "tool", "tool_call_id": message.get("toolCallId", ""), "content": text}
+    if images:
+        tool[_IMAGES_KEY] = images  # Moved after the run by _close_tool_run, never sent.
+    return [tool]
+
+
+_cache: dict[str, ChatModel | None] = {}
+_cache_lock = threading.Lock()
+
+
+def get_chat_model(purpose: str = "chat") -> ChatModel | None:
+    """Return the configured chat model for a purpose ("chat" or "compaction"), or None."""
+    with _cache_lock:
+        if purpose not in _cache:
+            _cache[purpose] = _build_chat_model(purpose)
+        return _cache[purpose]
+
+
+def reset_providers() -> None:
+    """Forget the cached chat models (tests change settings)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _build_chat_model(purpose: str) -> ChatModel | None:
+    from django.conf import settings
+
+    base_url = getattr(settings, "LLM_BASE_URL", "") or ""
+    model = getattr(settings, "LLM_MODEL", "") or ""
+    if purpose == "compaction":
+        model = getattr(settings, "LLM_COMPACTION_MODEL", "") or model
+    if not base_url or not model:
+        return None
+    return OpenAIChatModel(
+        base_url=base_url,
+        api_key=getattr(settings, "LLM_API_KEY", "") or "",
+        model=model,
+        timeout_seconds=float(getattr(settings, "LLM_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
+        max_retries=int(getattr(settings, "LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)),
+    )

@@ -1,0 +1,177 @@
+"""Embedding providers: the OpenAI path against a real local server, and the bundled local model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from memory_app.embeddings import (
+    EmbeddingError,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    batch_by_bytes,
+    get_embedder,
+    make_provider_key,
+    reset_embedders,
+)
+from tests.fake_openai import (
+    FakeOpenAI,
+    error_reply,
+    fake_embedding,
+    fake_openai,  # noqa: F401 - pytest fixture
+)
+
+
+def make_embedder(server: FakeOpenAI, sleeps: list[float], **kwargs: object) -> OpenAIEmbedder:
+    return OpenAIEmbedder(
+        base_url=server.base_url,
+        api_key="k",
+        model="fake-embedding",
+        dimensions=kwargs.pop("dimensions", 384),  # type: ignore[arg-type]
+        sleep=sleeps.append,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_batches_respect_8000_utf8_bytes() -> None:
+    texts = ["a" * 3000, "b" * 3000, "c" * 2001, "d" * 9000, "é" * 1000, "f"]
+    batches = batch_by_bytes(texts)
+    # 3000 + 3000 fits, + 2001 would be 8001; 9000 alone; "é" is 2 bytes: 2000 + 1.
+    assert [[t[0] for t in batch] for batch in batches] == [["a", "b"], ["c"], ["d"], ["é", "f"]]
+
+
+def test_batch_of_exactly_8000_bytes_stays_together() -> None:
+    assert len(batch_by_bytes(["x" * 4000, "y" * 4000])) == 1
+
+
+def test_openai_embedder_returns_server_vectors_in_order(fake_openai: FakeOpenAI) -> None:
+    embedder = make_embedder(fake_openai, [])
+    vectors = embedder.embed(["memory search", "compaction summary"])
+    assert vectors[0] == pytest.approx(fake_embedding("memory search", 384))
+    assert vectors[1] == pytest.approx(fake_embedding("compaction summary", 384))
+    body = fake_openai.embedding_requests[0]
+    assert body == {
+        "model": "fake-embedding",
+        "input": ["memory search", "compaction summary"],
+        "dimensions": 384,
+        "encoding_format": "float",
+    }
+
+
+def test_openai_embedder_splits_requests_by_bytes(fake_openai: FakeOpenAI) -> None:
+    texts = ["alpha " * 700, "beta " * 700, "gamma " * 2000, "delta"]  # 4200, 3500, 12000, 5 bytes
+    vectors = make_embedder(fake_openai, []).embed(texts)
+    assert len(vectors) == 4
+    assert [len(body["input"]) for body in fake_openai.embedding_requests] == [2, 1, 1]
+    assert vectors[3] == pytest.approx(fake_embedding("delta", 384))
+
+
+def test_openai_embedder_retries_server_errors(fake_openai: FakeOpenAI) -> None:
+    sleeps: list[float] = []
+    fake_openai.embedding_errors.extend(
+        [error_reply(500, "boom", type="server_error"), error_reply(429, "Too Many Requests")]
+    )
+    vector = make_embedder(fake_openai, sleeps).embed_query("hello world")
+    assert vector == pytest.approx(fake_embedding("hello world", 384))
+    assert len(fake_openai.embedding_requests) == 3
+    # openclaw-reference.md 4.5: 500 ms, then 1000 ms, each with up to 20 % jitter.
+    assert 0.5 <= sleeps[0] <= 0.6 and 1.0 <= sleeps[1] <= 1.2
+
+
+def test_openai_embedder_gives_up_after_three_retries(fake_openai: FakeOpenAI) -> None:
+    sleeps: list[float] = []
+    fake_openai.embedding_errors.extend([error_reply(502, "bad gateway", type="server_error")] * 5)
+    with pytest.raises(EmbeddingError) as caught:
+        make_embedder(fake_openai, sleeps).embed(["x"])
+    assert (caught.value.status, caught.value.message) == (502, "bad gateway")
+    assert len(fake_openai.embedding_requests) == 4
+    assert len(sleeps) == 3 and 2.0 <= sleeps[2] <= 2.4
+
+
+def test_openai_embedder_does_not_retry_bad_requests(fake_openai: FakeOpenAI) -> None:
+    sleeps: list[float] = []
+    fake_openai.embedding_errors.append(error_reply(400, "maximum input length is 512 tokens"))
+    with pytest.raises(EmbeddingError) as caught:
+        make_embedder(fake_openai, sleeps).embed(["x"])
+    assert caught.value.status == 400
+    assert sleeps == [] and len(fake_openai.embedding_requests) == 1
+
+
+def test_openai_embedder_rejects_wrong_dimensions(fake_openai: FakeOpenAI) -> None:
+    fake_openai.embedding_dims = 64
+    embedder = OpenAIEmbedder(
+        base_url=fake_openai.base_url, api_key="k", model="text-embedding-3-small"
+    )
+    with pytest.raises(EmbeddingError, match="Expected 1536 dimensions, got 64"):
+        embedder.embed(["x"])
+
+
+def test_unknown_model_dimensions_are_probed_once(fake_openai: FakeOpenAI) -> None:
+    fake_openai.embedding_dims = 96
+    embedder = OpenAIEmbedder(base_url=fake_openai.base_url, api_key="k", model="custom")
+    assert embedder.dims == 96 and embedder.dims == 96
+    assert len(fake_openai.embedding_requests) == 1
+    assert "dimensions" not in fake_openai.embedding_requests[0]
+
+
+def test_provider_key_is_stable_and_tracks_identity(fake_openai: FakeOpenAI) -> None:
+    first = make_embedder(fake_openai, []).provider_key
+    assert first == make_embedder(fake_openai, []).provider_key
+    assert first == make_provider_key(
+        provider="openai", base_url=fake_openai.base_url, model="fake-embedding", dims=384
+    )
+    assert first != make_embedder(fake_openai, [], dimensions=256).provider_key
+
+
+@pytest.fixture
+def embedding_settings(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure()
+    reset_embedders()
+    yield fake_openai
+    reset_embedders()
+
+
+def test_get_embedder_openai_and_none(embedding_settings: FakeOpenAI) -> None:
+    from django.test import override_settings
+
+    with override_settings(
+        EMBEDDING_PROVIDER="openai",
+        EMBEDDING_BASE_URL=embedding_settings.base_url,
+        EMBEDDING_MODEL="fake-embedding",
+        EMBEDDING_DIMENSIONS=128,
+    ):
+        embedder = get_embedder()
+        assert isinstance(embedder, OpenAIEmbedder) and embedder is get_embedder()
+        assert (embedder.model, embedder.dims) == ("fake-embedding", 128)
+        assert len(embedder.embed_query("x")) == 128
+    reset_embedders()
+    with override_settings(EMBEDDING_PROVIDER="none"):
+        assert get_embedder() is None
+
+
+@pytest.mark.slow
+def test_local_embedder_is_normalised_and_semantic() -> None:
+    embedder = LocalEmbedder()
+    assert (embedder.dims, embedder.max_input_tokens, embedder.provider) == (384, 256, "local")
+    vectors = embedder.embed(
+        [
+            "The cat sat on the mat.",
+            "A kitten is sitting on a rug.",
+            "Quarterly revenue grew by ten percent.",
+        ]
+    )
+    assert [len(v) for v in vectors] == [384, 384, 384]
+    assert all(math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-4) for v in vectors)
+    similar, unrelated = cosine(vectors[0], vectors[1]), cosine(vectors[0], vectors[2])
+    assert similar > 0.5 > unrelated
+    assert embedder.embed_query("The cat sat on the mat.") == pytest.approx(vectors[0], abs=1e-5)
+    assert LocalEmbedder().provider_key == embedder.provider_key
