@@ -9,12 +9,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
-from rest_framework.views import APIView
 
-from openclaw_site.errors import ApiError
-from openclaw_site.models import Scope
+from sessions_app.api.views import SessionApiView
 from sessions_app.exports import session_file_name, session_jsonl_lines
-from sessions_app.models import Session
 
 NDJSON = "application/x-ndjson"
 
@@ -29,8 +26,9 @@ class _JsonErrors(BaseContentNegotiation):
         return parsers[0] if parsers else None
 
 
-class SessionExportJsonlApi(APIView):
-    read_scope = Scope.SESSIONS_READ
+class SessionExportJsonlApi(SessionApiView):
+    """``GET /sessions/{id}/export.jsonl`` (scope ``sessions:read``; another team's session is a 404)."""
+
     content_negotiation_class = _JsonErrors
 
     @extend_schema(
@@ -42,10 +40,7 @@ class SessionExportJsonlApi(APIView):
         responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")},
     )
     def get(self, request: Request, session_id: int) -> StreamingHttpResponse:
-        team = request.team_context.team
-        session = Session.objects.select_related("assistant__team").filter(pk=session_id, assistant__team=team).first()
-        if session is None:
-            raise ApiError("not_found", "Session not found.", status_code=404)
+        session = self.get_session(session_id)
         response = StreamingHttpResponse(session_jsonl_lines(session), content_type=NDJSON)
         response["Content-Disposition"] = f'attachment; filename="{session_file_name(session.key)}"'
         response["Cache-Control"] = "no-store"
