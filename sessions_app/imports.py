@@ -83,7 +83,8 @@ class ImportReport:
             f"{self.messages} message(s), {self.compactions} compaction entr{'y' if self.compactions == 1 else 'ies'}.",
         ]
         if not self.created:
-            lines.append(f"Removed {self.deleted_sessions} old session(s) and {self.deleted_documents} old document(s).")
+            lines.append(f"Removed {self.deleted_sessions} old session(s) and "
+                         f"{self.deleted_documents} old document(s).")
         lines += [f"  skipped or mapped {name}: {count}" for name, count in sorted(self.skipped.items())]
         lines += [f"  note: {note}" for note in self.notes]
         return lines
@@ -100,7 +101,8 @@ def read_workspace(directory: Path) -> Workspace:
     documents = _read_documents(directory)
     sessions = _read_sessions(directory, notes)
     assistant = _read_assistant_file(directory / "assistant.json")
-    if not documents and not sessions:
+    has_store = (directory / "sessions" / "sessions.json").is_file()
+    if not documents and not sessions and assistant is None and not has_store:
         raise WorkspaceImportError(
             f"{directory} holds no MEMORY.md, memory/*.md or sessions/*.jsonl; is it an OpenClaw workspace?"
         )
@@ -145,7 +147,7 @@ def _read_store(file: Path) -> dict[str, dict[str, Any]]:
     if not file.is_file():
         return {}
     try:
-        store = json.loads(_read_text(file, "sessions/sessions.json", limit=settings.MAX_REQUEST_BYTES * 20))
+        store = json.loads(_read_text(file, "sessions/sessions.json", limit=2**31))
     except ValueError as error:
         raise WorkspaceImportError(f"sessions/sessions.json is not valid JSON ({error})") from None
     if not isinstance(store, dict) or not all(isinstance(v, dict) for v in store.values()):
@@ -246,7 +248,8 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
         if name in data:
             value = data[name]
             if not isinstance(value, str) or (limit and len(value) > limit):
-                raise WorkspaceImportError(f"assistant.json: {name} must be a string" + (f" of at most {limit} characters" if limit else ""))
+                bound = f" of at most {limit} characters" if limit else ""
+                raise WorkspaceImportError(f"assistant.json: {name} must be a string{bound}")
             fields[name] = value
     if "context_window" in data:
         window = data["context_window"]
@@ -255,7 +258,8 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
         fields["context_window"] = window
     if "workspace_access" in data:
         if data["workspace_access"] not in WorkspaceAccess.values:
-            raise WorkspaceImportError(f"assistant.json: workspace_access must be one of {', '.join(WorkspaceAccess.values)}")
+            choices = ", ".join(WorkspaceAccess.values)
+            raise WorkspaceImportError(f"assistant.json: workspace_access must be one of {choices}")
         fields["workspace_access"] = data["workspace_access"]
     if "settings" in data:
         try:
@@ -273,7 +277,9 @@ def import_workspace(*, directory: Path | str, team_slug: str, assistant_slug: s
     try:
         validate_slug(assistant_slug)
     except ValidationError:
-        raise WorkspaceImportError(f"{assistant_slug!r} is not a valid assistant slug (letters, digits, - and _)") from None
+        raise WorkspaceImportError(
+            f"{assistant_slug!r} is not a valid assistant slug (letters, digits, - and _)"
+        ) from None
     workspace = read_workspace(Path(directory))
     with transaction.atomic():
         team = Team.objects.filter(slug=team_slug).first()
@@ -334,7 +340,7 @@ def _import_session(assistant: Assistant, source: SessionFile, report: ImportRep
     report.sessions += 1
     report.messages += len(messages)
     report.compactions += len(compactions)
-    report.skipped.update({k: v for k, v in transcript.skipped.items()})
+    report.skipped.update(transcript.skipped)
     report.notes += list(transcript.notes)
 
 
@@ -358,13 +364,15 @@ def _session_uuid(source: SessionFile, taken: set[uuid.UUID], report: ImportRepo
 def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict[str, Any]:
     total = _count(store.get("totalTokens"))
     fresh = store.get("totalTokensFresh")
-    label = next((v for v in (store.get("label"), store.get("displayName"), transcript.title) if isinstance(v, str) and v), "")
+    names = (store.get("label"), store.get("displayName"), transcript.title)
+    label = next((name for name in names if isinstance(name, str) and name), "")
     compactions = sum(1 for entry in transcript.entries if entry.kind == "compaction")
+    compaction_count = _count(store.get("compactionCount"))
     return {
         "title": label[:200], "total_tokens": total,
         # OpenClaw treats a missing totalTokensFresh as fresh (resolveFreshSessionTotalTokens).
         "total_tokens_fresh": fresh if isinstance(fresh, bool) else total is not None,
-        "compaction_count": _count(store.get("compactionCount")) if _count(store.get("compactionCount")) is not None else compactions,
+        "compaction_count": compaction_count if compaction_count is not None else compactions,
         "memory_flush_at": _ms(store.get("memoryFlushAt")),
         "memory_flush_compaction_count": _count(store.get("memoryFlushCompactionCount")),
         "last_cache_touch_at": _ms(transcript.last_cache_touch_ms),

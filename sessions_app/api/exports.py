@@ -19,7 +19,8 @@ NDJSON = "application/x-ndjson"
 class _JsonErrors(BaseContentNegotiation):
     """Never answer 406: success streams JSONL directly, errors are rendered as our JSON error body."""
 
-    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> tuple[Any, str]:
+    def select_renderer(self, request: Request, renderers: list[Any],
+                        format_suffix: str | None = None) -> tuple[Any, str]:
         return renderers[0], renderers[0].media_type
 
     def select_parser(self, request: Request, parsers: list[Any]) -> Any:

@@ -123,6 +123,13 @@ def test_round_trip_with_replace_keeps_session_ids(world, tmp_path):
     assert not MemoryRevision.objects.filter(assistant=source, author="import").exists()
 
 
+def test_round_trip_of_an_empty_assistant(world, tmp_path):
+    before = snapshot(world.assistant)
+    workspace = export_to(world.assistant, tmp_path / "ws")
+    import_workspace(directory=workspace, team_slug="globex", assistant_slug="empty-copy")
+    assert snapshot(Assistant.objects.get(team=world.globex, slug="empty-copy")) == before
+
+
 def test_export_of_the_import_is_the_same_files(world, tmp_path):
     source = build_assistant(world)
     first = export_to(source, tmp_path / "one")
