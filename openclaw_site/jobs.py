@@ -68,7 +68,8 @@ def _owner_lookups() -> dict[str, Callable[[int], int | None]]:
     from sessions_app.models import CompactionRun, Session
 
     def team_of(model: Any, path: str) -> Callable[[int], int | None]:
-        return lambda pk: model.objects.filter(pk=pk).values_list(path, flat=True).first()
+        # Cached per page view: a burst of tasks usually names the same few sessions.
+        return lru_cache(maxsize=None)(lambda pk: model.objects.filter(pk=pk).values_list(path, flat=True).first())
 
     return {
         "session_id": team_of(Session, "assistant__team_id"),
