@@ -257,10 +257,15 @@ class _Turn:
                 break
             rounds_left -= 1
             session = self.session()
-            results = [tool_result_input(call, *run_tool(call, session=session)) for call in completion.tool_calls]
+            results = [self._tool_result(call, session) for call in completion.tool_calls]
             self.result.messages += store_messages(self.session_id, results)
         self.result.scheduled = schedule_maintenance(self.session_id)
         return self.result
+
+    @staticmethod
+    def _tool_result(call: ToolCall, session: Session) -> MessageInput:
+        text, is_error = run_tool(call, session=session)
+        return tool_result_input(call, text, is_error=is_error)
 
     # -- before the first call --
 

@@ -225,6 +225,7 @@ class CompactionPreview:
     is_split_turn: bool
     has_previous_summary: bool
     tokens_before: int
+    tokens_kept: int
     tokens_after_estimate: int
     flush_would_run: bool
     flush_skip_reason: str | None
@@ -236,7 +237,8 @@ class CompactionPreview:
             "dry_run": True, "trigger": self.trigger, "first_kept_entry_id": self.first_kept_entry_id,
             "summarized": list(self.summarized), "turn_prefix": list(self.turn_prefix),
             "is_split_turn": self.is_split_turn, "has_previous_summary": self.has_previous_summary,
-            "tokens_before": self.tokens_before, "tokens_after_estimate": self.tokens_after_estimate,
+            "tokens_before": self.tokens_before, "tokens_kept": self.tokens_kept,
+            "tokens_after_estimate": self.tokens_after_estimate,
             "flush_would_run": self.flush_would_run, "flush_skip_reason": self.flush_skip_reason,
             "offline": self.offline, "notes": list(self.notes),
         }
@@ -267,9 +269,10 @@ def preview_compaction(session: Session, *, trigger: str) -> CompactionPreview:
         trigger=trigger, first_kept_entry_id=plan.first_kept_entry_id,
         summarized=_entry_refs(entries, plan.summarized_entry_ids), turn_prefix=_entry_refs(entries, plan.prefix_entry_ids),
         is_split_turn=plan.is_split_turn, has_previous_summary=plan.previous_summary is not None,
-        tokens_before=before, tokens_after_estimate=kept + summary_tokens, flush_would_run=skip is None,
-        flush_skip_reason=skip, offline=get_chat_model("compaction") is None,
-        notes=("tokens_after_estimate assumes a summary of at most 16000 characters.",),
+        tokens_before=before, tokens_kept=kept, tokens_after_estimate=kept + summary_tokens,
+        flush_would_run=skip is None, flush_skip_reason=skip, offline=get_chat_model("compaction") is None,
+        notes=("tokens_kept: the messages that stay verbatim. tokens_after_estimate: an upper bound that "
+               "counts the summary at the size of what it replaces, capped at 16000 characters.",),
     )
 
 

@@ -100,3 +100,45 @@ __all__ = [
     "CHAT_MODEL", "assistant", "chatter", "fake_openai", "is_summary_request", "last_user_text", "llm", "no_llm",
     "system_text", "tool_names", "tool_result", "usage", "user",
 ]
+
+
+FLUSH_PROMPT_START = "Pre-compaction memory flush."
+SUMMARY_TEXT = (
+    "## Decisions\n- Keep going.\n## Open TODOs\nNone.\n## Constraints/Rules\nNone.\n"
+    "## Pending user asks\nNone.\n## Exact identifiers\nNone captured."
+)
+
+
+def is_flush_request(request: dict[str, Any]) -> bool:
+    return last_user_text(request).startswith(FLUSH_PROMPT_START)
+
+
+def router(*, chat: Any = "ok", summary: Any = SUMMARY_TEXT, flush: Any = "NO_REPLY"):
+    """Return a `default_chat` that answers summariser, flush and chat requests differently."""
+
+    def answer(kind: Any, request: dict[str, Any]) -> Any:
+        return kind(request) if callable(kind) else kind
+
+    def handler(request: dict[str, Any]) -> Any:
+        if is_summary_request(request):
+            return answer(summary, request)
+        if is_flush_request(request):
+            return answer(flush, request)
+        return answer(chat, request)
+
+    return handler
+
+
+def request_kinds(fake: FakeOpenAI) -> list[str]:
+    """Return 'summary', 'flush' or 'chat' for each chat request received, in order."""
+    return ["summary" if is_summary_request(r) else "flush" if is_flush_request(r) else "chat"
+            for r in fake.chat_requests]
+
+
+def message_input(data: dict[str, Any]):
+    from sessions_app.messages import validate_message
+
+    return validate_message(data, max_bytes=10_000_000)
+
+
+__all__ += ["SUMMARY_TEXT", "is_flush_request", "message_input", "request_kinds", "router"]
