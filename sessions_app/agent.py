@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings as django_settings
 from django.utils import timezone as dj_timezone
@@ -203,10 +203,14 @@ def visible_reply_text(text: str) -> str | None:
 # --- scheduling after a turn or an ingest ------------------------------------------------------
 
 
-def schedule_maintenance(session_id: int) -> dict[str, Any]:
-    """Queue the compaction (threshold) or the flush the session's figures call for, after commit."""
+def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[str, Any]:
+    """Queue the compaction (threshold) or the flush the session's figures call for, after commit.
+
+    Called after every successful turn and after a REST ingest; `prompt_estimate` is the next
+    prompt when it is known (before a turn's model call), as in OpenClaw's projected count.
+    """
     session = Session.objects.select_related("assistant").get(pk=session_id)
-    figures = token_figures(session)
+    figures = token_figures(session, prompt_estimate=prompt_estimate)
     if figures.compaction_due:
         enqueue("sessions_app.tasks.compact_session_task", session_id, "threshold",
                 task_name=f"compact-{session_id}-{session.compaction_count}")
@@ -259,7 +263,9 @@ class _Turn:
             session = self.session()
             results = [self._tool_result(call, session) for call in completion.tool_calls]
             self.result.messages += store_messages(self.session_id, results)
-        self.result.scheduled = schedule_maintenance(self.session_id)
+        after = schedule_maintenance(self.session_id)
+        self.result.scheduled = {key: bool(value) or bool(self.result.scheduled.get(key))
+                                 for key, value in after.items() if key in ("compaction", "flush")}
         return self.result
 
     @staticmethod
@@ -270,9 +276,13 @@ class _Turn:
     # -- before the first call --
 
     def _before_first_call(self) -> None:
-        """Compact inline when the stored context is already over the threshold (trigger budget)."""
+        """Queue a due flush (projected with the new prompt); compact inline if already over (budget)."""
         session = self.session()
-        if not token_figures(session).compaction_due:
+        figures = token_figures(session, prompt_estimate=self.result.user_message.estimated_tokens)
+        if not figures.compaction_due:
+            if figures.flush_reason and skip_reason(session) is None:
+                self.result.scheduled = schedule_maintenance(
+                    self.session_id, prompt_estimate=self.result.user_message.estimated_tokens)
             return
         try:
             run = compact_session(session_id=self.session_id, trigger="budget")
@@ -348,7 +358,7 @@ class _Turn:
             self.result.reply = None if silent else row
             self.result.reply_text = None if silent else (visible or "")
 
-    def _fail(self, error: ProviderError, *, session: Session) -> None:
+    def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
         """Store the failed call as an assistant error message and raise the matching TurnError."""
         model_name = session.assistant.model or self.model.name
         [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])

@@ -30,7 +30,7 @@ from memory_app.tokens import (
 )
 from openclaw_site.models import Assistant
 from sessions_app.cutpoint import build_session_context
-from sessions_app.llm import to_openai_messages
+from sessions_app.llm import get_chat_model, to_openai_messages
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
 from sessions_app.pruning import PruneResult, PruningSettings, prune_context, should_prune
@@ -404,3 +404,17 @@ def token_figures(
 def message_prompt_estimate(message: dict[str, Any]) -> int:
     """Estimate a new user message the way `estimatePromptTokensForMemoryFlush` does."""
     return estimate_message_tokens(message)
+
+
+def session_figures(session: Session) -> dict[str, Any]:
+    """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours)."""
+    return {
+        **token_figures(session).as_dict(),
+        "total_tokens": session.total_tokens,
+        "total_tokens_fresh": session.total_tokens_fresh,
+        "compaction_count": session.compaction_count,
+        "memory_flush_compaction_count": session.memory_flush_compaction_count,
+        "memory_flush_at": session.memory_flush_at.isoformat() if session.memory_flush_at else None,
+        "model": effective_model(session.assistant) or None,
+        "offline": get_chat_model("chat") is None,
+    }
