@@ -1,3 +1,14 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from memory_app.api import views
+
+# Memory paths contain slashes (memory/2026-01-02.md); they always end in ".md", so the revisions
+# route cannot be mistaken for a document.
+urlpatterns = [
+    path("assistants/<slug:slug>/memory/", views.MemoryListCreateApi.as_view(), name="api-memory"),
+    path("assistants/<slug:slug>/memory/<path:path>/revisions/", views.MemoryRevisionsApi.as_view(),
+         name="api-memory-revisions"),
+    path("assistants/<slug:slug>/memory/<path:path>", views.MemoryDocumentApi.as_view(), name="api-memory-document"),
+]
