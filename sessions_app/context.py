@@ -21,6 +21,7 @@ from django.utils import timezone as dj_timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.tokens import (
+    calculate_context_tokens,
     correction_ratio,
     corrected_estimate,
     estimate_context_tokens,
@@ -109,6 +110,41 @@ def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     if estimate.last_usage_index is not None:
         return estimate.usage_tokens + corrected_estimate(estimate.trailing_tokens, ratio)
     return corrected_estimate(estimate_messages_tokens(head) + estimate.trailing_tokens, ratio)
+
+
+def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
+    """Compute `view_tokens` from stored per-message estimates, in a few queries (session API).
+
+    Same rule as `view_tokens`: the last trustworthy usage after the latest compaction, plus the
+    corrected estimates of the messages after it; without such usage, the whole view estimated.
+    """
+    messages = Message.objects.filter(session=session, flush_turn=False)
+    latest = CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
+    head_tokens, tail = 0, messages
+    if latest is not None:
+        kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
+        head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
+        head_tokens = _sum_estimates(head) + estimate_message_tokens({"role": "compactionSummary", "summary": latest.summary})
+        tail = messages.filter(seq__gt=latest.seq)
+    usage_tokens, usage_seq = _last_usage(tail)
+    if usage_seq is None:
+        return corrected_estimate(head_tokens + _sum_estimates(tail), ratio)
+    return usage_tokens + corrected_estimate(_sum_estimates(tail.filter(seq__gt=usage_seq)), ratio)
+
+
+def _sum_estimates(messages: Any) -> int:
+    return int(messages.aggregate(total=Sum("estimated_tokens"))["total"] or 0)
+
+
+def _last_usage(messages: Any) -> tuple[int, int | None]:
+    """Return (context tokens, seq) of the newest assistant usage Pi trusts, or (0, None)."""
+    candidates = (messages.filter(role="assistant", usage__isnull=False).exclude(stop_reason__in=["error", "aborted"])
+                  .order_by("-seq").values_list("seq", "usage"))
+    for seq, usage in candidates.iterator(chunk_size=20):
+        tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+        if tokens > 0:
+            return tokens, seq
+    return 0, None
 
 
 # --- calibration (design.md item 3) ----------------------------------------------------------
@@ -383,12 +419,12 @@ def token_figures(
     """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
     assistant = session.assistant
     ratio = calibration_ratio(effective_model(assistant))
-    entries = session_entries(session) if entries is None else entries
+    context_tokens = stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(
         thresholds=thresholds_for(assistant.settings, context_window=assistant.context_window),
-        context_tokens=view_tokens(entries, ratio=ratio),
+        context_tokens=context_tokens,
         last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
         last_output_tokens=output_tokens_of(usage),
         transcript_bytes=transcript_bytes(session),

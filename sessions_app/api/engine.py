@@ -14,15 +14,17 @@ from rest_framework import status
 from openclaw_site.errors import ApiError
 from sessions_app.agent import TurnError, reply_payload, run_turn, turn_tools
 from sessions_app.compaction import (
+    NOT_A_COMMAND,
     CompactionBusy,
     CompactionFailed,
     CompactionPreview,
     CompactionRefused,
     compact_session,
     manual_reply_text,
+    parse_compact_command,
 )
 from sessions_app.context import build_model_context, latest_compaction_index, session_figures, token_figures
-from sessions_app.messages import MessageInput
+from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionEntry, CompactionRun, Session
 from sessions_app.transcript import compaction_entry_dict
 
@@ -95,6 +97,17 @@ def compact_or_raise(session: Session, *, instructions: str | None, dry_run: boo
                        "history is unchanged.", status_code=502, details={"run": run_dict(failed.run)}) from None
     assert result is not None  # only a threshold trigger returns None
     return result
+
+
+def compact_command_text(payload: Any) -> str | None:
+    """Return the instructions ("" for none) if the request is one `/compact` user message, else None."""
+    if getattr(payload, "is_batch", False) or len(payload.messages) != 1:
+        return None
+    message = payload.messages[0]
+    if message.role != "user":
+        return None
+    parsed = parse_compact_command(text_of(message.content))
+    return None if parsed is NOT_A_COMMAND else (parsed or "")
 
 
 def run_compact_command(session: Session, *, instructions: str | None) -> dict[str, Any]:

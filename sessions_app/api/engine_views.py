@@ -25,10 +25,19 @@ class SessionContextApi(SessionApiView):
         return Response(context_payload(self.get_session(session_id)))
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: "yes" or 1 must not silently mean true."""
+
+    def to_internal_value(self, data: object) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class CompactInput(StrictSerializer):
     instructions = StrictCharField(required=False, allow_blank=True, max_length=MAX_INSTRUCTION_CHARS,
                                    help_text="Custom focus (treated as data; the first 800 characters are used).")
-    dry_run = serializers.BooleanField(required=False, default=False)
+    dry_run = StrictBooleanField(required=False, default=False)
 
 
 class SessionCompactApi(SessionApiView):
