@@ -246,6 +246,7 @@ class _Turn:
         self.result = TurnResult(user_message=user_row)
         self.overflow_attempts = 0
         self.skip_next_touch = False
+        self.call_started_at = dj_timezone.now()
 
     def session(self) -> Session:
         return Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
@@ -303,6 +304,7 @@ class _Turn:
             context = build_model_context(session, tools=turn_tools() if with_tools else [])
             if context.pruning.changed and context.pruning.mode == "cache-ttl":
                 record_cache_touch(self.session_id, at=context.now)  # reference 3.2: once per TTL window
+            self.call_started_at = dj_timezone.now()
             try:
                 completion = self.model.complete(messages=context.openai_messages, tools=context.tools or None,
                                                  model=session.assistant.model or None)
@@ -351,7 +353,8 @@ class _Turn:
     def _store_assistant(self, completion: Completion, *, final: bool) -> None:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
         silent = final and not completion.tool_calls and visible is None
-        [row] = store_messages(self.session_id, [assistant_input(completion, silent=silent)])
+        [row] = store_messages(self.session_id, [assistant_input(completion, silent=silent,
+                                                                 started_at=self.call_started_at)])
         self.result.messages.append(row)
         if final:
             self.result.silent = silent

@@ -100,16 +100,28 @@ def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     """Estimate the compaction view's size: reported usage plus corrected estimates of the rest.
 
     Usage reported before the latest compaction measured the old, longer context (#12170), so only
-    assistants after it are trusted, as in cutpoint's `tokensBefore`.
+    assistants after it are trusted, as in cutpoint's `tokensBefore`; and, as Pi's
+    `_checkCompaction` does, only those whose call started after the compaction was written (a
+    call that raced a background compaction reports the old size).
     """
     context = build_session_context(entries)
     prev = latest_compaction_index(entries)
     newer = sum(1 for e in entries[prev + 1:] if e.get("type") == "message") if prev >= 0 else len(context)
     head, tail = context[:len(context) - newer], context[len(context) - newer:]
+    cutoff = entries[prev].get("timestamp") if prev >= 0 else None
+    if isinstance(cutoff, int):
+        tail = [_without_stale_usage(message, cutoff) for message in tail]
     estimate = estimate_context_tokens(tail)
     if estimate.last_usage_index is not None:
         return estimate.usage_tokens + corrected_estimate(estimate.trailing_tokens, ratio)
     return corrected_estimate(estimate_messages_tokens(head) + estimate.trailing_tokens, ratio)
+
+
+def _without_stale_usage(message: dict[str, Any], cutoff_ms: int) -> dict[str, Any]:
+    timestamp = message.get("timestamp")
+    if message.get("role") == "assistant" and isinstance(timestamp, int) and timestamp <= cutoff_ms:
+        return {**message, "usage": None}
+    return message
 
 
 def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
@@ -126,7 +138,7 @@ def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
         head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
         head_tokens = _sum_estimates(head) + estimate_message_tokens({"role": "compactionSummary", "summary": latest.summary})
         tail = messages.filter(seq__gt=latest.seq)
-    usage_tokens, usage_seq = _last_usage(tail)
+    usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
     if usage_seq is None:
         return corrected_estimate(head_tokens + _sum_estimates(tail), ratio)
     return usage_tokens + corrected_estimate(_sum_estimates(tail.filter(seq__gt=usage_seq)), ratio)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -24,8 +25,12 @@ def usage_dict(completion: Completion) -> dict[str, Any] | None:
     return {**completion.usage.to_openclaw(), "cost": dict(ZERO_COST)}
 
 
-def assistant_input(completion: Completion, *, silent: bool = False) -> MessageInput:
-    """Return a completion as the assistant message to store: thinking, text, tool calls."""
+def assistant_input(completion: Completion, *, silent: bool = False, started_at: datetime | None = None) -> MessageInput:
+    """Return a completion as the assistant message to store: thinking, text, tool calls.
+
+    Like Pi's AgentMessage, it is stamped with the time the call started (`started_at`), which is
+    what the stale-usage check compares with the latest compaction.
+    """
     blocks: list[dict[str, Any]] = []
     if completion.thinking:
         blocks.append({"type": "thinking", "thinking": completion.thinking})
@@ -34,7 +39,7 @@ def assistant_input(completion: Completion, *, silent: bool = False) -> MessageI
     blocks += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     return MessageInput(
         role="assistant", content=blocks, usage=usage_dict(completion), stop_reason=completion.stop_reason,
-        model=completion.model, provider=PROVIDER_NAME, api=API_NAME, silent=silent,
+        model=completion.model, provider=PROVIDER_NAME, api=API_NAME, silent=silent, created_at=started_at,
     )
 
 

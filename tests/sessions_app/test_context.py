@@ -144,3 +144,39 @@ def test_calibration_corrects_estimates_not_reported_usage(world):
     ModelCalibration.objects.create(model="calibrated-model", estimated_tokens=1000, reported_tokens=1300, samples=4)
     session.refresh_from_db()
     assert token_figures(session).context_tokens == 1300
+
+
+@pytest.mark.django_db
+def test_stored_figures_agree_with_the_view_and_ignore_stale_usage(world, no_llm):
+    from sessions_app.compaction import compact_session
+    from sessions_app.context import session_entries, view_tokens
+    from sessions_app.messages import validate_message
+    from sessions_app.transcript import append_messages
+
+    world.assistant.settings = validate_settings({"compaction": {"keepRecentTokens": 300}})
+    world.assistant.save()
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, *chatter(8))
+    run = compact_session(session_id=session.pk, trigger="manual")
+    session.refresh_from_db()
+    after = token_figures(session).context_tokens
+    assert after == view_tokens(session_entries(session), ratio=None) == run.entry.tokens_after
+
+    # A call that started before the compaction was written reports the old, larger context.
+    stale = validate_message(assistant("late", usage=usage(150000, 10)), max_bytes=10**6)
+    stale = stale.__class__(**{**stale.__dict__, "created_at": run.entry.created_at - timedelta(seconds=1)})
+    append_messages(session_id=session.pk, messages=[stale])
+    assert token_figures(session).context_tokens < 10000
+    assert token_figures(session).context_tokens == view_tokens(session_entries(session), ratio=None)
+    factories.add_messages(session, user("now"), assistant("fresh", usage=usage(5000, 10)))
+    assert token_figures(session).context_tokens == 5010 == view_tokens(session_entries(session), ratio=None)
+
+
+@pytest.mark.django_db
+def test_force_flush_by_transcript_size(world):
+    world.assistant.settings = validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "1kb"}}})
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, user("x" * 600))
+    assert token_figures(session).flush_reason is None
+    factories.add_messages(session, user("y" * 600))
+    assert token_figures(session).flush_reason == "transcript_bytes"
