@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from sessions_app.api import engine_views, views
+from sessions_app.api.exports import SessionExportJsonlApi
 
 urlpatterns = [
     path("assistants/<slug:slug>/sessions/", views.SessionListCreateApi.as_view(), name="api-sessions"),
@@ -12,4 +13,5 @@ urlpatterns = [
     path("sessions/<int:session_id>/compact/", engine_views.SessionCompactApi.as_view(), name="api-session-compact"),
     path("sessions/<int:session_id>/compactions/", engine_views.SessionCompactionsApi.as_view(),
          name="api-session-compactions"),
+    path("sessions/<int:session_id>/export.jsonl", SessionExportJsonlApi.as_view(), name="session-export-jsonl"),
 ]
