@@ -196,3 +196,21 @@ def test_offline_flush_appends_durable_lines_labelled_offline(no_llm, session):
     revision = MemoryRevision.objects.get(path="memory/2026-02-16.md")
     assert revision.author == "flush" and revision.session_pk == session.pk
     assert revision.message_pk == Message.objects.filter(session=session).order_by("-seq").first().pk
+
+
+@pytest.mark.django_db
+def test_flush_turn_marks_survive_export_and_import(llm, session, tmp_path):
+    from sessions_app.export_storage import LocalExportStorage
+    from sessions_app.exports import export_assistant
+    from sessions_app.imports import import_workspace
+
+    llm.queue(tool_call_reply([("read", {"path": "MEMORY.md"})]), text_reply("NO_REPLY"))
+    run_memory_flush(session_id=session.pk, now=NOW)
+    export_assistant(session.assistant.pk, storage=LocalExportStorage(tmp_path), base="")
+    import_workspace(directory=tmp_path, team_slug="globex", assistant_slug="copy")
+
+    def flags(target: Session) -> list[tuple]:
+        return list(Message.objects.filter(session=target).order_by("seq").values_list("entry_id", "silent", "flush_turn"))
+
+    copy = Session.objects.get(assistant__slug="copy", key=session.key)
+    assert flags(copy) == flags(session) and sum(flag for *_, flag in flags(copy)) == 4
