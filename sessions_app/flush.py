@@ -72,6 +72,7 @@ DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT = " ".join([
 ])
 NO_REPLY_HINT = f"\n\nIf no user-visible reply is needed, start with {SILENT_REPLY_TOKEN}."
 OFFLINE_FLUSH_MARKER = "_(offline memory flush: no model configured)_"
+OVERFLOW_FLUSH_MARKER = "_(offline memory flush: the session no longer fits the model)_"
 
 
 # --- the plan (pure) --------------------------------------------------------------------------
@@ -333,7 +334,14 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
         model = get_chat_model("chat")
         if model is None:
             return offline_flush(session, plan)
-        return model_flush(session, plan, model=model, now=now)
+        try:
+            return model_flush(session, plan, model=model, now=now)
+        except ProviderError as error:
+            if not error.is_context_overflow:
+                raise
+            # The session no longer fits the model (the overflow path compacts right after this):
+            # keep its durable lines with the extractor rather than lose them with the history.
+            return offline_flush(session, plan, reason="context overflow")
     except Exception as error:  # a failed flush never blocks the turn (reference 2.5)
         logger.warning("memory flush of session %s failed: %s", session_id, error, exc_info=True)
         release_flush(session_id, cycle=cycle, previous=previous, previous_at=previous_at)
@@ -346,7 +354,7 @@ def _failure_reason(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"[:200]
 
 
-def offline_flush(session: Session, plan: FlushPlan) -> FlushOutcome:
+def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> FlushOutcome:
     """Append the durable lines the offline extractor finds, under an offline label."""
     context = build_model_context(session)
     existing = MemoryDocument.objects.filter(
@@ -354,15 +362,17 @@ def offline_flush(session: Session, plan: FlushPlan) -> FlushOutcome:
     ).values_list("content", flat=True)
     lines = offline_flush_lines(messages=context.view, existing_text="\n".join(existing))
     if not lines:
-        return FlushOutcome(status="flushed", reason="nothing to store", offline=True, path=plan.relative_path)
+        return FlushOutcome(status="flushed", reason=reason or "nothing to store", offline=True,
+                            path=plan.relative_path)
     last = Message.objects.filter(session=session, flush_turn=False).order_by("-seq").first()
     _, revision = append_to_document(
-        assistant=session.assistant, path=plan.relative_path, addition="\n".join([OFFLINE_FLUSH_MARKER, *lines]) + "\n",
+        assistant=session.assistant, path=plan.relative_path,
+        addition="\n".join([OVERFLOW_FLUSH_MARKER if reason else OFFLINE_FLUSH_MARKER, *lines]) + "\n",
         provenance=Provenance(author="flush", session_pk=session.pk, message_pk=last.pk if last else None,
-                              note="offline memory flush (no model configured)"),
+                              note=f"offline memory flush ({reason or 'no model configured'})"),
     )
     appended = ({"path": plan.relative_path, "revision": revision.pk, "lines": len(lines)},)
-    return FlushOutcome(status="flushed", offline=True, path=plan.relative_path, appended=appended)
+    return FlushOutcome(status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended)
 
 
 def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: datetime) -> FlushOutcome:

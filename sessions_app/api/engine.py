@@ -123,6 +123,8 @@ def respond_to_message(session: Session, message: MessageInput, *, stored_messag
     """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
     try:
         result = run_turn(session_id=session.pk, message=message)
+    except Session.DoesNotExist:  # deleted by another request while the turn ran
+        raise ApiError("not_found", "Session not found.", status_code=404) from None
     except TurnError as error:
         if not error.stored:
             raise ApiError(error.code, error.message, status_code=error.status, details=error.details) from None

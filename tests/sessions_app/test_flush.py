@@ -214,3 +214,14 @@ def test_flush_turn_marks_survive_export_and_import(llm, session, tmp_path):
 
     copy = Session.objects.get(assistant__slug="copy", key=session.key)
     assert flags(copy) == flags(session) and sum(flag for *_, flag in flags(copy)) == 4
+
+
+@pytest.mark.django_db
+def test_a_flush_that_overflows_the_model_falls_back_to_the_extractor(llm, session):
+    llm.queue(error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum"))
+    outcome = run_memory_flush(session_id=session.pk, now=NOW)
+    assert (outcome.label, outcome.reason) == ("flushed(offline)", "context overflow")
+    note = MemoryDocument.objects.get(path="memory/2026-02-16.md").content
+    assert note.startswith("_(offline memory flush: the session no longer fits the model)_\n")
+    assert "- Decision: We decided to deploy on Fridays." in note
+    assert Session.objects.get(pk=session.pk).memory_flush_compaction_count == 0
