@@ -376,7 +376,8 @@ class _Turn:
             seconds = getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)
             raise TurnError("model_timeout", f"The model did not answer within {seconds:g} s. Your message is "
                             "stored; try again.", status=504, details=details, stored=stored)
-        raise TurnError("model_error", f"The model call failed: {error.message} Your message is stored; try again.",
+        reason = (error.message or "no details").rstrip(". ")
+        raise TurnError("model_error", f"The model call failed ({reason}). Your message is stored; try again.",
                         status=502, details=details, stored=stored)
 
 
