@@ -65,8 +65,12 @@ def json_result(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
-def run_memory_tool(name: str, arguments: dict[str, Any], *, assistant: Assistant) -> str:
-    """Run one memory tool call for an assistant and return the tool-result text."""
+def run_memory_tool(name: str, arguments: dict[str, Any], *, assistant: Assistant,
+                    session_key: str | None = None) -> str:
+    """Run one memory tool call for an assistant and return the tool-result text.
+
+    `session_key` is the calling session's key (memory_search's citations mode reads it).
+    """
     if name == "memory_get":
         return memory_get(arguments, assistant=assistant)
     return json_result({"error": f"Unknown memory tool: {name}"})

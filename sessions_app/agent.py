@@ -135,7 +135,8 @@ def run_tool(call: ToolCall, *, session: Session) -> tuple[str, bool]:
         if call.name == TOOL_RESULT_GET_SPEC["name"]:
             return tool_result_get(call.arguments, session=session), False
         if call.name in memory_names:
-            return memory_tools.run_memory_tool(call.name, call.arguments, assistant=session.assistant), False
+            return memory_tools.run_memory_tool(call.name, call.arguments, assistant=session.assistant,
+                                                session_key=session.key), False
         return f"Tool {call.name} not found", True  # Pi's answer to an unknown tool
     except ToolFailure as failure:
         return str(failure), True
