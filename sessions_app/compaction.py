@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
 from memory_app.models import MemoryDocument
+from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions_app.context import (
     calibration_ratio,
     daily_note_path,
@@ -257,7 +258,7 @@ def preview_compaction(session: Session, *, trigger: str) -> CompactionPreview:
     entries = session_entries(session)
     plan = _plan(session, entries)
     ratio = calibration_ratio(effective_model(session.assistant))
-    summarized_tokens = sum(_estimate(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
+    summarized_tokens = sum(estimate_message_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
     # The summary's size is unknown before it is written: assume at most the 16000-char cap.
     summary_tokens = min(summarized_tokens, MAX_COMPACTION_SUMMARY_CHARS // 4)
     before = view_tokens(entries, ratio=ratio)
@@ -276,15 +277,7 @@ def preview_compaction(session: Session, *, trigger: str) -> CompactionPreview:
     )
 
 
-def _estimate(message: dict[str, Any]) -> int:
-    from memory_app.tokens import estimate_message_tokens
-
-    return estimate_message_tokens(message)
-
-
 def _previous_summary_tokens(plan: CompactionPlan) -> int:
-    from memory_app.tokens import estimate_text_tokens
-
     return estimate_text_tokens(plan.previous_summary or "")
 
 
