@@ -233,3 +233,29 @@ def test_overflow_that_persists_gives_openclaws_error(llm, world):
     assert list(CompactionRun.objects.filter(session=session).values_list("state", flat=True).order_by("id")) == [
         "committed", "failed"]
     assert Message.objects.filter(session=session, stop_reason="error").count() == 1
+
+
+@pytest.mark.django_db
+def test_cache_ttl_pruning_runs_once_per_window_and_the_touch_follows_each_call(llm, world):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    world.assistant.settings = validate_settings({"contextPruning": {
+        "mode": "cache-ttl", "ttl": "5m", "softTrimRatio": 0.0, "keepLastAssistants": 1,
+        "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6}}})
+    world.assistant.save()
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, user("read"), assistant(calls=(("c1", "exec", {}),)),
+                           tool_result("c1", "abcdefghij" * 1000), assistant("read it"))
+    stale_touch = timezone.now() - timedelta(minutes=10)
+    Session.objects.filter(pk=session.pk).update(last_cache_touch_at=stale_touch)
+
+    llm.queue(text_reply("first"), text_reply("second"))
+    turn(session, "one")  # the cache went cold: prune, then touch
+    turn(session, "two")  # touched a moment ago: the cache is warm, send the original
+    first, second = ([m for m in r["messages"] if m["role"] == "tool"][0]["content"] for r in llm.chat_requests)
+    assert first.startswith("abcdef\n...\nefghij\n\n[Tool result trimmed:")
+    assert second == "abcdefghij" * 1000
+    session.refresh_from_db()
+    assert session.last_cache_touch_at > stale_touch
