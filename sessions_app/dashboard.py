@@ -210,7 +210,9 @@ class Preview:
     summarized: tuple[dict[str, Any], ...] = ()
     turn_prefix: tuple[dict[str, Any], ...] = ()
     first_kept_entry_id: str = ""
+    first_kept_seq: int | None = None
     tokens_before: int = 0
+    tokens_kept: int = 0
     tokens_after_estimate: int = 0
     flush_would_run: bool = False
     flush_skip_reason: str | None = None
@@ -229,8 +231,13 @@ def compaction_preview(*, session: Session, instructions: str) -> Preview:
                                   dry_run=True)
     except CompactionRefused as refused:
         return Preview(ok=False, message=refused.message)
+    from sessions_app.models import Message
+
+    first_kept_seq = Message.objects.filter(session=session, entry_id=preview.first_kept_entry_id).values_list(
+        "seq", flat=True).first()
     return Preview(ok=True, summarized=preview.summarized, turn_prefix=preview.turn_prefix,
-                   first_kept_entry_id=preview.first_kept_entry_id, tokens_before=preview.tokens_before,
+                   first_kept_entry_id=preview.first_kept_entry_id, first_kept_seq=first_kept_seq,
+                   tokens_before=preview.tokens_before, tokens_kept=preview.tokens_kept,
                    tokens_after_estimate=preview.tokens_after_estimate, flush_would_run=preview.flush_would_run,
                    flush_skip_reason=preview.flush_skip_reason, offline=preview.offline,
                    is_split_turn=preview.is_split_turn, has_previous_summary=preview.has_previous_summary,
