@@ -53,6 +53,8 @@ def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^\w.-]+", "_", request.node.name)
     try:
+        # A full-page capture draws sticky bars where the last scroll left them; unstick them first.
+        page.add_style_tag(content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }")
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
     finally:
         context.close()
