@@ -34,6 +34,7 @@ urlpatterns = [
     path("sessions/<int:pk>/gauge/", sessions.session_gauge, name="session-gauge"),
     path("sessions/<int:pk>/transcript/", sessions.session_transcript, name="session-transcript"),
     path("sessions/<int:pk>/runs/", sessions.session_runs, name="session-runs"),
+    path("sessions/<int:pk>/refresh/", sessions.session_refresh, name="session-refresh"),
     path("sessions/<int:pk>/chat/", sessions.session_chat, name="session-chat"),
     path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
     path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),

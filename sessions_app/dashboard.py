@@ -62,6 +62,9 @@ class Gauge:
     flush_enabled: bool
     flushed_this_cycle: bool
     ratio: float | None
+    flush_pending: bool = False
+    compaction_pending: bool = False
+    compaction_running: bool = False
 
     @property
     def percent(self) -> float:
@@ -85,6 +88,17 @@ class Gauge:
         return "ok"
 
     @property
+    def busy(self) -> str:
+        """What the workers are about to do or doing, in words ("" when nothing)."""
+        if self.compaction_running:
+            return "Compacting…"
+        if self.compaction_pending:
+            return "Compaction queued…"
+        if self.flush_pending:
+            return "Memory flush queued…"
+        return ""
+
+    @property
     def source_text(self) -> str:
         text = "Last reported usage plus CJK-weighted estimates of what came after it"
         if self.ratio:
@@ -93,15 +107,24 @@ class Gauge:
 
 
 def gauge(session: Session) -> Gauge:
-    """Return the session's gauge figures (`context.token_figures`)."""
+    """Return the session's gauge figures (`context.token_figures`) and what maintenance is due.
+
+    A due flush or compaction has been queued by the turn that crossed the threshold
+    (`agent.schedule_maintenance`); the page polls until a worker has done it.
+    """
     from sessions_app.context import token_figures
+    from sessions_app.flush import skip_reason
+    from sessions_app.models import ACTIVE_RUN_STATES
 
     figures = token_figures(session)
     limits = figures.thresholds
     return Gauge(tokens=figures.context_tokens, window=limits.context_window,
                  flush_threshold=limits.flush_threshold, compaction_threshold=limits.compaction_threshold,
                  flush_enabled=limits.flush_enabled, flushed_this_cycle=figures.flushed_this_cycle,
-                 ratio=figures.ratio)
+                 ratio=figures.ratio,
+                 flush_pending=figures.flush_reason is not None and skip_reason(session) is None,
+                 compaction_pending=figures.compaction_due,
+                 compaction_running=CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).exists())
 
 
 # --- what the model sees ----------------------------------------------------------------------

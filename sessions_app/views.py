@@ -7,6 +7,7 @@ The views call the context engine's domain functions (`sessions_app.context`, `.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -15,6 +16,7 @@ from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -73,9 +75,10 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
+    gauge = engine.gauge(session)
     return {
         "session": session, "assistant": session.assistant, "tab": "sessions",
-        "transcript": build_transcript(session), "gauge": engine.gauge(session),
+        "transcript": build_transcript(session), "gauge": gauge, "poll": _should_poll(session, gauge),
         "runs": _runs(session), "model": engine.model_status(session.assistant),
         "memory_writes": _memory_writes(session),
     }
@@ -115,6 +118,25 @@ def session_transcript(request: HttpRequest, pk: int) -> HttpResponse:
     """The transcript alone."""
     session = _session(request, pk)
     return render_page(request, "sessions/session.html", _page_context(request, session), partial="transcript")
+
+
+# Poll while maintenance is due, but not forever: a flush that keeps failing or a compaction that
+# is refused leaves the session "due" until the next turn, and the page must not poll for hours.
+POLL_WINDOW = timedelta(minutes=3)
+
+
+def _should_poll(session: Session, gauge: Any) -> bool:
+    return bool(gauge and gauge.busy) and timezone.now() - session.updated_at < POLL_WINDOW
+
+
+@require_GET
+@team_view
+def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
+    """Transcript, gauge and runs at once (out-of-band), polled while a flush or compaction is due."""
+    session = _session(request, pk)
+    if not is_htmx(request):
+        return redirect("session", pk=session.pk)
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial="refresh")
 
 
 @require_GET

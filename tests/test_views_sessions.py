@@ -354,3 +354,35 @@ def test_what_the_model_sees_marks_pruned_tool_results(world, llm):
     assert re.search(r'class="ctx-item ctx-toolResult ctx-pruned".*?trimmed', content, re.S)
     assert "tool_result_get" in content
     assert Message.objects.get(session=session, role="toolResult").content[0]["text"] == "x" * 9000
+
+
+def test_page_polls_while_a_flush_is_due_and_stops_after_it(world, llm):
+    small_window(world.assistant)
+    llm.default_chat = router(chat="noted", summary=SUMMARY_TEXT, flush="NO_REPLY")
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, user("hello"), assistant("hi", usage=usage(10500, 20)))
+    client = signed_in(world.bob)
+    gauge = re.search(r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(),
+                      re.S).group(0)
+    assert "Memory flush queued…" in gauge
+    assert f'hx-get="/sessions/{session.pk}/refresh/" hx-trigger="every 2s" hx-swap="none"' in gauge
+    refresh = client.get(f"/sessions/{session.pk}/refresh/", **HX).content.decode()
+    for marker in ('<section id="transcript"', '<section id="gauge"', '<div id="runs"', '<span id="silent-count"'):
+        assert re.search(re.escape(marker) + r'[^>]*hx-swap-oob="true"', refresh), marker
+    from sessions_app.flush import run_memory_flush
+
+    run_memory_flush(session_id=session.pk)  # what the queued task does in a worker
+    gauge = re.search(r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(),
+                      re.S).group(0)
+    assert "queued" not in gauge and "every 2s" not in gauge
+    assert client.get(f"/sessions/{session.pk}/refresh/").status_code == 302
+
+
+def test_read_only_assistant_does_not_wait_for_a_flush(world, llm):
+    small_window(world.assistant)
+    world.assistant.workspace_access = "ro"
+    world.assistant.save()
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, user("hello"), assistant("hi", usage=usage(10500, 20)))
+    content = signed_in(world.bob).get(f"/sessions/{session.pk}/").content.decode()
+    assert "queued" not in content and "every 2s" not in content
