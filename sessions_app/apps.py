@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from sessions_app import transcript_index
+
+        transcript_index.connect()  # transcripts in memory search (register source, signals)

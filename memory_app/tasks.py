@@ -1,0 +1,46 @@
+"""Background tasks of memory_app: thin wrappers that take ids and call one domain function."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memory_app import debounce, indexing
+from memory_app.models import MemoryDocument, Source
+
+logger = logging.getLogger(__name__)
+
+
+def reindex_document(document_id: int, version: int | None = None) -> dict[str, Any]:
+    """Index one memory document, once its debounce has passed (``version`` from `debounce`)."""
+    document = MemoryDocument.objects.filter(pk=document_id).values("assistant_id", "path").first()
+    if document is None:
+        return {"skipped": "document deleted"}
+    if version is not None and not debounce.wait_turn(
+        assistant_id=document["assistant_id"], source=Source.MEMORY, key=document["path"], version=version
+    ):
+        return {"skipped": "superseded by a newer change"}
+    return indexing.index_document(document_id).as_dict()
+
+
+def reindex_assistant(assistant_id: int, full: bool = False, task_id: Any = None) -> dict[str, Any]:
+    """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap)."""
+    progress = _task_progress(task_id)
+    return indexing.reindex_assistant(assistant_id, full=full, progress=progress).as_dict()
+
+
+def _task_progress(task_id: Any) -> indexing.ProgressCallback | None:
+    """Return a callback that mirrors progress onto the API's task record, when there is one."""
+    if task_id is None:
+        return None
+    try:
+        from openclaw_site.models import TaskRecord  # added by the REST API work
+    except ImportError:
+        return None
+
+    def report(data: dict[str, Any]) -> None:
+        record = TaskRecord.objects.filter(pk=task_id).first()
+        if record is not None:
+            record.update_progress(data)
+
+    return report
