@@ -23,24 +23,13 @@ def reindex_document(document_id: int, version: int | None = None) -> dict[str, 
     return indexing.index_document(document_id).as_dict()
 
 
-def reindex_assistant(assistant_id: int, full: bool = False, task_id: Any = None) -> dict[str, Any]:
+def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
     """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap)."""
-    progress = _task_progress(task_id)
-    return indexing.reindex_assistant(assistant_id, full=full, progress=progress).as_dict()
+    return indexing.reindex_assistant(assistant_id, full=full, progress=_report_task_progress).as_dict()
 
 
-def _task_progress(task_id: Any) -> indexing.ProgressCallback | None:
-    """Return a callback that mirrors progress onto the API's task record, when there is one."""
-    if task_id is None:
-        return None
-    try:
-        from openclaw_site.models import TaskRecord  # added by the REST API work
-    except ImportError:
-        return None
+def _report_task_progress(data: dict[str, Any]) -> None:
+    """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
+    from openclaw_site.tasks import report_progress
 
-    def report(data: dict[str, Any]) -> None:
-        record = TaskRecord.objects.filter(pk=task_id).first()
-        if record is not None:
-            record.update_progress(data)
-
-    return report
+    report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
