@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
+from memory_app.utf16 import utf16_slices
 
 # openclaw-reference.md 4.1: `memorySearch.chunking.tokens` / `overlap` defaults.
 DEFAULT_CHUNK_TOKENS = 400
@@ -85,37 +86,18 @@ def _line_segments(line: str, *, max_chars: int, tokens: int) -> list[str]:
     if not line:
         return [""]
     segments: list[str] = []
-    for coarse in _slice_utf16(line, max_chars):
+    for coarse in utf16_slices(line, max_chars):
         # A slice whose weighted size still exceeds the budget (CJK: 1 char ~ 1 token) is
         # re-cut every `tokens` units so the chunk stays within its token budget (internal.ts).
         if estimate_string_chars(coarse) > max_chars:
-            segments.extend(_slice_utf16(coarse, max(1, tokens)))
+            segments.extend(utf16_slices(coarse, max(1, tokens)))
         else:
             segments.append(coarse)
     return segments
 
 
-def _slice_utf16(text: str, step: int) -> list[str]:
-    """Cut `text` every `step` UTF-16 units, moving a cut inside a surrogate pair one unit on."""
-    # OpenClaw's fine pass does this (`end += 1` on a high surrogate); its coarse pass can split
-    # a pair, which Python cannot represent in valid text, so both passes use the safe cut here.
-    pieces: list[str] = []
-    start = 0
-    units = 0
-    for index, char in enumerate(text):
-        units += _utf16_units(char)
-        if units >= step:
-            pieces.append(text[start : index + 1])
-            start = index + 1
-            units = 0
-    if start < len(text):
-        pieces.append(text[start:])
-    return pieces
 
 
-def _utf16_units(char: str) -> int:
-    """Return how many UTF-16 code units `char` takes (2 above the BMP)."""
-    return 2 if ord(char) > 0xFFFF else 1
 
 
 def _make_chunk(entries: Sequence[_Segment]) -> Chunk:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 
+from memory_app.utf16 import utf16_head, utf16_len
+
 # openclaw-reference.md 4.1: hybrid weights and the fallback when both clamp to 0.
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_TEXT_WEIGHT = 0.3
@@ -353,19 +355,11 @@ def _search_tokens(text: str) -> list[str]:
     return [token.lower() for token in _SEARCH_TOKEN_RE.findall(text)]
 
 
-def utf16_len(text: str) -> int:
-    """Return the length of `text` in UTF-16 code units (JavaScript's `String.length`)."""
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 def truncate_snippet(text: str, max_chars: int = SNIPPET_MAX_CHARS) -> str:
     """Cut `text` to at most `max_chars` UTF-16 units without splitting a surrogate pair."""
-    units = 0
-    for index, char in enumerate(text):
-        units += 2 if ord(char) > 0xFFFF else 1
-        if units > max_chars:
-            return text[:index]
-    return text
+    return utf16_head(text, max_chars)
 
 
 # --- keyword extraction (query-expansion.ts `extractKeywords`) -------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
+from memory_app.utf16 import utf16_head, utf16_len, utf16_tail
 
 PruningMode = Literal["cache-ttl", "always", "off"]
 PruneAction = Literal["trimmed", "cleared", "images_removed"]
@@ -235,9 +236,6 @@ def should_prune(
 # --- char estimates (pruner.ts `estimateMessageChars`) ---------------------------------------
 
 
-def _utf16_len(text: str) -> int:
-    """Return the JavaScript length of text (UTF-16 code units)."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _blocks(content: object) -> list[Mapping[str, Any]]:
@@ -285,7 +283,7 @@ def _assistant_block_chars(block: Mapping[str, Any]) -> int:
         except (TypeError, ValueError):
             return TOOL_CALL_ERROR_CHARS
         # pruner.ts counts JSON.stringify(arguments).length: raw UTF-16, not CJK-weighted.
-        return _utf16_len(dumped)
+        return utf16_len(dumped)
     return 0
 
 
@@ -302,30 +300,8 @@ def estimate_message_chars(message: Mapping[str, Any]) -> int:
 # --- soft trim -------------------------------------------------------------------------------
 
 
-def _utf16_head(text: str, units: int) -> str:
-    """Return the longest prefix of at most `units` UTF-16 units, never splitting a pair."""
-    if _utf16_len(text) == len(text):
-        return text[:units]
-    used = 0
-    for index, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > units:
-            return text[:index]
-    return text
 
 
-def _utf16_tail(text: str, units: int) -> str:
-    """Return the longest suffix of at most `units` UTF-16 units, never splitting a pair."""
-    if units <= 0:
-        return ""
-    if _utf16_len(text) == len(text):
-        return text[-units:]
-    used = 0
-    for index in range(len(text) - 1, -1, -1):
-        used += 2 if ord(text[index]) > 0xFFFF else 1
-        if used > units:
-            return text[index + 1 :]
-    return text
 
 
 def _take_head(parts: list[str], max_chars: int) -> str:
@@ -339,8 +315,8 @@ def _take_head(parts: list[str], max_chars: int) -> str:
             remaining -= 1
             if remaining <= 0:
                 break
-        out.append(_utf16_head(part, remaining))
-        remaining -= _utf16_len(part)
+        out.append(utf16_head(part, remaining))
+        remaining -= utf16_len(part)
     return "".join(out)
 
 
@@ -350,9 +326,9 @@ def _take_tail(parts: list[str], max_chars: int) -> str:
     for index in range(len(parts) - 1, -1, -1):
         if remaining <= 0:
             break
-        part_len = _utf16_len(parts[index])
+        part_len = utf16_len(parts[index])
         if part_len > remaining:
-            out.append(_utf16_tail(parts[index], remaining))
+            out.append(utf16_tail(parts[index], remaining))
             break
         out.append(parts[index])
         remaining -= part_len
@@ -374,7 +350,7 @@ def _soft_trim_text(
         for block in blocks
         if block.get("type") == "text" or (has_images and block.get("type") == "image")
     ]
-    raw_len = sum(_utf16_len(part) for part in parts) + max(0, len(parts) - 1)
+    raw_len = sum(utf16_len(part) for part in parts) + max(0, len(parts) - 1)
     head, tail = soft_trim.head_chars, soft_trim.tail_chars
     if raw_len <= soft_trim.max_chars or head + tail >= raw_len:
         return ("\n".join(parts), "images_removed") if has_images else None
