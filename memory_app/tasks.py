@@ -30,6 +30,8 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
 
 def _report_task_progress(data: dict[str, Any]) -> None:
     """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
-    from openclaw_site.tasks import report_progress
-
+    try:
+        from openclaw_site.tasks import report_progress
+    except ImportError:  # the tracked-task helpers arrive with the REST API work
+        return
     report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
