@@ -116,9 +116,8 @@ def pending_delta(session: Session) -> tuple[int, int]:
                                           key=str(session.pk)).values("indexed_upto").first()
     upto = ticket["indexed_upto"] if ticket else 0
     # Length of the stored JSON text: close to the bytes the JSONL file grows by.
-    stats = Message.objects.filter(session=session, seq__gt=upto).annotate(
-        size=Length(Cast("content", TextField()))).aggregate(
-        count=Count("id"), size=Sum("size"))
+    stats = Message.objects.filter(session=session, seq__gt=upto).aggregate(
+        count=Count("id"), size=Sum(Length(Cast("content", TextField()))))
     return int(stats["size"] or 0), int(stats["count"] or 0)
 
 

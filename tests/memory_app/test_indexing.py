@@ -11,7 +11,7 @@ from memory_app.models import EmbeddingCache, IndexedSource, IndexState, MemoryC
 from memory_app.search import hybrid_search
 from tests import factories
 from tests.fake_openai import FakeOpenAI, error_reply
-from tests.memory_app.conftest import embedded_texts
+from tests.embedding_fixtures import embedded_texts
 
 pytestmark = pytest.mark.django_db
 

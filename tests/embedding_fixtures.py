@@ -1,4 +1,4 @@
-"""Fixtures for index and search tests: embeddings from FakeOpenAI or the local MiniLM."""
+"""Embedding fixtures for index and search tests: FakeOpenAI vectors, none, or the local MiniLM."""
 
 from __future__ import annotations
 
