@@ -131,18 +131,30 @@ class IsTeamMember(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         context = team_context_for(request)
         request.team_context = context
-        scope = required_scope(view, request.method)
-        if scope and not context.has_scope(scope):
+        scopes = required_scopes(view, request.method)
+        if scopes and not any(context.has_scope(scope) for scope in scopes):
+            wanted = "' or '".join(scopes)
             raise ApiError(
-                "insufficient_scope", f"This request needs the '{scope}' scope.", status_code=403,
-                details={"required_scope": scope},
+                "insufficient_scope", f"This request needs the '{wanted}' scope.", status_code=403,
+                details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
             )
         return True
 
 
-def required_scope(view: Any, method: str) -> str | None:
-    """Return the scope a view needs for a method: ``read_scope`` for safe methods, else ``write_scope``."""
+def required_scope(view: Any, method: str) -> str | tuple[str, ...] | None:
+    """Return the scope a view needs for a method: ``read_scope`` for safe methods, else ``write_scope``.
+
+    A tuple means any one of its scopes will do (assistant reads accept sessions:read or memory:read).
+    """
     if method in permissions.SAFE_METHODS:
         return getattr(view, "read_scope", None)
     return getattr(view, "write_scope", None)
+
+
+def required_scopes(view: Any, method: str) -> tuple[str, ...]:
+    """Return the scopes of which the caller needs one (empty: any team member may call)."""
+    scope = required_scope(view, method)
+    if scope is None:
+        return ()
+    return (scope,) if isinstance(scope, str) else tuple(scope)
 

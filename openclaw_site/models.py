@@ -145,3 +145,42 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "key"], name="idempotency_team_key_unique")]
+
+
+class TaskState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class TaskRecord(models.Model):
+    """A background task a team may ask about (``GET /tasks/{id}/``), with the progress it reports.
+
+    django-q2's own ``Task`` rows carry no team, so the API looks tasks up here: a task id that is
+    unknown or belongs to another team is a 404 (see openclaw_site.tasks.record_task).
+    """
+
+    task_id = models.CharField(max_length=64, unique=True)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="task_records")
+    kind = models.CharField(max_length=64)
+    # Ids of the objects the task works on, e.g. {"assistant": 3} or {"session": 12}.
+    object_ids = models.JSONField(default=dict, blank=True)
+    # django-q2's id once the task is in the broker (equal to task_id for record_task callers).
+    q_task_id = models.CharField(max_length=64, blank=True, db_index=True)
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.QUEUED)
+    progress = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.task_id} ({self.state})"

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our static files: /api/v1/docs/ works offline
     "django_htmx",
     "template_partials",
     "django_q",
@@ -164,6 +165,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "ENUM_NAME_OVERRIDES": {"WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess"},
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # django-q2: the ORM broker by default, Redis when REDIS_URL is set. With OPENCLAW_TASKS_SYNC the

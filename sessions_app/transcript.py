@@ -93,18 +93,28 @@ def to_agent_message(message: Message) -> dict[str, Any]:
     return data
 
 
-def transcript_entries(session: Session, *, include_silent: bool = True) -> list[dict[str, Any]]:
-    """Return messages and compaction entries in ``seq`` order as JSONL v3 entry dicts."""
-    messages = Message.objects.filter(session=session)
+def transcript_entries(session: Session, *, include_silent: bool = True, after_seq: int = 0,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+    """Return messages and compaction entries in ``seq`` order as JSONL v3 entry dicts.
+
+    ``after_seq`` and ``limit`` page through a long transcript (the REST API's ``?after_seq=``).
+    """
+    messages = Message.objects.filter(session=session, seq__gt=after_seq).order_by("seq")
     if not include_silent:
         messages = messages.filter(silent=False)
-    items: list[tuple[int, dict[str, Any]]] = [
-        (m.seq, {"type": "message", "id": m.entry_id, "seq": m.seq, "silent": m.silent,
-                 "timestamp": m.created_at.isoformat(), "message": to_agent_message(m)})
-        for m in messages
-    ]
-    items += [(c.seq, compaction_entry_dict(c)) for c in CompactionEntry.objects.filter(session=session)]
-    return [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+    compactions = CompactionEntry.objects.filter(session=session, seq__gt=after_seq).order_by("seq")
+    if limit is not None:
+        # Each kind cut at ``limit`` still holds the first ``limit`` entries of the merge.
+        messages, compactions = messages[:limit], compactions[:limit]
+    items: list[tuple[int, dict[str, Any]]] = [(m.seq, message_entry_dict(m)) for m in messages]
+    items += [(c.seq, compaction_entry_dict(c)) for c in compactions]
+    entries = [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+    return entries if limit is None else entries[:limit]
+
+
+def message_entry_dict(message: Message) -> dict[str, Any]:
+    return {"type": "message", "id": message.entry_id, "seq": message.seq, "silent": message.silent,
+            "timestamp": message.created_at.isoformat(), "message": to_agent_message(message)}
 
 
 def compaction_entry_dict(entry: CompactionEntry) -> dict[str, Any]:

@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-urlpatterns: list = []
+from memory_app.api import search_views, views
 
-# Search index endpoints (memory_app/api/search_views.py).
-from memory_app.api import search_views  # noqa: E402
-
-urlpatterns += [
+# Memory paths contain slashes (memory/2026-01-02.md); they always end in ".md", so the revisions
+# route cannot be mistaken for a document.
+urlpatterns = [
+    path("assistants/<slug:slug>/memory/", views.MemoryListCreateApi.as_view(), name="api-memory"),
+    path("assistants/<slug:slug>/memory/<path:path>/revisions/", views.MemoryRevisionsApi.as_view(),
+         name="api-memory-revisions"),
+    path("assistants/<slug:slug>/memory/<path:path>", views.MemoryDocumentApi.as_view(), name="api-memory-document"),
+    # Search index (memory_app/api/search_views.py).
     path("assistants/<slug:slug>/search/", search_views.AssistantSearchView.as_view(), name="api-search"),
     path("assistants/<slug:slug>/reindex/", search_views.AssistantReindexView.as_view(), name="api-reindex"),
 ]

@@ -1,3 +1,11 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from sessions_app.api import views
+
+urlpatterns = [
+    path("assistants/<slug:slug>/sessions/", views.SessionListCreateApi.as_view(), name="api-sessions"),
+    path("sessions/<int:session_id>/", views.SessionDetailApi.as_view(), name="api-session"),
+    path("sessions/<int:session_id>/messages/", views.SessionMessagesApi.as_view(), name="api-session-messages"),
+]

@@ -1,0 +1,97 @@
+"""Input and output shapes of the assistant, API key and task endpoints."""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Any
+
+from rest_framework import serializers
+
+from openclaw_site.api.base import StrictCharField, StrictSerializer
+from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, WorkspaceAccess
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise serializers.ValidationError(f"{value!r} is not an IANA time zone (e.g. Europe/Berlin).") from None
+    return value
+
+
+class AssistantFieldsMixin(serializers.Serializer):
+    name = StrictCharField(max_length=200)
+    model = StrictCharField(max_length=200, allow_blank=True, required=False)
+    context_window = serializers.IntegerField(min_value=16000, max_value=100_000_000, required=False)
+    system_prompt = StrictCharField(allow_blank=True, required=False, trim_whitespace=False)
+    timezone = StrictCharField(max_length=64, required=False, validators=[_check_timezone])
+    workspace_access = serializers.ChoiceField(choices=WorkspaceAccess.choices, required=False)
+    settings = serializers.JSONField(required=False, help_text="OpenClaw-style settings; merged onto the defaults.")
+
+
+class AssistantCreateInput(StrictSerializer, AssistantFieldsMixin):
+    slug = serializers.SlugField(max_length=64)
+
+
+class AssistantUpdateInput(StrictSerializer, AssistantFieldsMixin):
+    """PATCH: every field optional; ``settings`` is merged onto the current settings."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class AssistantOutput(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Assistant
+        fields = ["id", "slug", "team", "name", "model", "context_window", "system_prompt", "timezone",
+                  "workspace_access", "settings", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class ApiKeyCreateInput(StrictSerializer):
+    name = StrictCharField(max_length=100)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.values), min_length=1)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ApiKeyOutput(serializers.ModelSerializer):
+    prefix = serializers.SerializerMethodField()
+    active = serializers.BooleanField(source="is_active", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "name", "prefix", "scopes", "active", "created_by", "created_at", "expires_at",
+                  "last_used_at", "revoked_at"]
+        read_only_fields = fields
+
+    def get_prefix(self, key: ApiKey) -> str:
+        """The public start of the secret, enough to recognise a key."""
+        return f"{API_KEY_PREFIX}{key.prefix}"
+
+
+class ApiKeyCreatedOutput(ApiKeyOutput):
+    secret = serializers.CharField(read_only=True, help_text="Shown once; only its hash is stored.")
+
+    class Meta(ApiKeyOutput.Meta):
+        fields = [*ApiKeyOutput.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class TaskOutput(serializers.Serializer):
+    """A background task: its state, progress and outcome (see openclaw_site.api.views.task_status)."""
+
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    state = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    objects = serializers.DictField(help_text="Ids of the objects the task works on.")
+    progress = serializers.DictField(help_text="{done, total, message?} as last reported by the task.")
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    attempts = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)

@@ -1,0 +1,111 @@
+"""REST endpoints for assistants (with their settings), API keys and background tasks."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from openclaw_site import services
+from openclaw_site.api import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
+from openclaw_site.api.base import TeamApiView, not_found, validated
+from openclaw_site.api.serializers import (
+    ApiKeyCreatedOutput, ApiKeyCreateInput, ApiKeyOutput, AssistantCreateInput, AssistantOutput, AssistantUpdateInput,
+    TaskOutput,
+)
+from openclaw_site.models import ApiKey, Assistant, Scope, TaskRecord
+from openclaw_site.tasks import task_status
+
+ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
+
+AssistantList = inline_serializer("AssistantList", {"assistants": AssistantOutput(many=True)})
+ApiKeyList = inline_serializer("ApiKeyList", {"api_keys": ApiKeyOutput(many=True)})
+
+
+class AssistantListCreateApi(TeamApiView):
+    """``GET, POST /assistants/``."""
+
+    read_scope = ASSISTANT_READ_SCOPES
+    write_scope = Scope.ADMIN
+
+    @extend_schema(operation_id="assistants_list", responses=AssistantList)
+    def get(self, request: Request) -> Response:
+        assistants = Assistant.objects.filter(team=self.team).select_related("team").order_by("slug")
+        return Response({"assistants": AssistantOutput(assistants, many=True).data})
+
+    @extend_schema(operation_id="assistants_create", request=AssistantCreateInput,
+                   responses={201: AssistantOutput, 409: OpenApiResponse(description="slug taken")})
+    def post(self, request: Request) -> Response:
+        data = validated(AssistantCreateInput, self.json_object())
+        assistant = services.assistant_create(team=self.team, **data)
+        return Response(AssistantOutput(assistant).data, status=status.HTTP_201_CREATED)
+
+
+class AssistantDetailApi(TeamApiView):
+    """``GET, PATCH, DELETE /assistants/{slug}/``."""
+
+    read_scope = ASSISTANT_READ_SCOPES
+    write_scope = Scope.ADMIN
+
+    @extend_schema(operation_id="assistants_retrieve", responses=AssistantOutput)
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(AssistantOutput(self.get_assistant(slug)).data)
+
+    @extend_schema(operation_id="assistants_update", request=AssistantUpdateInput, responses=AssistantOutput,
+                   description="Change fields; `settings` is merged onto the current settings and validated.")
+    def patch(self, request: Request, slug: str) -> Response:
+        assistant = self.get_assistant(slug)
+        data = validated(AssistantUpdateInput, self.json_object())
+        assistant = services.assistant_update(assistant=assistant, **data)
+        return Response(AssistantOutput(assistant).data)
+
+    @extend_schema(operation_id="assistants_destroy", responses={204: None})
+    def delete(self, request: Request, slug: str) -> Response:
+        services.assistant_delete(assistant=self.get_assistant(slug))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ApiKeyListCreateApi(TeamApiView):
+    """``GET, POST /api-keys/``: the team's keys; a new key's secret is in the POST response only."""
+
+    read_scope = Scope.ADMIN
+    write_scope = Scope.ADMIN
+
+    @extend_schema(operation_id="api_keys_list", responses=ApiKeyList)
+    def get(self, request: Request) -> Response:
+        keys = ApiKey.objects.filter(team=self.team).select_related("created_by")
+        return Response({"api_keys": ApiKeyOutput(keys, many=True).data})
+
+    @extend_schema(operation_id="api_keys_create", request=ApiKeyCreateInput, responses={201: ApiKeyCreatedOutput})
+    def post(self, request: Request) -> Response:
+        data = validated(ApiKeyCreateInput, self.json_object())
+        key, secret = services.api_key_create(team=self.team, created_by=self.acting_user(), **data)
+        key.secret = secret  # for the output serializer only; never stored
+        return Response(ApiKeyCreatedOutput(key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyRevokeApi(TeamApiView):
+    """``DELETE /api-keys/{id}/``: revoke (the row stays, so its use stays attributable)."""
+
+    read_scope = Scope.ADMIN
+    write_scope = Scope.ADMIN
+
+    @extend_schema(operation_id="api_keys_revoke", responses=ApiKeyOutput)
+    def delete(self, request: Request, key_id: int) -> Response:
+        key = ApiKey.objects.filter(team=self.team, pk=key_id).first()
+        if key is None:
+            raise not_found("API key")
+        return Response(ApiKeyOutput(services.api_key_revoke(key=key)).data)
+
+
+class TaskDetailApi(TeamApiView):
+    """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team."""
+
+    @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)
+    def get(self, request: Request, task_id: str) -> Response:
+        record = TaskRecord.objects.filter(team=self.team, task_id=task_id).first()
+        if record is None:
+            raise not_found("Task")
+        return Response(TaskOutput(task_status(record)).data)
+

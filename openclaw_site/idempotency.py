@@ -1,0 +1,80 @@
+"""``Idempotency-Key``: a retried POST gets the first response back instead of acting twice.
+
+The record is written in the same transaction as the write it describes, so a crash can never
+leave one without the other; a transaction-scoped advisory lock on (team, key) makes a second
+request with the same key wait for the first and then replay it rather than append again.
+Only successful responses are stored: a rejected request changed nothing, so a retry may act.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.db import connection, transaction
+
+from openclaw_site.errors import ApiError
+from openclaw_site.models import IdempotencyRecord, Team
+
+MAX_KEY_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """A response to send: its status and JSON body, and whether it is a replay."""
+
+    status: int
+    body: Any
+    replayed: bool = False
+
+
+def request_fingerprint(*, method: str, path: str, body: Any) -> str:
+    """Return a hash of what a request asks for: method, path and canonical JSON body."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{method} {path}\n{canonical}".encode()).hexdigest()
+
+
+def check_key(key: str | None) -> str | None:
+    """Return a usable key (None when absent), or raise 400 for an empty or overlong one."""
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ApiError("invalid_idempotency_key", f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters.",
+                       details={"field": "Idempotency-Key"})
+    return key
+
+
+def _lock(team_id: int, key: str) -> None:
+    # hashtextextended gives a 64-bit lock id; collisions only make unrelated requests wait.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"idempotency:{team_id}:{key}"])
+
+
+def run_idempotent(*, team: Team, key: str | None, fingerprint: str,
+                   action: Callable[[], StoredResponse]) -> StoredResponse:
+    """Run ``action`` once per (team, key); replay its response for the same request, 409 for another."""
+    if key is None:
+        return action()
+    with transaction.atomic():
+        _lock(team.pk, key)
+        record = IdempotencyRecord.objects.filter(team=team, key=key).first()
+        if record is not None:
+            return _replay(record, fingerprint)
+        response = action()
+        if 200 <= response.status < 300:
+            IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
+                                             status_code=response.status, response_body=response.body)
+        return response
+
+
+def _replay(record: IdempotencyRecord, fingerprint: str) -> StoredResponse:
+    if record.request_fingerprint != fingerprint:
+        raise ApiError(
+            "idempotency_conflict",
+            "This Idempotency-Key was already used for a different request; use a new key.",
+            status_code=409, details={"idempotency_key": record.key},
+        )
+    return StoredResponse(status=record.status_code, body=record.response_body, replayed=True)

@@ -1,0 +1,100 @@
+"""Services for assistants and API keys: the writes the REST API and the admin perform.
+
+Each takes keyword arguments, runs in one transaction and raises `ApiError` with a stable code
+when the request cannot be honoured, so a rejected request changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.errors import ApiError
+from openclaw_site.models import ApiKey, Assistant, Team
+
+ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access")
+
+
+def settings_api_error(error: SettingsError) -> ApiError:
+    """Turn a settings validation error into the 400 the API answers, naming the bad key's path."""
+    return ApiError("invalid_settings", f"{error.path}: {error.message}", details={"path": error.path})
+
+
+def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate ``patch`` merged onto ``current`` (or the defaults) and return the complete document."""
+    try:
+        # Re-validating the stored document first fills defaults added since it was written.
+        base = validate_settings(current) if current is not None else None
+        return validate_settings(patch, base=base)
+    except SettingsError as error:
+        raise settings_api_error(error) from None
+
+
+@transaction.atomic
+def assistant_create(*, team: Team, slug: str, name: str, settings: Any = None, **fields: Any) -> Assistant:
+    """Create an assistant in ``team`` with validated settings (defaults filled)."""
+    unknown = set(fields) - set(ASSISTANT_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown assistant fields: {sorted(unknown)}")
+    document = checked_settings(settings)
+    if Assistant.objects.filter(team=team, slug=slug).exists():
+        raise _assistant_exists(slug)
+    assistant = Assistant(team=team, slug=slug, name=name, settings=document, **fields)
+    try:
+        with transaction.atomic():
+            assistant.save()
+    except IntegrityError:  # a concurrent create of the same slug won the race
+        raise _assistant_exists(slug) from None
+    return assistant
+
+
+def _assistant_exists(slug: str) -> ApiError:
+    return ApiError("assistant_exists", f"The team already has an assistant {slug!r}.", status_code=409,
+                    details={"field": "slug"})
+
+
+@transaction.atomic
+def assistant_update(*, assistant: Assistant, settings: Any = None, **fields: Any) -> Assistant:
+    """Change an assistant's fields; ``settings`` is merged onto the current settings."""
+    unknown = set(fields) - set(ASSISTANT_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown assistant fields: {sorted(unknown)}")
+    locked = Assistant.objects.select_for_update().get(pk=assistant.pk)
+    if settings is not None:
+        locked.settings = checked_settings(settings, current=locked.settings)
+    for name, value in fields.items():
+        setattr(locked, name, value)
+    locked.save()
+    return locked
+
+
+@transaction.atomic
+def assistant_delete(*, assistant: Assistant) -> None:
+    """Delete an assistant with its sessions and memory (the caller asked for exactly that)."""
+    Assistant.objects.filter(pk=assistant.pk).delete()
+
+
+@transaction.atomic
+def api_key_create(*, team: Team, name: str, scopes: list[str], expires_at: datetime | None = None,
+                   created_by: Any = None) -> tuple[ApiKey, str]:
+    """Create an API key and return it with its secret, which is shown once and never stored."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ApiError("validation_error", "expires_at must be in the future.", details={"field": "expires_at"})
+    key, secret = ApiKey.generate(team=team, name=name, scopes=sorted(set(scopes)),
+                                  expires_at=expires_at, created_by=created_by)
+    key.save()
+    return key, secret
+
+
+@transaction.atomic
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    """Revoke a key (idempotent: a revoked key keeps its first revocation time)."""
+    locked = ApiKey.objects.select_for_update().get(pk=key.pk)
+    if locked.revoked_at is None:
+        locked.revoked_at = timezone.now()
+        locked.save(update_fields=["revoked_at"])
+    return locked

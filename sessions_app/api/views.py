@@ -1,0 +1,155 @@
+"""REST endpoints for sessions and their transcripts."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from django.conf import settings
+from django.db.models import Count
+from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
+from openclaw_site.errors import ApiError
+from openclaw_site.idempotency import StoredResponse, check_key, request_fingerprint, run_idempotent
+from openclaw_site.models import Scope
+from sessions_app import services
+from sessions_app.api.payloads import MessagePayload, parse_message_payload
+from sessions_app.api.serializers import (
+    MessagePostInput, MessagesCreatedOutput, SessionCreateInput, SessionOutput, SessionUpdateInput,
+    TranscriptPageOutput, stored_message_dict,
+)
+from sessions_app.models import Session
+from sessions_app.transcript import append_messages, transcript_entries
+
+SessionList = inline_serializer("SessionList", {
+    "sessions": SessionOutput(many=True), "count": OpenApiTypes.INT, "limit": OpenApiTypes.INT,
+    "offset": OpenApiTypes.INT, "next_offset": OpenApiTypes.INT,
+})
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description="Retrying with the same key and body returns the first response; nothing is appended twice.",
+)
+
+
+class SessionApiView(TeamApiView):
+    read_scope = Scope.SESSIONS_READ
+    write_scope = Scope.SESSIONS_WRITE
+
+    def get_session(self, session_id: int) -> Session:
+        """Return the caller's team's session, or raise 404."""
+        session = (Session.objects.filter(pk=session_id, assistant__team=self.team)
+                   .select_related("assistant", "assistant__team").first())
+        if session is None:
+            raise not_found("Session")
+        return session
+
+
+class SessionListCreateApi(SessionApiView):
+    """``GET, POST /assistants/{slug}/sessions/``."""
+
+    @extend_schema(operation_id="sessions_list", responses=SessionList, parameters=[
+        OpenApiParameter("limit", int), OpenApiParameter("offset", int)])
+    def get(self, request: Request, slug: str) -> Response:
+        assistant = self.get_assistant(slug)
+        sessions = (Session.objects.filter(assistant=assistant).select_related("assistant")
+                    .annotate(message_count=Count("messages")).order_by("-updated_at", "-id"))
+        page = paginate(request, sessions)
+        return Response({"sessions": SessionOutput(page.items, many=True).data, **page.meta()})
+
+    @extend_schema(operation_id="sessions_create", request=SessionCreateInput, responses={201: SessionOutput})
+    def post(self, request: Request, slug: str) -> Response:
+        assistant = self.get_assistant(slug)
+        data = validated(SessionCreateInput, self.json_object())
+        session = services.session_create(assistant=assistant, **data)
+        return Response(SessionOutput(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailApi(SessionApiView):
+    """``GET, PATCH, DELETE /sessions/{id}/``."""
+
+    @extend_schema(operation_id="sessions_retrieve", responses=SessionOutput)
+    def get(self, request: Request, session_id: int) -> Response:
+        return Response(SessionOutput(self.get_session(session_id)).data)
+
+    @extend_schema(operation_id="sessions_update", request=SessionUpdateInput, responses=SessionOutput)
+    def patch(self, request: Request, session_id: int) -> Response:
+        session = self.get_session(session_id)
+        data = validated(SessionUpdateInput, self.json_object())
+        return Response(SessionOutput(services.session_update(session=session, **data)).data)
+
+    @extend_schema(operation_id="sessions_destroy", responses={204: None})
+    def delete(self, request: Request, session_id: int) -> Response:
+        services.session_delete(session=self.get_session(session_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionMessagesApi(SessionApiView):
+    """``GET, POST /sessions/{id}/messages/``: read the transcript, append messages.
+
+    POST validates everything first (`parse_message_payload`), then branches: a plain append
+    (`append`) or, for ``"respond": true``, an assistant turn (`respond`).
+    """
+
+    @extend_schema(operation_id="messages_list", responses=TranscriptPageOutput, parameters=[
+        OpenApiParameter("after_seq", int, description="Only entries with a larger seq (paging)."),
+        OpenApiParameter("include_silent", bool, description="Include silent (flush, NO_REPLY) messages."),
+        OpenApiParameter("limit", int, description="At most this many entries (default 200, max 1000)."),
+    ])
+    def get(self, request: Request, session_id: int) -> Response:
+        session = self.get_session(session_id)
+        after_seq = query_int(request, "after_seq", default=0, minimum=0)
+        limit = query_int(request, "limit", default=200, minimum=1, maximum=1000)
+        include_silent = query_bool(request, "include_silent", default=False)
+        entries = transcript_entries(session, include_silent=include_silent, after_seq=after_seq, limit=limit + 1)
+        has_more = len(entries) > limit
+        entries = entries[:limit]
+        return Response({
+            "session": session.pk, "last_seq": session.last_seq, "entries": entries, "has_more": has_more,
+            "next_after_seq": entries[-1]["seq"] if has_more else None,
+        })
+
+    @extend_schema(operation_id="messages_create", request=MessagePostInput,
+                   responses={201: MessagesCreatedOutput}, parameters=[IDEMPOTENCY_HEADER])
+    def post(self, request: Request, session_id: int) -> Response:
+        session = self.get_session(session_id)
+        payload = parse_message_payload(
+            request.data, max_message_bytes=settings.MAX_MESSAGE_BYTES, max_batch=settings.MAX_BATCH_MESSAGES
+        )
+        # Branch point: everything is validated and nothing is stored yet.
+        if payload.respond:
+            return self.respond(session, payload)
+        return self.append(session, payload)
+
+    def append(self, session: Session, payload: MessagePayload) -> Response:
+        """Store the messages (all or nothing) and answer 201 with them."""
+
+        def action() -> StoredResponse:
+            try:
+                rows = append_messages(session_id=session.pk, messages=payload.messages)
+            except Session.DoesNotExist:  # deleted by another request since we looked it up
+                raise not_found("Session") from None
+            return StoredResponse(status=201, body={"messages": [stored_message_dict(row) for row in rows]})
+
+        return self.idempotent(action)
+
+    def respond(self, session: Session, payload: MessagePayload) -> Response:
+        """Append the user message and run an assistant turn (the agent loop plugs in here)."""
+        if not (settings.LLM_BASE_URL and settings.LLM_MODEL):
+            raise ApiError("model_not_configured",
+                           "No chat model is configured; set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let "
+                           "assistants reply. Send the message without \"respond\" to only store it.",
+                           status_code=503)
+        raise ApiError("not_implemented", "Assistant replies are not available in this version yet; send the "
+                       "message without \"respond\" to store it.", status_code=501)
+
+    def idempotent(self, action: Callable[[], StoredResponse]) -> Response:
+        """Run ``action`` under the request's Idempotency-Key (if any) and return its response."""
+        request = self.request
+        key = check_key(request.headers.get("Idempotency-Key"))
+        fingerprint = request_fingerprint(method=request.method, path=request.path, body=request.data)
+        result = run_idempotent(team=self.team, key=key, fingerprint=fingerprint, action=action)
+        headers = {"Idempotent-Replayed": "true"} if result.replayed else None
+        return Response(result.body, status=result.status, headers=headers)

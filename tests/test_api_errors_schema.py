@@ -1,0 +1,66 @@
+"""One error shape everywhere under /api/, and an OpenAPI schema and Swagger UI that render."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from tests.api_support import API, assert_error
+
+pytestmark = pytest.mark.django_db
+
+
+def test_unknown_urls_under_the_api_are_json_404s(api):
+    assert_error(api.get(f"{API}/nothing-here/"), 404, "not_found")
+    assert_error(api.get(f"{API}/nothing-here"), 404, "not_found")
+    assert_error(APIClient().get("/api/v2/"), 404, "not_found")
+    assert_error(api.get(f"{API}/sessions/not-a-number/"), 404, "not_found")
+
+
+def test_wrong_methods_are_json_405s(api):
+    assert_error(api.put(f"{API}/assistants/", {}, format="json"), 405, "method_not_allowed")
+    assert_error(api.get(f"{API}/api-keys/1/"), 405, "method_not_allowed")
+    assert_error(APIClient().post("/healthz"), 405, "method_not_allowed")
+
+
+def test_unsupported_media_type_is_a_415_in_our_shape(api, world):
+    response = api.post(f"{API}/assistants/", data="slug=x", content_type="application/x-www-form-urlencoded")
+    assert_error(response, 415, "unsupported_media_type")
+
+
+@pytest.mark.urls("tests.urls_errors")
+def test_server_errors_are_json_500s_without_details():
+    client = APIClient(raise_request_exception=False)
+    for url in (f"{API}/test/broken-drf/", f"{API}/test/broken-plain/"):
+        error = assert_error(client.get(url), 500, "server_error")
+        assert "bug" not in error["message"]
+    assert_error(client.get(f"{API}/test/bad-gateway/"), 502, "server_error")
+
+
+def test_the_schema_lists_the_endpoints():
+    response = APIClient().get(f"{API}/schema/")
+    assert response.status_code == 200
+    schema = yaml.safe_load(response.content)
+    paths = schema["paths"]
+    for expected in ("/api/v1/assistants/", "/api/v1/assistants/{slug}/", "/api/v1/sessions/{session_id}/messages/",
+                     "/api/v1/assistants/{slug}/memory/{path}", "/api/v1/assistants/{slug}/memory/{path}/revisions/",
+                     "/api/v1/api-keys/", "/api/v1/tasks/{task_id}/"):
+        assert expected in paths, expected
+    assert set(paths["/api/v1/sessions/{session_id}/messages/"]) >= {"get", "post"}
+    assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+
+
+def test_the_schema_generates_without_warnings(tmp_path):
+    out = tmp_path / "schema.yml"
+    call_command("spectacular", "--fail-on-warn", "--file", str(out))
+    assert "/api/v1/assistants/" in out.read_text()
+
+
+def test_swagger_ui_renders_from_local_static_files():
+    response = APIClient().get(f"{API}/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "swagger-ui" in html and "/api/v1/schema/" in html
+    assert "cdn.jsdelivr" not in html and "/static/drf_spectacular_sidecar/" in html
