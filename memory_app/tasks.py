@@ -7,6 +7,7 @@ from typing import Any
 
 from memory_app import debounce, indexing
 from memory_app.models import MemoryDocument, Source
+from openclaw_site.tasks import report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,4 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
 
 def _report_task_progress(data: dict[str, Any]) -> None:
     """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
-    try:
-        from openclaw_site.tasks import report_progress
-    except ImportError:  # the tracked-task helpers arrive with the REST API work
-        return
     report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
