@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
 from django.db.models import Count, Func, Q, Value
@@ -48,8 +49,6 @@ logger = logging.getLogger(__name__)
 
 # reference 4.4: the cache is read in batches of 400 hashes.
 CACHE_LOOKUP_BATCH = 400
-# Texts per embed() call: large enough to keep the encoder busy, small enough for progress.
-EMBED_GROUP_SIZE = 256
 # Entries chunked and embedded together during a full reindex (one embed pass per group).
 REINDEX_GROUP_SIZE = 64
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -196,8 +195,10 @@ def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *
     found = _cached(embedder, list(texts_by_hash))
     result = _Vectors(dict(found), cache_hits=len(found))
     missing = [h for h in texts_by_hash if h not in found]
-    for start in range(0, len(missing), EMBED_GROUP_SIZE):
-        group = missing[start:start + EMBED_GROUP_SIZE]
+    # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
+    size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
+    for start in range(0, len(missing), size):
+        group = missing[start:start + size]
         try:
             vectors = embedder.embed([texts_by_hash[h] for h in group])
         except EmbeddingError as error:

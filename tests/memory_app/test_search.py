@@ -236,15 +236,44 @@ def test_an_empty_query_or_index_returns_nothing(world, fake_embeddings) -> None
 def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch) -> None:
     from memory_app import search
 
-    monkeypatch.setattr(search, "COMMON_TERM_ROWS", 3)
     index(world.assistant, {f"memory/p{i}.md": f"project status update number {i}" for i in range(8)})
     index(world.assistant, {"memory/rare.md": "project status: the quokka migration is blocked"})
+    # As ANALYZE would report them: "project" and "status" are in every chunk.
+    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"project": 1.0, "status": 1.0, "update": 0.9})
     response = hybrid_search(assistant=world.assistant, query="quokka project status", mode="text", explain=True)
-    assert response.results[0].path == "memory/rare.md"
+    assert [r.path for r in response.results] == ["memory/rare.md"]  # only the rare term selects
     assert set(response.results[0].explain["matched_terms"]) == {"quokka", "project", "status"}
     # Only common terms: chunks holding all of them are selected and ranked.
     common = hybrid_search(assistant=world.assistant, query="project status", mode="text", max_results=20)
     assert len(common.results) == 9
+    # In hybrid mode the vector side's candidates are ranked by text too.
+    hybrid = hybrid_search(assistant=world.assistant, query="quokka project status", explain=True, min_score=0,
+                           max_results=20)
+    assert any(r.path != "memory/rare.md" and r.explain["text_score"] > 0 for r in hybrid.results)
+
+
+def test_mid_frequency_terms_select_in_pairs(world, fake_embeddings, monkeypatch) -> None:
+    from memory_app import search
+
+    index(world.assistant, {"memory/a.md": "alpha only", "memory/b.md": "beta only", "memory/ab.md": "alpha beta"})
+    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"alpha": 0.01, "beta": 0.01, "only": 0.01})
+    response = hybrid_search(assistant=world.assistant, query="alpha beta", mode="text", max_results=10)
+    assert [r.path for r in response.results] == ["memory/ab.md"]
+
+
+def test_lexeme_frequencies_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
+    from django.db import connection
+
+    from memory_app import search
+
+    index(world.assistant, {f"memory/n{i}.md": f"common words here {i}" for i in range(30)})
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_app_memorychunk")
+    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
+    assert search.lexeme_frequencies() == {}  # 30 rows: too few for the statistics to matter
+    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
+    monkeypatch.setattr(search, "MIN_ROWS_FOR_SELECTION", 10)
+    assert search.lexeme_frequencies()["common"] == pytest.approx(1.0)
 
 
 def test_session_and_memory_timestamps_in_explain(world, fake_embeddings) -> None:
