@@ -1,15 +1,42 @@
-"""Background tasks of sessions_app: thin wrappers that take ids and call one domain function."""
+"""Background tasks of sessions_app: thin wrappers that take ids and call one domain function.
+
+Every export task rewrites whole files from Postgres, so running one twice, late, or after a worker
+crashed half-way (django-q2 redelivers it) leaves the same files: retries are safe.
+"""
 
 from __future__ import annotations
 
 import logging
 
+from sessions_app import exports
+
 logger = logging.getLogger(__name__)
 
 
 def export_session(session_id: int) -> None:
-    """Mirror a session's transcript to EXPORT_ROOT (implemented in sessions_app.exports)."""
-    logger.debug("export of session %s requested", session_id)
+    """Mirror a session's transcript and its assistant's sessions.json to EXPORT_ROOT."""
+    if not exports.export_session(session_id):
+        logger.info("session %s no longer exists; nothing to export", session_id)
+
+
+def export_sessions_index(assistant_id: int) -> None:
+    """Rewrite sessions.json and drop transcripts of deleted or renamed sessions."""
+    exports.export_sessions_index(assistant_id)
+
+
+def export_memory(assistant_id: int, path: str) -> None:
+    """Mirror one memory document (or remove its file after a delete)."""
+    exports.export_memory_document(assistant_id, path)
+
+
+def export_assistant_metadata(assistant_id: int) -> None:
+    """Mirror an assistant's own fields to assistant.json."""
+    exports.export_assistant_metadata(assistant_id)
+
+
+def export_assistant(assistant_id: int) -> None:
+    """Rewrite an assistant's whole workspace (used after an import and for repairs)."""
+    exports.export_assistant(assistant_id)
 
 
 def transcript_changed(session_id: int) -> None:
