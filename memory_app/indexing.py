@@ -74,9 +74,14 @@ class SourceEntry:
 
 
 class ExternalSource(Protocol):
-    """A source of entries that memory_app cannot import (sessions_app transcripts)."""
+    """A source of entries that memory_app cannot import (sessions_app transcripts).
 
-    def keys(self, assistant_id: int) -> list[str]: ...
+    Keys are the ids stored in `MemoryChunk.session_pk`. ``changed_only`` asks for the entries
+    that may differ from what was indexed (a cheap pre-check, so a periodic refresh does not
+    render every transcript to find out).
+    """
+
+    def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]: ...
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None: ...
 
@@ -426,27 +431,27 @@ def remove_entry_rows(*, assistant_id: int, source: str, path: str | None = None
 # --- whole-assistant reindex -----------------------------------------------------------------
 
 
-def _entries(assistant: Assistant, sources: Iterable[str]) -> Iterable[SourceEntry]:
-    """Yield every entry of the assistant's indexed sources, documents first."""
+def _entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> Iterable[SourceEntry]:
+    """Yield the entries of the assistant's indexed sources, documents first."""
     for source in sources:
         if source == Source.MEMORY:
             for document in MemoryDocument.objects.filter(assistant=assistant).order_by("path").iterator():
                 yield document_entry(document)
         elif source in _external_sources:
             provider = _external_sources[source]
-            for key in provider.keys(assistant.pk):
+            for key in provider.keys(assistant.pk, changed_only=changed_only):
                 entry = provider.load(assistant.pk, key)
                 if entry is not None:
                     yield entry
 
 
-def _count_entries(assistant: Assistant, sources: Iterable[str]) -> int:
+def _count_entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> int:
     total = 0
     for source in sources:
         if source == Source.MEMORY:
             total += MemoryDocument.objects.filter(assistant=assistant).count()
         elif source in _external_sources:
-            total += len(_external_sources[source].keys(assistant.pk))
+            total += len(_external_sources[source].keys(assistant.pk, changed_only=changed_only))
     return total
 
 
@@ -511,11 +516,13 @@ def _run(assistant: Assistant, *, generations: list[int], current: dict[str, Any
          phase: str, progress: ProgressCallback | None) -> IndexOutcome:
     """Index every entry into ``generations`` in groups, reporting progress after each group."""
     sources = current["sources"]
-    total = _count_entries(assistant, sources)
+    # A new generation starts empty: every entry must be written, changed or not.
+    changed_only = phase != "building"
+    total = _count_entries(assistant, sources, changed_only=changed_only)
     outcome = IndexOutcome(generations=generations)
     done = 0
     _report(assistant.pk, progress, {"phase": phase, "done": 0, "total": total, "generation": generations[-1]})
-    for group in _groups(_entries(assistant, sources), REINDEX_GROUP_SIZE):
+    for group in _groups(_entries(assistant, sources, changed_only=changed_only), REINDEX_GROUP_SIZE):
         outcome.add(index_entries(assistant, group, embedder=embedder, current=current, generations=generations))
         done += len(group)
         _report(assistant.pk, progress, {"phase": phase, "done": done, "total": total,
@@ -586,7 +593,7 @@ def _remove_orphans(assistant: Assistant, sources: Sequence[str]) -> int:
     deleted, _ = rows.filter(source=Source.MEMORY).exclude(path__in=memory_paths).delete()
     removed += deleted
     for source, provider in _external_sources.items():
-        keys = provider.keys(assistant.pk)
+        keys = provider.keys(assistant.pk, changed_only=False)
         deleted, _ = rows.filter(source=source).exclude(session_pk__in=[int(k) for k in keys]).delete()
         removed += deleted
     return removed
