@@ -78,3 +78,30 @@ def _replay(record: IdempotencyRecord, fingerprint: str) -> StoredResponse:
             status_code=409, details={"idempotency_key": record.key},
         )
     return StoredResponse(status=record.status_code, body=record.response_body, replayed=True)
+
+
+def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerprint: str,
+                                       action: Callable[[], StoredResponse]) -> StoredResponse:
+    """Like `run_idempotent`, for actions that must not run inside one transaction (model calls).
+
+    An assistant turn commits each message as it happens, so it cannot share the record's
+    transaction; a session-level advisory lock on the same (team, key) serialises the requests
+    instead. Every response the action returns is recorded (a failed turn has stored the user
+    message, so a retry must not store it again); an action that raises recorded nothing.
+    """
+    if key is None:
+        return action()
+    name = f"idempotency:{team.pk}:{key}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [name])
+    try:
+        record = IdempotencyRecord.objects.filter(team=team, key=key).first()
+        if record is not None:
+            return _replay(record, fingerprint)
+        response = action()
+        IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
+                                         status_code=response.status, response_body=response.body)
+        return response
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [name])

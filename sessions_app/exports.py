@@ -111,6 +111,8 @@ def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
     }
     if message.silent:  # ours; Pi ignores unknown entry keys
         entry["silent"] = True
+    if message.flush_turn:  # ours: a memory-flush turn, never in the model's context
+        entry["flushTurn"] = True
     return entry
 
 

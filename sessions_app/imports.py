@@ -406,7 +406,8 @@ def _message_row(session: Session, seq: int, entry: ParsedEntry, item: MessageIn
         session=session, seq=seq, entry_id=entry.entry_id, role=item.role, content=item.content,
         tool_call_id=item.tool_call_id, tool_name=item.tool_name, is_error=item.is_error, details=item.details,
         usage=item.usage, stop_reason=item.stop_reason, error_message=item.error_message, model=item.model,
-        provider=item.provider, api=item.api, silent=entry.silent, created_at=entry.timestamp,
+        provider=item.provider, api=item.api, silent=entry.silent, flush_turn=entry.flush_turn,
+        created_at=entry.timestamp,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row

@@ -69,6 +69,7 @@ class ParsedEntry:
     line: int
     message: dict[str, Any] | None = None  # input for sessions_app.messages.validate_message
     silent: bool = False
+    flush_turn: bool = False  # part of a memory-flush turn: stored, never in the model's context
     summary: str = ""
     first_kept_entry_id: str = ""
     tokens_before: int = 0
@@ -207,6 +208,7 @@ class _BranchReader:
         self.source = source
         self.explicit_silent = explicit_silent
         self.in_flush_turn = False
+        self.last_was_flush = False
         self.skipped: Counter = Counter()
         self.notes: list[str] = []
         self.title = ""
@@ -260,16 +262,20 @@ class _BranchReader:
         if converted is None:
             return None
         when = _message_time(timestamp, message.get("timestamp"))
+        silent = self._silent(entry, converted)
+        flush_turn = entry.get("flushTurn") is True if self.explicit_silent else self.last_was_flush
         return ParsedEntry(kind="message", entry_id=entry["id"], timestamp=when, line=line, message=converted,
-                           silent=self._silent(entry, converted))
+                           silent=silent, flush_turn=flush_turn)
 
     def _silent(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
+        self.last_was_flush = False
         if self.explicit_silent:
             return entry.get("silent") is True
         role, text = message.get("role"), text_of(message.get("content"))
         if role == "user" and text.lstrip().startswith(FLUSH_PROMPT_START):
             self.in_flush_turn = True
         if self.in_flush_turn:
+            self.last_was_flush = True
             # The flush turn runs until the assistant stops calling tools.
             self.in_flush_turn = not (role == "assistant" and message.get("stopReason") != "toolUse")
             return True

@@ -69,7 +69,8 @@ def snapshot(assistant: Assistant) -> dict:
     """Everything import(export(x)) must keep, independent of database ids."""
     def message(m: Message) -> tuple:
         return (m.seq, m.entry_id, m.role, m.content, m.tool_call_id, m.tool_name, m.is_error, m.details, m.usage,
-                m.stop_reason, m.error_message, m.model, m.provider, m.api, m.silent, m.created_at, m.estimated_tokens)
+                m.stop_reason, m.error_message, m.model, m.provider, m.api, m.silent, m.flush_turn, m.created_at,
+                m.estimated_tokens)
 
     def compaction(c: CompactionEntry) -> tuple:
         return (c.seq, c.entry_id, c.summary, c.first_kept.entry_id if c.first_kept else None, c.first_kept_entry_id,
