@@ -398,16 +398,25 @@ def hybrid_search(*, assistant: Assistant, query: str, max_results: int | None =
         mmr=mmr, mmr_lambda=mmr_lambda, decay=decay, half_life_days=half_life_days,
         snippet_max_chars=snippet_max_chars, snippet_mode=snippet_mode, explain=explain or None,
     )
+    configured = embedder is _DEFAULT
     return run_search(assistant=assistant, query=query, options=options, now=now,
-                      embedder=get_embedder() if embedder is _DEFAULT else embedder, query_vector=query_vector)
+                      embedder=get_embedder() if configured else embedder, query_vector=query_vector,
+                      maintain=configured)
 
 
 def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now: datetime | None = None,
-               embedder: Embedder | None, query_vector: Sequence[float] | None = None) -> SearchResponse:
-    """Run a search with fully resolved options (see `hybrid_search`)."""
+               embedder: Embedder | None, query_vector: Sequence[float] | None = None,
+               maintain: bool = False) -> SearchResponse:
+    """Run a search with fully resolved options (see `hybrid_search`).
+
+    ``maintain`` (the configured embedder is in use): an index that is missing or was built with
+    other settings gets a reindex queued, like OpenClaw's sync-on-search (reference 4.6).
+    """
     started = time.perf_counter()
     text = query.strip()
     state = IndexState.objects.filter(assistant=assistant).first()
+    if maintain:
+        state = _queue_reindex_if_stale(assistant, state, embedder)
     if not text or state is None:
         return SearchResponse(query=text, results=[], mode="none", requested_mode=options.mode,
                               fallback=None if text else "empty_query")
@@ -417,6 +426,25 @@ def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now:
     return SearchResponse(query=text, results=results, mode=_mode_ran(sides), requested_mode=options.mode,
                           fallback=sides.fallback, provider=sides.provider, model=sides.model,
                           timings_ms=sides.timings)
+
+
+def _queue_reindex_if_stale(assistant: Assistant, state: IndexState | None,
+                            embedder: Embedder | None) -> IndexState | None:
+    """Queue a reindex when the index is missing or built for another fingerprint; return the state."""
+    from memory_app.indexing import get_state, start_build
+    from openclaw_site.tasks import enqueue
+
+    current = config.fingerprint(assistant, embedder)
+    if state is not None and (state.fingerprint == current or state.building_fingerprint == current):
+        return state
+    if state is None:
+        state = get_state(assistant, current)  # an empty generation 1, filled by the task
+        full = False
+    else:
+        state = start_build(assistant, current)  # the old rows keep answering meanwhile
+        full = True
+    enqueue("memory_app.tasks.reindex_assistant", assistant.pk, full, task_name=f"reindex-{assistant.pk}")
+    return state
 
 
 def _mode_ran(sides: _Sides) -> str:

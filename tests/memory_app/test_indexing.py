@@ -97,6 +97,17 @@ def test_an_admin_edit_is_reindexed_and_found(world, fake_embeddings, django_cap
     assert not MemoryChunk.objects.filter(text__contains="vpn-old").exists()
 
 
+def test_a_flush_append_is_indexed(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+    from memory_app.documents import append_to_document
+
+    with django_capture_on_commit_callbacks(execute=True):
+        append_to_document(assistant=world.assistant, path="memory/2026-03-01.md",
+                           addition="- Decided: rotate the deploy key every 90 days.",
+                           provenance=Provenance(author="flush"))
+    response = hybrid_search(assistant=world.assistant, query="deploy key rotation")
+    assert [r.citation for r in response.results] == ["memory/2026-03-01.md#L1"]
+
+
 def test_deleting_a_document_removes_its_chunks(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
     document = write(world.assistant, "memory/tmp.md", "ephemeral zebra facts", capture=django_capture_on_commit_callbacks)
     assert MemoryChunk.objects.filter(path="memory/tmp.md").exists()

@@ -228,9 +228,39 @@ def test_bad_options_are_refused(world, fake_embeddings) -> None:
         hybrid_search(assistant=world.assistant, query="x", snippet_mode="middle")
 
 
-def test_an_empty_query_or_index_returns_nothing(world, fake_embeddings) -> None:
-    assert hybrid_search(assistant=world.assistant, query="   ").results == []
-    assert hybrid_search(assistant=world.assistant, query="anything").mode == "none"
+def test_an_empty_query_returns_nothing(world, fake_embeddings) -> None:
+    response = hybrid_search(assistant=world.assistant, query="   ")
+    assert response.results == [] and response.fallback == "empty_query"
+
+
+def test_a_search_on_a_never_indexed_assistant_queues_the_index(world, fake_embeddings,
+                                                                 django_capture_on_commit_callbacks) -> None:
+    from memory_app.models import IndexState, MemoryDocument
+
+    # Written without the write receivers running (as if indexed by nobody yet).
+    MemoryDocument.objects.create(assistant=world.assistant, path="MEMORY.md", content="orphan walrus note",
+                                  content_hash="x")
+    with django_capture_on_commit_callbacks(execute=True):
+        first = hybrid_search(assistant=world.assistant, query="walrus")
+    assert first.results == [] and IndexState.objects.filter(assistant=world.assistant).exists()
+    assert [r.path for r in hybrid_search(assistant=world.assistant, query="walrus").results] == ["MEMORY.md"]
+
+
+def test_a_search_after_a_settings_change_queues_the_rebuild(world, fake_embeddings,
+                                                              django_capture_on_commit_callbacks) -> None:
+    from memory_app.models import IndexState
+
+    index(world.assistant, {"MEMORY.md": "heron notes " * 10})
+    world.assistant.settings["memorySearch"]["chunking"] = {"tokens": 64, "overlap": 8}
+    world.assistant.save()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        during = hybrid_search(assistant=world.assistant, query="heron")
+    state = IndexState.objects.get(assistant=world.assistant)
+    assert state.building_generation == 2 and during.results  # the old generation answered
+    assert len(callbacks) == 1
+    callbacks[0]()  # the queued reindex
+    state.refresh_from_db()
+    assert state.active_generation == 2 and state.fingerprint["chunking"]["memory"]["tokens"] == 64
 
 
 def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch) -> None:
