@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from openclaw_site.errors import ApiError
+from openclaw_site.locks import session_lock, xact_lock
 from openclaw_site.models import IdempotencyRecord, Team
 
 MAX_KEY_LENGTH = 200
@@ -47,19 +48,13 @@ def check_key(key: str | None) -> str | None:
     return key
 
 
-def _lock(team_id: int, key: str) -> None:
-    # hashtextextended gives a 64-bit lock id; collisions only make unrelated requests wait.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"idempotency:{team_id}:{key}"])
-
-
 def run_idempotent(*, team: Team, key: str | None, fingerprint: str,
                    action: Callable[[], StoredResponse]) -> StoredResponse:
     """Run ``action`` once per (team, key); replay its response for the same request, 409 for another."""
     if key is None:
         return action()
     with transaction.atomic():
-        _lock(team.pk, key)
+        xact_lock(f"idempotency:{team.pk}:{key}")
         record = IdempotencyRecord.objects.filter(team=team, key=key).first()
         if record is not None:
             return _replay(record, fingerprint)
@@ -91,10 +86,7 @@ def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerpri
     """
     if key is None:
         return action()
-    name = f"idempotency:{team.pk}:{key}"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [name])
-    try:
+    with session_lock(f"idempotency:{team.pk}:{key}"):
         record = IdempotencyRecord.objects.filter(team=team, key=key).first()
         if record is not None:
             return _replay(record, fingerprint)
@@ -102,6 +94,3 @@ def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerpri
         IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
                                          status_code=response.status, response_body=response.body)
         return response
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [name])

@@ -22,6 +22,7 @@ from django.utils import timezone as dj_timezone
 
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
+from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.tasks import enqueue
 from sessions_app.compaction import (
     CompactionBusy,
@@ -234,8 +235,15 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
     if model is None:
         raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503,
                         details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]})
-    [user_row] = store_messages(session_id, [message])
-    return _Turn(session_id, model, user_row).run()
+    # One turn at a time per session, across processes: a second message waits for the first
+    # reply so the transcript reads user, assistant, user, assistant (never interleaved).
+    try:
+        with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            [user_row] = store_messages(session_id, [message])
+            return _Turn(session_id, model, user_row).run()
+    except LockTimeout:
+        raise TurnError("turn_in_progress", "Another turn is running in this session; nothing was stored. "
+                        "Retry when it has finished.", status=409) from None
 
 
 class _Turn:
@@ -380,6 +388,10 @@ class _Turn:
         reason = (error.message or "no details").rstrip(". ")
         raise TurnError("model_error", f"The model call failed ({reason}). Your message is stored; try again.",
                         status=502, details=details, stored=stored)
+
+
+def _wait_for_turn_seconds() -> float:
+    return float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120))
 
 
 def _wait_seconds() -> float:

@@ -23,11 +23,12 @@ from typing import Any, Iterator
 from urllib.parse import quote
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
+from openclaw_site.locks import xact_lock
 from openclaw_site.models import Assistant
 from sessions_app.export_storage import ExportStorage, LocalExportStorage, is_temp_name
 from sessions_app.messages import epoch_ms
@@ -43,8 +44,6 @@ ASSISTANT_FILE = "assistant.json"
 USAGE_COUNTERS = ("input", "output", "cacheRead", "cacheWrite")
 COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
 ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access", "settings")
-# pg_advisory_xact_lock(class, id): the class number keeps export locks apart from other advisory locks.
-EXPORT_LOCK_CLASS = 0x0E57
 
 
 @dataclass(frozen=True)
@@ -232,8 +231,7 @@ def _dumps_json(data: Any) -> str:
 def _locked_assistant(assistant_id: int) -> Iterator[Assistant | None]:
     """Hold the workspace lock of an assistant (until the transaction ends) and yield it, or None if gone."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [EXPORT_LOCK_CLASS, assistant_id % 2**31])
+        xact_lock(f"export:{assistant_id}")
         yield Assistant.objects.select_related("team").filter(pk=assistant_id).first()
 
 

@@ -259,3 +259,59 @@ def test_cache_ttl_pruning_runs_once_per_window_and_the_touch_follows_each_call(
     assert second == "abcdefghij" * 1000
     session.refresh_from_db()
     assert session.last_cache_touch_at > stale_touch
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_turns_at_once_on_one_session_run_one_after_the_other(llm, world):
+    import threading
+
+    from django.db import connection
+
+    session = factories.make_session(world.assistant)
+    llm.default_chat = lambda request: delay_reply(0.3, text_reply("answer"))
+    barrier = threading.Barrier(2)
+    replies: list[str] = []
+
+    def ask(text: str) -> None:
+        barrier.wait()
+        try:
+            replies.append(turn(session, text).reply_text)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(text,)) for text in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert replies == ["answer", "answer"]
+    roles = list(Message.objects.filter(session=session).order_by("seq").values_list("role", flat=True))
+    assert roles == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_that_cannot_get_the_session_stores_nothing(llm, world, settings):
+    from openclaw_site.locks import session_lock
+
+    settings.LLM_TIMEOUT_SECONDS = 0.2
+    session = factories.make_session(world.assistant)
+    with session_lock(f"turn:{session.pk}"):
+        import threading
+
+        errors: list[TurnError] = []
+
+        def ask() -> None:
+            from django.db import connection
+
+            try:
+                turn(session, "hello")
+            except TurnError as error:
+                errors.append(error)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=ask)
+        thread.start()
+        thread.join()
+    assert errors and errors[0].code == "turn_in_progress" and errors[0].status == 409
+    assert not Message.objects.filter(session=session).exists()
