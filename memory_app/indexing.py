@@ -43,6 +43,7 @@ from memory_app.models import (
 from memory_app.snippets import chunk_line_numbers
 from memory_app.textsearch import TS_CONFIG, index_text
 from memory_app.vectors import ensure_vector_index
+from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)
@@ -466,25 +467,6 @@ def _groups(entries: Iterable[SourceEntry], size: int) -> Iterable[list[SourceEn
         yield group
 
 
-class _AssistantLock:
-    """A session-level advisory lock so one worker at a time reindexes an assistant."""
-
-    def __init__(self, assistant_id: int) -> None:
-        self.key = (0x6F63_6C77 << 20) ^ assistant_id  # "oclw" tag: not to collide with others
-        self.acquired = False
-
-    def __enter__(self) -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [self.key])
-            self.acquired = bool(cursor.fetchone()[0])
-        return self.acquired
-
-    def __exit__(self, *exc: object) -> None:
-        if self.acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [self.key])
-
-
 def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
     """Record reindex progress on the IndexState (shown by the task and the dashboard)."""
     IndexState.objects.filter(assistant_id=assistant_id).update(progress=progress, updated_at=timezone.now())
@@ -495,15 +477,17 @@ def reindex_assistant(assistant_id: int, *, full: bool = False,
     """Bring an assistant's index up to date; a full run (or a new fingerprint) builds a new
     generation and swaps it in when complete."""
     assistant = Assistant.objects.get(pk=assistant_id)
-    with _AssistantLock(assistant_id) as acquired:
-        if not acquired:
-            return IndexOutcome(note="another reindex of this assistant is running")
-        embedder = get_embedder()
-        current = config.fingerprint(assistant, embedder)
-        state = get_state(assistant, current)
-        if not full and state.fingerprint == current:
-            return _incremental(assistant, state, current, embedder, progress)
-        return _rebuild(assistant, current, embedder, progress)
+    try:
+        # One reindex per assistant at a time, across workers (the second one has nothing to add).
+        with session_lock(f"memory-reindex:{assistant_id}", timeout_seconds=0):
+            embedder = get_embedder()
+            current = config.fingerprint(assistant, embedder)
+            state = get_state(assistant, current)
+            if not full and state.fingerprint == current:
+                return _incremental(assistant, state, current, embedder, progress)
+            return _rebuild(assistant, current, embedder, progress)
+    except LockTimeout:
+        return IndexOutcome(note="another reindex of this assistant is running")
 
 
 def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str, Any]) -> None:

@@ -250,3 +250,12 @@ def test_a_new_dimension_gets_its_own_index(world, fake_embeddings, settings,
     assert "vector(64)" in definition and "WHERE (dims = 64)" in definition
     assert MemoryChunk.objects.get(assistant=world.assistant).dims == 64
     assert [r.path for r in hybrid_search(assistant=world.assistant, query="small vectors").results] == ["MEMORY.md"]
+
+
+def test_one_reindex_per_assistant_at_a_time(world, fake_embeddings) -> None:
+    from openclaw_site.locks import session_lock
+
+    with session_lock(f"memory-reindex:{world.assistant.pk}"):
+        outcome = indexing.reindex_assistant(world.assistant.pk)
+    assert outcome.note == "another reindex of this assistant is running"
+    assert indexing.reindex_assistant(world.assistant.pk).note == ""
