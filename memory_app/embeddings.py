@@ -312,6 +312,19 @@ def embedder_error() -> str | None:
     return _embedder_error
 
 
+def embedder_status(*, load: bool = False) -> dict[str, Any]:
+    """Describe the embedder for /healthz without loading a model unless ``load`` is true."""
+    embedder = get_embedder() if load else (None if _embedder is _UNSET else _embedder)
+    return {
+        "loaded": embedder is not None,
+        "checked": load or _embedder is not _UNSET,
+        "provider": getattr(embedder, "provider", None),
+        "model": getattr(embedder, "model", None),
+        "dims": getattr(embedder, "dims", None) if embedder is not None else None,
+        "error": _embedder_error,
+    }
+
+
 def reset_embedders() -> None:
     """Forget the cached embedder (tests change settings); the loaded model stays in memory."""
     global _embedder, _embedder_error

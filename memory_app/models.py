@@ -5,7 +5,11 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from pgvector.django import VectorField
 
 from openclaw_site.models import Assistant
 
@@ -81,3 +85,135 @@ class MemoryRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path} {self.action} by {self.author} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+# --- The search index (design.md data model; openclaw-reference.md 4.4) ------------------------
+
+
+class Source(models.TextChoices):
+    MEMORY = "memory"
+    SESSIONS = "sessions"
+
+
+# Chunks stored without a vector (no embedder, or it failed) carry this model name, like
+# OpenClaw's FTS-only mode (reference 4.4 "Model is `fts-only` with no provider").
+FTS_ONLY_MODEL = "fts-only"
+
+
+class MemoryChunk(models.Model):
+    """One indexed piece of a memory document or a session transcript.
+
+    ``generation`` lets a full reindex build a complete new set of rows while the rows of the
+    active generation keep answering searches; `IndexState` says which generation is live.
+    ``embedding`` has no fixed size so several models can live side by side: each dimension gets
+    its own partial HNSW index on ``embedding::vector(<dims>)`` (migration 0003 and
+    `memory_app.vector_indexes`), and the search query uses the same cast and predicate.
+    """
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_chunks")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    generation = models.PositiveIntegerField(default=1)
+    document = models.ForeignKey(
+        MemoryDocument, null=True, blank=True, on_delete=models.CASCADE, related_name="chunks"
+    )
+    # sessions_app.Session pk, without a foreign key: memory_app knows nothing about sessions.
+    session_pk = models.BigIntegerField(null=True, blank=True)
+    path = models.CharField(max_length=255)
+    start_line = models.PositiveIntegerField()
+    end_line = models.PositiveIntegerField()
+    # The line number (memory) or message seq (sessions) of every line of ``text``, so a snippet
+    # cut from the middle of a chunk still cites exact lines.
+    line_numbers = ArrayField(models.PositiveIntegerField(), default=list)
+    text = models.TextField()
+    hash = models.CharField(max_length=64)
+    # Hash of the whole document/transcript the chunk came from: an unchanged source is skipped.
+    source_hash = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField(default=0)
+    embedding = VectorField(null=True, blank=True)
+    tsv = SearchVectorField(null=True)
+    # Sessions: the newest message time in the chunk (design.md item 10). Memory: the document's
+    # last update; decay dates memory by its path, never by this (reference 4.8).
+    timestamp = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["assistant", "source", "path", "start_line"]
+        indexes = [
+            models.Index(fields=["assistant", "source", "path"], name="memchunk_asst_source_path"),
+            models.Index(fields=["assistant", "generation", "source"], name="memchunk_asst_gen_source"),
+            models.Index(fields=["session_pk"], name="memchunk_session"),
+            GinIndex(fields=["tsv"], name="memchunk_tsv_gin"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(source__in=Source.values), name="memchunk_source_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+
+
+class EmbeddingCache(models.Model):
+    """Vectors by (provider key, model, text hash): unchanged text is never embedded twice."""
+
+    provider_key = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    hash = models.CharField(max_length=64)
+    dims = models.PositiveIntegerField()
+    embedding = VectorField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider_key", "model", "hash"], name="embedding_cache_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.hash[:12]}"
+
+
+class IndexState(models.Model):
+    """Which generation of an assistant's chunks answers searches, and the one being built.
+
+    ``fingerprint`` is what the active rows were built with (provider, provider key, model,
+    dims, chunk tokens/overlap per source); a different current fingerprint means a full reindex
+    (design.md item 8). ``progress`` is shown by the reindex task and the dashboard.
+    """
+
+    assistant = models.OneToOneField(Assistant, on_delete=models.CASCADE, related_name="index_state")
+    fingerprint = models.JSONField(null=True, blank=True)
+    active_generation = models.PositiveIntegerField(default=1)
+    building_generation = models.PositiveIntegerField(null=True, blank=True)
+    building_fingerprint = models.JSONField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    last_error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"index of {self.assistant} (generation {self.active_generation})"
+
+
+class IndexedSource(models.Model):
+    """Per document path or session: the debounce ticket and how far a transcript was indexed.
+
+    A change bumps ``request_version`` and pushes ``due_at``; the task that wakes with an older
+    version leaves the work to the newer one (a debounce that works across worker processes).
+    """
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="indexed_sources")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    key = models.CharField(max_length=255)
+    request_version = models.PositiveIntegerField(default=0)
+    due_at = models.DateTimeField(null=True, blank=True)
+    indexed_version = models.PositiveIntegerField(default=0)
+    # Sessions: the last message seq included in the index (the delta thresholds count after it).
+    indexed_upto = models.PositiveIntegerField(default=0)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "source", "key"], name="indexed_source_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assistant}:{self.source}:{self.key}"

@@ -1,4 +1,4 @@
-"""The memory tools an assistant can call: `memory_get` (and `memory_search` once indexed).
+"""The memory tools an assistant can call: `memory_search` (memory_app.search_tool) and `memory_get`.
 
 `TOOL_SPECS` are bare `{name, description, parameters}` specs (sessions_app.llm wraps them for
 OpenAI); `run_memory_tool` executes one call and returns the tool-result text, which is
@@ -14,6 +14,7 @@ from typing import Any
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
+from memory_app.search_tool import MEMORY_SEARCH_SPEC, memory_search
 from openclaw_site.models import Assistant
 
 # read-file-shared.ts (later upstream): default window of a read without `lines`, and its budget.
@@ -37,7 +38,7 @@ MEMORY_GET_SPEC: dict[str, Any] = {
     },
 }
 
-TOOL_SPECS: list[dict[str, Any]] = [MEMORY_GET_SPEC]
+TOOL_SPECS: list[dict[str, Any]] = [MEMORY_SEARCH_SPEC, MEMORY_GET_SPEC]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ def run_memory_tool(name: str, arguments: dict[str, Any], *, assistant: Assistan
 
     `session_key` is the calling session's key (memory_search's citations mode reads it).
     """
+    if name == "memory_search":
+        return memory_search(arguments, assistant=assistant, session_key=session_key)
     if name == "memory_get":
         return memory_get(arguments, assistant=assistant)
     return json_result({"error": f"Unknown memory tool: {name}"})

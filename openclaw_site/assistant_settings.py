@@ -89,6 +89,11 @@ SCHEMA: dict[str, Any] = {
         "chunking": {
             "tokens": Field(400, int, minimum=1, maximum=8192),
             "overlap": Field(80, int, minimum=0),
+            # Transcripts are not notes: their chunk size can differ (null: same as above).
+            "sessions": {
+                "tokens": Field(None, int, minimum=1, maximum=8192, nullable=True),
+                "overlap": Field(None, int, minimum=0, nullable=True),
+            },
         },
         "sync": {
             "watchDebounceMs": Field(1500, int, minimum=0),
@@ -101,6 +106,10 @@ SCHEMA: dict[str, Any] = {
         "query": {
             "maxResults": Field(6, int, minimum=1, maximum=100),
             "minScore": Field(0.35, _NUMBER, minimum=0, maximum=1),
+            # What a result shows (memory_app/snippets.py): OpenClaw's first 700 characters
+            # ("head"), or the best-matching lines within the budget ("best"); 0 = whole chunk.
+            "snippetMaxChars": Field(700, int, minimum=0, maximum=100000),
+            "snippetMode": Field("head", str, choices=("head", "best")),
             "hybrid": {
                 "enabled": Field(True, bool),
                 "vectorWeight": Field(0.7, _NUMBER, minimum=0, maximum=1),
@@ -210,6 +219,12 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
     chunking = settings["memorySearch"]["chunking"]
     if chunking["overlap"] >= chunking["tokens"]:
         raise SettingsError("settings.memorySearch.chunking.overlap", "must be less than chunking.tokens")
+    sessions = chunking.get("sessions") or {}
+    session_tokens = sessions.get("tokens") or chunking["tokens"]
+    session_overlap = sessions.get("overlap") if sessions.get("overlap") is not None else chunking["overlap"]
+    if session_overlap >= session_tokens:
+        raise SettingsError("settings.memorySearch.chunking.sessions.overlap",
+                            "must be less than the sessions chunk tokens")
     flush_bytes = settings["compaction"]["memoryFlush"]["forceFlushTranscriptBytes"]
     if isinstance(flush_bytes, str) and parse_byte_size(flush_bytes) is None:
         raise SettingsError("settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be bytes like 2097152 or '2mb'")

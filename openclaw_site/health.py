@@ -43,13 +43,24 @@ def _model() -> dict[str, Any]:
     }
 
 
-def _embedder() -> dict[str, Any]:
-    return {"ok": True, "provider": settings.EMBEDDING_PROVIDER}
+def _embedder(*, load: bool) -> dict[str, Any]:
+    from memory_app.embeddings import embedder_status
+
+    status = embedder_status(load=load)
+    # No embedder is a supported mode (text-only search), so it is reported, not failed.
+    return {"ok": True, "setting": settings.EMBEDDING_PROVIDER, "search_mode": _search_mode(status), **status}
+
+
+def _search_mode(status: dict[str, Any]) -> str:
+    if not status["checked"]:
+        return "unknown until first use (add ?deep=1 to load the embedder now)"
+    return "hybrid" if status["loaded"] else "text-only"
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Report each dependency; 503 when the database is down."""
-    checks = {"database": _database(), "broker": _broker(), "embedder": _embedder(), "model": _model()}
+    """Report each dependency; 503 when the database or the broker is down."""
+    deep = request.GET.get("deep") in ("1", "true")
+    checks = {"database": _database(), "broker": _broker(), "embedder": _embedder(load=deep), "model": _model()}
     ok = checks["database"]["ok"] and checks["broker"]["ok"]
     return JsonResponse({"status": "ok" if ok else "degraded", "checks": checks}, status=200 if ok else 503)

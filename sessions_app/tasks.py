@@ -40,8 +40,17 @@ def export_assistant(assistant_id: int) -> None:
 
 
 def transcript_changed(session_id: int) -> None:
-    """Note new transcript content for the session indexer (memory search fills this hook in)."""
-    logger.debug("transcript of session %s changed", session_id)
+    """Note new transcript content: the indexer runs once the delta thresholds are reached."""
+    from sessions_app.transcript_index import note_transcript_change
+
+    note_transcript_change(session_id)
+
+
+def index_session_transcript(session_id: int, version: int | None = None, force: bool = False) -> dict:
+    """Index a session transcript after its debounce (sessions_app.transcript_index)."""
+    from sessions_app.transcript_index import run_debounced_index
+
+    return run_debounced_index(session_id, version, force)
 
 
 def memory_flush_task(session_id: int) -> dict:

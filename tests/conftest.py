@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
+from tests.embedding_fixtures import fake_embeddings, local_embeddings, no_embeddings  # noqa: F401,E402
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 

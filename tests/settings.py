@@ -10,6 +10,9 @@ os.environ.setdefault("SESSION_INDEX_DEBOUNCE_SECONDS", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 os.environ.setdefault("LLM_BASE_URL", "")
 os.environ.setdefault("LLM_MODEL", "")
+# Memory writes index themselves; tests that want vectors start FakeOpenAI (or load MiniLM)
+# explicitly, so the rest of the suite does not load torch for every document it writes.
+os.environ.setdefault("EMBEDDING_PROVIDER", "none")
 
 from openclaw_site.settings import *  # noqa: E402,F401,F403
 from openclaw_site.settings import VAR_DIR  # noqa: E402

@@ -26,3 +26,14 @@ def test_pgvector_extension_is_installed():
     with connection.cursor() as cursor:
         cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         assert cursor.fetchone()[0] >= "0.8"
+
+
+@pytest.mark.django_db
+def test_healthz_reports_each_dependency(client):
+    body = client.get("/healthz").json()
+    assert body["status"] == "ok"
+    assert body["checks"]["database"]["ok"] and body["checks"]["database"]["pgvector"] >= "0.8"
+    assert body["checks"]["broker"]["kind"] == "orm"
+    assert body["checks"]["model"]["configured"] is False and "LLM_BASE_URL" in body["checks"]["model"]["hint"]
+    deep = client.get("/healthz?deep=1").json()["checks"]["embedder"]
+    assert deep["checked"] is True and deep["search_mode"] in ("hybrid", "text-only")

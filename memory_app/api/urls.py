@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory_app.api import views
+from memory_app.api import search_views, views
 
 # Memory paths contain slashes (memory/2026-01-02.md); they always end in ".md", so the revisions
 # route cannot be mistaken for a document.
@@ -11,4 +11,7 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/<path:path>/revisions/", views.MemoryRevisionsApi.as_view(),
          name="api-memory-revisions"),
     path("assistants/<slug:slug>/memory/<path:path>", views.MemoryDocumentApi.as_view(), name="api-memory-document"),
+    # Search index (memory_app/api/search_views.py).
+    path("assistants/<slug:slug>/search/", search_views.AssistantSearchView.as_view(), name="api-search"),
+    path("assistants/<slug:slug>/reindex/", search_views.AssistantReindexView.as_view(), name="api-reindex"),
 ]

@@ -56,7 +56,7 @@ def test_turn_runs_memory_get_and_stores_every_message_with_usage(llm, session):
     assert (rows[3].stop_reason, rows[3].model, rows[3].api) == ("stop", "fake-chat", "openai-completions")
 
     first, second = llm.chat_requests
-    assert tool_names(first) == ["memory_get", "tool_result_get"]
+    assert tool_names(first) == ["memory_search", "memory_get", "tool_result_get"]
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": rows[2].content[0]["text"]}
     session.refresh_from_db()
     assert (session.total_tokens, session.total_tokens_fresh) == (900, True)

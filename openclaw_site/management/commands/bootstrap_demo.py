@@ -12,8 +12,11 @@ from openclaw_site.models import Assistant, Membership, Role, Team
 class Command(BaseCommand):
     help = "On an empty database, create a demo team, an admin user and a demo assistant."
 
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--url", default="http://127.0.0.1:8000", help="where the server will answer")
+
     @transaction.atomic
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args, url: str, **options) -> None:
         User = get_user_model()
         if User.objects.exists() or Team.objects.exists():
             self.stdout.write("Database already has users; demo data not created.")
@@ -26,6 +29,6 @@ class Command(BaseCommand):
                                  system_prompt="You are a helpful assistant with long-term memory.")
         self.stdout.write(self.style.SUCCESS(
             "Created team 'demo', assistant 'demo' and user 'admin'.\n"
-            f"Sign in at http://127.0.0.1:8000/ as admin / {password}\n"
-            "(Django admin: http://127.0.0.1:8000/admin/ · API docs: http://127.0.0.1:8000/api/v1/docs/)"
+            f"Sign in at {url}/ as admin / {password}\n"
+            f"(Django admin: {url}/admin/ · API docs: {url}/api/v1/docs/)"
         ))

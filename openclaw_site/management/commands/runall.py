@@ -44,7 +44,7 @@ class Command(BaseCommand):
         children: list[Child] = []
         try:
             call_command("migrate", interactive=False, verbosity=0)
-            call_command("bootstrap_demo")
+            call_command("bootstrap_demo", url=f"http://{addr}")
             if not settings.DEBUG:
                 call_command("collectstatic", interactive=False, verbosity=0)
             if not no_worker:

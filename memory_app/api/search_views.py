@@ -1,0 +1,145 @@
+"""REST endpoints of the search index: hybrid search and reindex (design.md REST table).
+
+`GET /assistants/{slug}/search/` answers from `memory_app.search.hybrid_search`;
+`POST /assistants/{slug}/reindex/` queues `memory_app.tasks.reindex_assistant` and returns the task.
+Both look the assistant up in the caller's team only: another team's assistant is a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult, hybrid_search
+from memory_app.snippets import SNIPPET_MODES
+from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
+from openclaw_site.api.serializers import TaskOutput
+from openclaw_site.errors import ApiError
+from openclaw_site.models import Assistant, Scope
+from openclaw_site.tasks import enqueue_tracked, task_status
+
+
+class SourcesField(serializers.CharField):
+    """`memory,sessions` as a list, each checked."""
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        items = [item.strip() for item in str(super().to_internal_value(data)).split(",") if item.strip()]
+        bad = [item for item in items if item not in ("memory", "sessions")]
+        if not items or bad:
+            raise serializers.ValidationError("must be a comma-separated list of memory, sessions")
+        return list(dict.fromkeys(items))
+
+
+class SearchInput(serializers.Serializer):
+    q = serializers.CharField(max_length=2000, help_text="The query.")
+    max_results = serializers.IntegerField(min_value=1, max_value=100, required=False,
+                                           help_text="Default memorySearch.query.maxResults (6).")
+    min_score = serializers.FloatField(min_value=0, max_value=1, required=False,
+                                       help_text="Default memorySearch.query.minScore (0.35).")
+    sources = SourcesField(required=False, help_text="memory, sessions or memory,sessions (default: settings).")
+    mode = serializers.ChoiceField(choices=MODES, required=False, help_text="hybrid (default), vector or text.")
+    explain = serializers.BooleanField(required=False, default=False,
+                                       help_text="Add each result's scores, decay and MMR position.")
+    mmr = serializers.BooleanField(required=False, allow_null=True, default=None)
+    mmr_lambda = serializers.FloatField(min_value=0, max_value=1, required=False)
+    decay = serializers.BooleanField(required=False, allow_null=True, default=None)
+    half_life_days = serializers.FloatField(min_value=1, required=False)
+    vector_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+    text_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+    snippet_mode = serializers.ChoiceField(choices=SNIPPET_MODES, required=False)
+    snippet_max_chars = serializers.IntegerField(min_value=0, max_value=100000, required=False)
+
+
+class SearchResultOutput(serializers.Serializer):
+    path = serializers.CharField()
+    source = serializers.ChoiceField(choices=["memory", "sessions"])
+    start_line = serializers.IntegerField(help_text="First line shown (a message seq for sessions).")
+    end_line = serializers.IntegerField()
+    score = serializers.FloatField()
+    snippet = serializers.CharField()
+    citation = serializers.CharField(help_text="path#Lx-Ly")
+    session_id = serializers.IntegerField(allow_null=True, help_text="The session of a sessions result.")
+    explain = serializers.DictField(required=False, help_text=(
+        "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
+        "chunk_id, chunk_lines, timestamp."))
+
+
+class SearchOutput(serializers.Serializer):
+    query = serializers.CharField()
+    mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
+    requested_mode = serializers.ChoiceField(choices=MODES)
+    fallback = serializers.CharField(allow_null=True, help_text="Why mode differs from the request.")
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    results = SearchResultOutput(many=True)
+    timings_ms = serializers.DictField(child=serializers.FloatField())
+
+
+class AssistantSearchView(TeamApiView):
+    """Hybrid search over an assistant's memory and session transcripts."""
+
+    read_scope = Scope.MEMORY_READ
+
+    @extend_schema(operation_id="assistants_search", parameters=[SearchInput], responses=SearchOutput)
+    def get(self, request: Request, slug: str) -> Response:
+        assistant = self.get_assistant(slug)
+        params = self._params(request)
+        try:
+            response = hybrid_search(assistant=assistant, query=params.pop("q"), **params)
+        except SearchOptionError as error:
+            raise ApiError("invalid_parameter", str(error)) from None
+        return Response(self._output(response, explain=params.get("explain", False)))
+
+    def _params(self, request: Request) -> dict[str, Any]:
+        unknown = sorted(set(request.query_params) - set(SearchInput().fields))
+        if unknown:
+            raise ApiError("invalid_parameter", f"Unknown query parameter: {unknown[0]}.",
+                           details={"field": unknown[0], "unknown": unknown})
+        data = validated(SearchInput, request.query_params.dict())
+        return {key: value for key, value in data.items() if value is not None}
+
+    def _output(self, response: SearchResponse, *, explain: bool) -> dict[str, Any]:
+        return {
+            "query": response.query, "mode": response.mode, "requested_mode": response.requested_mode,
+            "fallback": response.fallback, "provider": response.provider, "model": response.model,
+            "results": [self._result(result, explain=explain) for result in response.results],
+            "timings_ms": response.timings_ms,
+        }
+
+    def _result(self, result: SearchResult, *, explain: bool) -> dict[str, Any]:
+        data = dict(SearchResultOutput(result).data)
+        if not explain:
+            data.pop("explain", None)
+        return data
+
+
+class ReindexInput(StrictSerializer):
+    full = serializers.BooleanField(required=False, default=False, help_text=(
+        "Rebuild every chunk in a new generation (the old one answers until it is complete); "
+        "otherwise only changed documents and transcripts are indexed."))
+
+
+class AssistantReindexView(TeamApiView):
+    """Queue a reindex of an assistant's memory and transcripts; returns the task to poll."""
+
+    write_scope = Scope.MEMORY_WRITE
+
+    @extend_schema(operation_id="assistants_reindex", request=ReindexInput, responses={202: TaskOutput})
+    def post(self, request: Request, slug: str) -> Response:
+        assistant = self.get_assistant(slug)
+        body = request.data if request.data not in (None, "") else {}
+        if not isinstance(body, dict):
+            raise ApiError("invalid_body", "The request body must be a JSON object.")
+        full = validated(ReindexInput, body)["full"]
+        return Response(TaskOutput(queue_reindex(assistant, full=full)).data, status=202)
+
+
+def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
+    """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
+    record = enqueue_tracked("memory_app.tasks.reindex_assistant", assistant.pk, full, team=assistant.team_id,
+                             kind="reindex", object_ids={"assistant": assistant.pk})
+    return task_status(record)

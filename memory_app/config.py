@@ -1,0 +1,86 @@
+"""An assistant's `memorySearch` settings, complete, plus the index fingerprint they imply."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from memory_app.chunking import effective_chunk_tokens
+from memory_app.embeddings import Embedder
+from memory_app.models import FTS_ONLY_MODEL, Source
+from openclaw_site.assistant_settings import SettingsError, default_settings, validate_settings
+from openclaw_site.models import Assistant
+
+logger = logging.getLogger(__name__)
+
+# Bump when the stored rows change meaning (chunk text, tsvector input): forces a full reindex.
+INDEX_FORMAT_VERSION = 1
+
+
+def memory_search_settings(assistant: Assistant) -> dict[str, Any]:
+    """Return the assistant's complete `memorySearch` settings (defaults for anything missing)."""
+    try:
+        return validate_settings(assistant.settings or {})["memorySearch"]
+    except SettingsError as error:
+        # Stored settings were validated on write; a document saved before a schema change must
+        # not break search, so fall back to the defaults and say so in the log.
+        logger.warning("assistant %s has invalid settings (%s); using defaults", assistant.pk, error)
+        return copy.deepcopy(default_settings()["memorySearch"])
+
+
+@dataclass(frozen=True)
+class Chunking:
+    tokens: int
+    overlap: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"tokens": self.tokens, "overlap": self.overlap}
+
+
+def configured_chunking(settings: dict[str, Any], source: str) -> Chunking:
+    """Return the configured chunk tokens/overlap for a source (sessions may override)."""
+    chunking = settings["chunking"]
+    tokens, overlap = chunking["tokens"], chunking["overlap"]
+    if source == Source.SESSIONS:
+        override = chunking.get("sessions") or {}
+        tokens = override.get("tokens") or tokens
+        overlap = override.get("overlap") if override.get("overlap") is not None else overlap
+    return Chunking(tokens, min(overlap, tokens - 1))
+
+
+def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunking:
+    """Clamp the chunk size to what the embedder reads (design.md item 9), overlap in proportion.
+
+    With MiniLM a 400/80 setting becomes 127 tokens; keeping 80 tokens of overlap would repeat
+    two thirds of every chunk in the next one, so the overlap keeps its configured share.
+    """
+    max_input = embedder.max_input_tokens if embedder is not None else None
+    tokens = effective_chunk_tokens(configured.tokens, max_input)
+    if tokens == configured.tokens:
+        return configured
+    overlap = round(configured.overlap * tokens / configured.tokens)
+    return Chunking(tokens, min(overlap, tokens - 1))
+
+
+def chunking_for(settings: dict[str, Any], source: str, embedder: Embedder | None) -> Chunking:
+    return effective_chunking(configured_chunking(settings, source), embedder)
+
+
+def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, Any]:
+    """Return what the index rows depend on; any change means a full reindex (design.md item 8)."""
+    settings = memory_search_settings(assistant)
+    chunks = {source: chunking_for(settings, source, embedder).as_dict() for source in Source.values}
+    if embedder is None:
+        identity = {"provider": "none", "providerKey": "none", "model": FTS_ONLY_MODEL, "dims": 0}
+    else:
+        identity = {"provider": embedder.provider, "providerKey": embedder.provider_key,
+                    "model": embedder.model, "dims": embedder.dims}
+    sources = sorted(set(settings["sources"]) & set(Source.values))
+    return {"version": INDEX_FORMAT_VERSION, **identity, "sources": sources, "chunking": chunks}
+
+
+def indexed_sources(assistant: Assistant) -> list[str]:
+    """Return the sources the assistant indexes and searches (`memorySearch.sources`)."""
+    return sorted(set(memory_search_settings(assistant)["sources"]) & set(Source.values))

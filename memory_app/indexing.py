@@ -1,0 +1,583 @@
+"""Building and updating an assistant's search index (reference 4.4-4.6, design.md items 8-10).
+
+* A source entry (a memory document, or a session transcript registered by sessions_app) is cut
+  with `chunk_markdown` at the size the embedder reads, only chunks whose text hash is missing
+  from the `EmbeddingCache` are embedded, and the entry's rows are replaced in one transaction.
+* Rows belong to a generation. A changed fingerprint (provider, model, dims, chunking) starts a
+  new generation that is built beside the active one, which keeps answering searches until the
+  new one is complete; then `IndexState` switches to it in one transaction and the old rows go.
+  An interrupted build resumes: entries already written to the new generation are skipped.
+* If the embedder fails, rows are stored without vectors (full-text still finds them) and the
+  next index run of that entry embeds them.
+
+memory_app knows nothing about sessions: sessions_app registers its transcripts as an
+`ExternalSource` (`register_source`) so a full reindex covers them too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
+from django.db import connection, transaction
+from django.db.models import Count, Func, Q, Value
+from django.utils import timezone
+
+from memory_app import config
+from memory_app.chunking import Chunk, chunk_markdown
+from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
+from memory_app.models import (
+    FTS_ONLY_MODEL,
+    EmbeddingCache,
+    IndexedSource,
+    IndexState,
+    MemoryChunk,
+    MemoryDocument,
+    Source,
+)
+from memory_app.snippets import chunk_line_numbers
+from memory_app.textsearch import TS_CONFIG, index_text
+from memory_app.vectors import ensure_vector_index
+from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.models import Assistant
+
+logger = logging.getLogger(__name__)
+
+# reference 4.4: the cache is read in batches of 400 hashes.
+CACHE_LOOKUP_BATCH = 400
+# Entries chunked and embedded together during a full reindex (one embed pass per group).
+REINDEX_GROUP_SIZE = 64
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One thing to index: a document, or a transcript rendered as lines."""
+
+    source: str
+    path: str
+    content: str
+    source_hash: str
+    document_id: int | None = None
+    session_pk: int | None = None
+    # Content line i (0-based) cites line_map[i] (a message seq); None: lines cite themselves.
+    line_map: tuple[int, ...] | None = None
+    # Content line i happened at line_times[i] (a message time); None: ``timestamp`` for all.
+    line_times: tuple[datetime | None, ...] | None = None
+    timestamp: datetime | None = None
+    # How far the source goes (last message seq), recorded on its IndexedSource row.
+    upto: int = 0
+
+
+class ExternalSource(Protocol):
+    """A source of entries that memory_app cannot import (sessions_app transcripts).
+
+    Keys are the ids stored in `MemoryChunk.session_pk`. ``changed_only`` asks for the entries
+    that may differ from what was indexed (a cheap pre-check, so a periodic refresh does not
+    render every transcript to find out).
+    """
+
+    def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]: ...
+
+    def load(self, assistant_id: int, key: str) -> SourceEntry | None: ...
+
+    def is_current(self, entry: SourceEntry) -> bool: ...
+
+
+_external_sources: dict[str, ExternalSource] = {}
+
+
+def register_source(source: str, provider: ExternalSource) -> None:
+    """Let another app feed entries of ``source`` to full reindexes (called from AppConfig.ready)."""
+    _external_sources[source] = provider
+
+
+@dataclass
+class IndexOutcome:
+    """What an index run did, for task results and tests."""
+
+    entries: int = 0
+    skipped: int = 0
+    chunks_written: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    embedding_error: str | None = None
+    full_reindex_scheduled: bool = False
+    generations: list[int] = field(default_factory=list)
+    note: str = ""
+
+    def add(self, other: IndexOutcome) -> None:
+        for name in ("entries", "skipped", "chunks_written", "embedded", "cache_hits"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.embedding_error = self.embedding_error or other.embedding_error
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"entries": self.entries, "skipped": self.skipped, "chunks_written": self.chunks_written,
+                "embedded": self.embedded, "cache_hits": self.cache_hits,
+                "embedding_error": self.embedding_error, "generations": self.generations,
+                "full_reindex_scheduled": self.full_reindex_scheduled, "note": self.note}
+
+
+# --- entries ---------------------------------------------------------------------------------
+
+
+def document_entry(document: MemoryDocument) -> SourceEntry:
+    return SourceEntry(source=Source.MEMORY, path=document.path, content=document.content,
+                       source_hash=document.content_hash, document_id=document.pk,
+                       timestamp=document.updated_at)
+
+
+def _is_current(entry: SourceEntry) -> bool:
+    """Tell whether the entry still matches its source (a newer write makes it stale)."""
+    if entry.source == Source.MEMORY:
+        return MemoryDocument.objects.filter(pk=entry.document_id, content_hash=entry.source_hash).exists()
+    provider = _external_sources.get(entry.source)
+    return provider.is_current(entry) if provider is not None else True
+
+
+# --- chunk rows ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Piece:
+    chunk: Chunk
+    line_numbers: list[int]
+    timestamp: datetime | None
+
+
+def prepare_chunks(entry: SourceEntry, chunking: config.Chunking) -> list[_Piece]:
+    """Cut an entry into chunks, each with its per-line citations and its timestamp."""
+    chunks = chunk_markdown(entry.content, tokens=chunking.tokens, overlap=chunking.overlap)
+    lines = entry.content.split("\n")
+    pieces = []
+    for chunk in chunks:
+        content_lines = chunk_line_numbers(chunk.text, start_line=chunk.start_line, source_lines=lines)
+        pieces.append(_Piece(_cite(chunk, content_lines, entry), _map(content_lines, entry.line_map),
+                             _newest(content_lines, entry)))
+    return pieces
+
+
+def _map(numbers: Sequence[int], line_map: Sequence[int] | None) -> list[int]:
+    if not line_map:
+        return list(numbers)
+    return [line_map[n - 1] if 1 <= n <= len(line_map) else n for n in numbers]
+
+
+def _cite(chunk: Chunk, content_lines: Sequence[int], entry: SourceEntry) -> Chunk:
+    mapped = _map([content_lines[0], content_lines[-1]], entry.line_map)
+    return Chunk(mapped[0], mapped[1], chunk.text, chunk.hash)
+
+
+def _newest(content_lines: Sequence[int], entry: SourceEntry) -> datetime | None:
+    """Return the newest message time among a chunk's lines (design.md item 10)."""
+    if not entry.line_times:
+        return entry.timestamp
+    times = [entry.line_times[n - 1] for n in set(content_lines) if 1 <= n <= len(entry.line_times)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else entry.timestamp
+
+
+# --- embeddings through the cache ------------------------------------------------------------
+
+
+@dataclass
+class _Vectors:
+    by_hash: dict[str, list[float]]
+    embedded: int = 0
+    cache_hits: int = 0
+    error: str | None = None
+
+
+def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *,
+                     progress: ProgressCallback | None = None) -> _Vectors:
+    """Return vectors for the texts, embedding only those the cache lacks (reference 4.4)."""
+    if embedder is None or not texts_by_hash:
+        return _Vectors({})
+    found = _cached(embedder, list(texts_by_hash))
+    result = _Vectors(dict(found), cache_hits=len(found))
+    missing = [h for h in texts_by_hash if h not in found]
+    # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
+    size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
+    for start in range(0, len(missing), size):
+        group = missing[start:start + size]
+        try:
+            vectors = embedder.embed([texts_by_hash[h] for h in group])
+        except EmbeddingError as error:
+            result.error = error.message
+            logger.warning("embedding failed; %d chunks stored for full-text only: %s", len(missing) - start, error)
+            break
+        _store_cache(embedder, group, vectors)
+        result.by_hash.update(zip(group, vectors))
+        result.embedded += len(group)
+        if progress is not None:
+            progress({"embedded": result.embedded, "to_embed": len(missing)})
+    return result
+
+
+def _cached(embedder: Embedder, hashes: list[str]) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    for start in range(0, len(hashes), CACHE_LOOKUP_BATCH):
+        rows = EmbeddingCache.objects.filter(
+            provider_key=embedder.provider_key, model=embedder.model, dims=embedder.dims,
+            hash__in=hashes[start:start + CACHE_LOOKUP_BATCH],
+        ).values_list("hash", "embedding")
+        found.update((h, list(vector)) for h, vector in rows)
+    return found
+
+
+def _store_cache(embedder: Embedder, hashes: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+    rows = [EmbeddingCache(provider_key=embedder.provider_key, model=embedder.model, hash=h,
+                           dims=len(vector), embedding=list(vector)) for h, vector in zip(hashes, vectors)]
+    # Two workers may embed the same text at once; the first row wins, both vectors are equal.
+    EmbeddingCache.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+# --- writing one entry -----------------------------------------------------------------------
+
+
+def _rows_filter(assistant_id: int, entry: SourceEntry, generation: int) -> Q:
+    where = Q(assistant_id=assistant_id, generation=generation, source=entry.source)
+    if entry.session_pk is not None:
+        return where & Q(session_pk=entry.session_pk)
+    return where & Q(path=entry.path)
+
+
+def is_up_to_date(assistant_id: int, entry: SourceEntry, generation: int, embedder: Embedder | None) -> bool:
+    """Tell whether the stored rows already come from this exact source text and embedder."""
+    model = embedder.model if embedder is not None else FTS_ONLY_MODEL
+    counts = MemoryChunk.objects.filter(_rows_filter(assistant_id, entry, generation)).aggregate(
+        total=Count("id"), stale=Count("id", filter=~Q(source_hash=entry.source_hash) | ~Q(model=model)),
+    )
+    return counts["total"] > 0 and counts["stale"] == 0
+
+
+def _tsvector(text: str) -> Func:
+    return Func(Value(TS_CONFIG), Value(index_text(text)), function="to_tsvector",
+                output_field=SearchVectorField())
+
+
+def _build_rows(assistant_id: int, entry: SourceEntry, generation: int, pieces: Sequence[_Piece],
+                vectors: dict[str, list[float]], embedder: Embedder | None) -> list[MemoryChunk]:
+    rows = []
+    for piece in pieces:
+        vector = vectors.get(piece.chunk.hash)
+        rows.append(MemoryChunk(
+            assistant_id=assistant_id, source=entry.source, generation=generation,
+            document_id=entry.document_id, session_pk=entry.session_pk, path=entry.path,
+            start_line=piece.chunk.start_line, end_line=piece.chunk.end_line,
+            line_numbers=piece.line_numbers, text=piece.chunk.text, hash=piece.chunk.hash,
+            source_hash=entry.source_hash,
+            model=embedder.model if vector is not None and embedder is not None else FTS_ONLY_MODEL,
+            dims=len(vector) if vector is not None else 0, embedding=vector,
+            tsv=_tsvector(piece.chunk.text), timestamp=piece.timestamp,
+        ))
+    return rows
+
+
+def _write_entry(assistant_id: int, entry: SourceEntry, generations: Sequence[int],
+                 rows_by_generation: dict[int, list[MemoryChunk]]) -> bool:
+    """Replace the entry's rows in every target generation at once; False if the entry went stale."""
+    with transaction.atomic():
+        live = _live_generations_shared(assistant_id)
+        ticket, _ = IndexedSource.objects.get_or_create(assistant_id=assistant_id, source=entry.source,
+                                                        key=_key(entry))
+        ticket = IndexedSource.objects.select_for_update().get(pk=ticket.pk)
+        # A slower run that read older text must not overwrite a newer run's rows.
+        if not _is_current(entry) or (entry.upto and ticket.indexed_upto > entry.upto):
+            return False
+        for generation in [g for g in generations if g in live]:
+            MemoryChunk.objects.filter(_rows_filter(assistant_id, entry, generation)).delete()
+            MemoryChunk.objects.bulk_create(rows_by_generation[generation], batch_size=500)
+        ticket.indexed_upto = max(ticket.indexed_upto, entry.upto)
+        ticket.indexed_at = timezone.now()
+        ticket.save(update_fields=["indexed_upto", "indexed_at"])
+    return True
+
+
+def _live_generations_shared(assistant_id: int) -> set[int]:
+    """Return the active and building generations, holding the state row FOR SHARE.
+
+    The swap to a new generation locks the row FOR UPDATE, so a write never lands in a
+    generation that a concurrent swap is retiring (its rows would linger, unsearched).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT active_generation, building_generation FROM memory_app_indexstate "
+            "WHERE assistant_id = %s FOR SHARE", [assistant_id])
+        row = cursor.fetchone()
+    return {g for g in (row or ()) if g}
+
+
+def _key(entry: SourceEntry) -> str:
+    return str(entry.session_pk) if entry.session_pk is not None else entry.path
+
+
+# --- the index state and its generations -----------------------------------------------------
+
+
+def get_state(assistant: Assistant, current: dict[str, Any]) -> IndexState:
+    """Return the assistant's IndexState, created with the current fingerprint if missing."""
+    state, _ = IndexState.objects.get_or_create(assistant=assistant, defaults={"fingerprint": current})
+    return state
+
+
+def target_generations(state: IndexState, current: dict[str, Any]) -> list[int]:
+    """Return the generations built with the current fingerprint (active and/or building)."""
+    targets = []
+    if state.fingerprint == current:
+        targets.append(state.active_generation)
+    if state.building_generation and state.building_fingerprint == current:
+        targets.append(state.building_generation)
+    return targets
+
+
+def start_build(assistant: Assistant, current: dict[str, Any]) -> IndexState:
+    """Open a new generation for ``current`` unless one is open already; return the state."""
+    with transaction.atomic():
+        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        if state.building_generation and state.building_fingerprint == current:
+            return state
+        if state.building_generation:  # an abandoned build for another fingerprint
+            MemoryChunk.objects.filter(assistant=assistant, generation=state.building_generation).delete()
+        state.building_generation = max(state.active_generation, state.building_generation or 0) + 1
+        state.building_fingerprint = current
+        state.progress = {"phase": "scheduled", "generation": state.building_generation}
+        state.save()
+    if current.get("dims"):
+        ensure_vector_index(int(current["dims"]))
+    return state
+
+
+# --- public entry points ---------------------------------------------------------------------
+
+
+def index_entries(assistant: Assistant, entries: Sequence[SourceEntry], *, embedder: Embedder | None,
+                  current: dict[str, Any], generations: Sequence[int], force: bool = False,
+                  progress: ProgressCallback | None = None) -> IndexOutcome:
+    """Index entries into the given generations: chunk, embed what the cache lacks, replace rows."""
+    outcome = IndexOutcome(generations=list(generations))
+    settings = config.memory_search_settings(assistant)
+    todo = [e for e in entries if force or not all(
+        is_up_to_date(assistant.pk, e, g, embedder) for g in generations)]
+    outcome.skipped = len(entries) - len(todo)
+    prepared = {id(e): prepare_chunks(e, config.chunking_for(settings, e.source, embedder)) for e in todo}
+    texts = {p.chunk.hash: p.chunk.text for pieces in prepared.values() for p in pieces}
+    vectors = embed_with_cache(embedder, texts, progress=progress)
+    outcome.embedded, outcome.cache_hits, outcome.embedding_error = vectors.embedded, vectors.cache_hits, vectors.error
+    if vectors.error:
+        IndexState.objects.filter(assistant=assistant).update(last_error=f"embedding failed: {vectors.error}")
+    for entry in todo:
+        pieces = prepared[id(entry)]
+        rows = {g: _build_rows(assistant.pk, entry, g, pieces, vectors.by_hash, embedder) for g in generations}
+        if _write_entry(assistant.pk, entry, generations, rows):
+            outcome.entries += 1
+            outcome.chunks_written += len(pieces) * len(generations)
+        else:
+            outcome.skipped += 1
+    return outcome
+
+
+def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False) -> IndexOutcome:
+    """Index one entry into every generation built with the current fingerprint."""
+    if entry.source not in config.indexed_sources(assistant):
+        return IndexOutcome(skipped=1)
+    embedder = get_embedder()
+    current = config.fingerprint(assistant, embedder)
+    state = get_state(assistant, current)
+    generations = target_generations(state, current)
+    if not generations:
+        # The settings or the embedder changed: the old rows keep answering while a full
+        # reindex builds the new generation; this entry goes straight into it.
+        state = start_build(assistant, current)
+        _enqueue_full_reindex(assistant.pk)
+        generations = target_generations(state, current)
+        outcome = index_entries(assistant, [entry], embedder=embedder, current=current,
+                                generations=generations, force=force)
+        outcome.full_reindex_scheduled = True
+        return outcome
+    if current.get("dims"):
+        ensure_vector_index(int(current["dims"]))
+    return index_entries(assistant, [entry], embedder=embedder, current=current, generations=generations,
+                         force=force)
+
+
+def _enqueue_full_reindex(assistant_id: int) -> None:
+    from openclaw_site.tasks import enqueue
+
+    enqueue("memory_app.tasks.reindex_assistant", assistant_id, True, task_name=f"reindex-{assistant_id}")
+
+
+def index_document(document_id: int) -> IndexOutcome:
+    """Index a memory document (its old rows are replaced; an unchanged one is skipped)."""
+    document = MemoryDocument.objects.select_related("assistant").filter(pk=document_id).first()
+    if document is None:
+        return IndexOutcome()
+    return index_entry(document.assistant, document_entry(document))
+
+
+def remove_entry_rows(*, assistant_id: int, source: str, path: str | None = None,
+                      session_pk: int | None = None) -> int:
+    """Delete every generation's rows of a deleted document or session; return how many."""
+    rows = MemoryChunk.objects.filter(assistant_id=assistant_id, source=source)
+    rows = rows.filter(session_pk=session_pk) if session_pk is not None else rows.filter(path=path)
+    deleted, _ = rows.delete()
+    return deleted
+
+
+# --- whole-assistant reindex -----------------------------------------------------------------
+
+
+def _entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> Iterable[SourceEntry]:
+    """Yield the entries of the assistant's indexed sources, documents first."""
+    for source in sources:
+        if source == Source.MEMORY:
+            for document in MemoryDocument.objects.filter(assistant=assistant).order_by("path").iterator():
+                yield document_entry(document)
+        elif source in _external_sources:
+            provider = _external_sources[source]
+            for key in provider.keys(assistant.pk, changed_only=changed_only):
+                entry = provider.load(assistant.pk, key)
+                if entry is not None:
+                    yield entry
+
+
+def _count_entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> int:
+    total = 0
+    for source in sources:
+        if source == Source.MEMORY:
+            total += MemoryDocument.objects.filter(assistant=assistant).count()
+        elif source in _external_sources:
+            total += len(_external_sources[source].keys(assistant.pk, changed_only=changed_only))
+    return total
+
+
+def _groups(entries: Iterable[SourceEntry], size: int) -> Iterable[list[SourceEntry]]:
+    group: list[SourceEntry] = []
+    for entry in entries:
+        group.append(entry)
+        if len(group) >= size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
+    """Record reindex progress on the IndexState (shown by the task and the dashboard)."""
+    IndexState.objects.filter(assistant_id=assistant_id).update(progress=progress, updated_at=timezone.now())
+
+
+def reindex_assistant(assistant_id: int, *, full: bool = False,
+                      progress: ProgressCallback | None = None) -> IndexOutcome:
+    """Bring an assistant's index up to date; a full run (or a new fingerprint) builds a new
+    generation and swaps it in when complete."""
+    assistant = Assistant.objects.get(pk=assistant_id)
+    try:
+        # One reindex per assistant at a time, across workers (the second one has nothing to add).
+        with session_lock(f"memory-reindex:{assistant_id}", timeout_seconds=0):
+            embedder = get_embedder()
+            current = config.fingerprint(assistant, embedder)
+            state = get_state(assistant, current)
+            if not full and state.fingerprint == current:
+                return _incremental(assistant, state, current, embedder, progress)
+            return _rebuild(assistant, current, embedder, progress)
+    except LockTimeout:
+        return IndexOutcome(note="another reindex of this assistant is running")
+
+
+def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str, Any]) -> None:
+    save_progress(assistant_id, data)
+    if progress is not None:
+        progress(data)
+
+
+def _run(assistant: Assistant, *, generations: list[int], current: dict[str, Any], embedder: Embedder | None,
+         phase: str, progress: ProgressCallback | None) -> IndexOutcome:
+    """Index every entry into ``generations`` in groups, reporting progress after each group."""
+    sources = current["sources"]
+    # A new generation starts empty: every entry must be written, changed or not.
+    changed_only = phase != "building"
+    total = _count_entries(assistant, sources, changed_only=changed_only)
+    outcome = IndexOutcome(generations=generations)
+    done = 0
+    _report(assistant.pk, progress, {"phase": phase, "done": 0, "total": total, "generation": generations[-1]})
+    for group in _groups(_entries(assistant, sources, changed_only=changed_only), REINDEX_GROUP_SIZE):
+        outcome.add(index_entries(assistant, group, embedder=embedder, current=current, generations=generations))
+        done += len(group)
+        _report(assistant.pk, progress, {"phase": phase, "done": done, "total": total,
+                                         "generation": generations[-1], "embedded": outcome.embedded})
+    return outcome
+
+
+def _incremental(assistant: Assistant, state: IndexState, current: dict[str, Any], embedder: Embedder | None,
+                 progress: ProgressCallback | None) -> IndexOutcome:
+    if state.building_generation and state.building_fingerprint != current:
+        _abandon_build(assistant)
+    generations = target_generations(get_state(assistant, current), current)
+    if current.get("dims"):
+        ensure_vector_index(int(current["dims"]))
+    outcome = _run(assistant, generations=generations, current=current, embedder=embedder,
+                   phase="indexing", progress=progress)
+    removed = _remove_orphans(assistant, current["sources"])
+    _report(assistant.pk, progress, {"phase": "done", "done": outcome.entries + outcome.skipped,
+                                     "total": outcome.entries + outcome.skipped, "removed": removed,
+                                     "generation": generations[0], "embedded": outcome.embedded})
+    return outcome
+
+
+def _abandon_build(assistant: Assistant) -> None:
+    with transaction.atomic():
+        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        if state.building_generation:
+            MemoryChunk.objects.filter(assistant=assistant, generation=state.building_generation).delete()
+        state.building_generation, state.building_fingerprint = None, None
+        state.save(update_fields=["building_generation", "building_fingerprint", "updated_at"])
+
+
+def _rebuild(assistant: Assistant, current: dict[str, Any], embedder: Embedder | None,
+             progress: ProgressCallback | None) -> IndexOutcome:
+    state = start_build(assistant, current)
+    generation = state.building_generation
+    assert generation is not None
+    outcome = _run(assistant, generations=[generation], current=current, embedder=embedder,
+                   phase="building", progress=progress)
+    if _swap(assistant, generation, current):
+        _remove_orphans(assistant, current["sources"])
+        _report(assistant.pk, progress, {"phase": "done", "done": outcome.entries + outcome.skipped,
+                                         "total": outcome.entries + outcome.skipped, "generation": generation,
+                                         "embedded": outcome.embedded})
+    outcome.generations = [generation]
+    return outcome
+
+
+def _swap(assistant: Assistant, generation: int, current: dict[str, Any]) -> bool:
+    """Make the built generation the active one and drop every other generation's rows."""
+    with transaction.atomic():
+        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        if state.building_generation != generation or state.building_fingerprint != current:
+            return False  # the settings changed again during the build; that build takes over
+        state.active_generation, state.fingerprint = generation, current
+        state.building_generation, state.building_fingerprint = None, None
+        state.last_error = ""
+        state.save()
+        MemoryChunk.objects.filter(assistant=assistant).exclude(generation=generation).delete()
+    return True
+
+
+def _remove_orphans(assistant: Assistant, sources: Sequence[str]) -> int:
+    """Delete rows whose document or session no longer exists, or whose source is off."""
+    rows = MemoryChunk.objects.filter(assistant=assistant)
+    removed, _ = rows.exclude(source__in=sources).delete()
+    memory_paths = MemoryDocument.objects.filter(assistant=assistant).values("path")
+    deleted, _ = rows.filter(source=Source.MEMORY).exclude(path__in=memory_paths).delete()
+    removed += deleted
+    for source, provider in _external_sources.items():
+        keys = provider.keys(assistant.pk, changed_only=False)
+        deleted, _ = rows.filter(source=source).exclude(session_pk__in=[int(k) for k in keys]).delete()
+        removed += deleted
+    return removed

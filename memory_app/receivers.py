@@ -1,0 +1,30 @@
+"""Keep the search index in step with memory writes, whoever made them (design.md flow).
+
+`memory_app.documents` sends `memory_document_changed` after every write commits (API, admin,
+dashboard, flush, import all go through it), so this one receiver covers every writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.dispatch import receiver
+
+from memory_app import debounce
+from memory_app.indexing import remove_entry_rows
+from memory_app.models import Source
+from memory_app.signals import memory_document_changed
+from openclaw_site.tasks import enqueue
+
+
+@receiver(memory_document_changed, dispatch_uid="memory_app.schedule_document_index")
+def schedule_document_index(sender: Any, *, assistant_id: int, path: str, document_id: int | None,
+                            **kwargs: Any) -> None:
+    """Queue a debounced reindex of the changed document, or drop a deleted one's chunks."""
+    if document_id is None:
+        remove_entry_rows(assistant_id=assistant_id, source=Source.MEMORY, path=path)
+        return
+    version = debounce.request(assistant_id=assistant_id, source=Source.MEMORY, key=path,
+                               delay_seconds=settings.MEMORY_INDEX_DEBOUNCE_SECONDS)
+    enqueue("memory_app.tasks.reindex_document", document_id, version, task_name=f"index-doc-{document_id}-{version}")

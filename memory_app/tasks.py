@@ -1,0 +1,51 @@
+"""Background tasks of memory_app: thin wrappers that take ids and call one domain function."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memory_app import debounce, indexing
+from memory_app.models import MemoryDocument, Source
+from openclaw_site.tasks import report_progress
+
+logger = logging.getLogger(__name__)
+
+
+def reindex_document(document_id: int, version: int | None = None) -> dict[str, Any]:
+    """Index one memory document, once its debounce has passed (``version`` from `debounce`)."""
+    document = MemoryDocument.objects.filter(pk=document_id).values("assistant_id", "path").first()
+    if document is None:
+        return {"skipped": "document deleted"}
+    if version is not None and not debounce.wait_turn(
+        assistant_id=document["assistant_id"], source=Source.MEMORY, key=document["path"], version=version
+    ):
+        return {"skipped": "superseded by a newer change"}
+    return indexing.index_document(document_id).as_dict()
+
+
+def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
+    """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap)."""
+    return indexing.reindex_assistant(assistant_id, full=full, progress=_report_task_progress).as_dict()
+
+
+def _report_task_progress(data: dict[str, Any]) -> None:
+    """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
+    report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
+
+
+def refresh_indexes() -> dict[str, Any]:
+    """Catch up every assistant's index (scheduled every few minutes, migration 0005).
+
+    Picks up what the write-triggered tasks left behind: transcripts below the delta
+    thresholds, chunks stored without vectors while the embedder was down, a changed fingerprint.
+    """
+    from openclaw_site.models import Assistant
+
+    totals = indexing.IndexOutcome()
+    for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
+        try:
+            totals.add(indexing.reindex_assistant(assistant_id))
+        except Exception:  # one broken assistant must not stop the others
+            logger.exception("index refresh of assistant %s failed", assistant_id)
+    return totals.as_dict()

@@ -1,0 +1,212 @@
+"""Session transcripts in the memory search index (reference 4.11, design.md item 10).
+
+A transcript is rendered as one line per user or assistant message (`User: ...` /
+`Assistant: ...`; no tool results, no system messages, no silent flush turns), whitespace
+collapsed and secrets redacted. Line i cites its message ``seq`` and carries the message time, so
+results point at ``sessions/<key>.jsonl#L<seq>-L<seq>`` and decay by when things were said.
+
+When: after ``deltaBytes`` bytes or ``deltaMessages`` messages arrived since the last index (5 s
+debounce, `SESSION_INDEX_DEBOUNCE_SECONDS`), and after each compaction (``postCompactionForce``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, TextField
+from django.db.models.functions import Cast, Length
+
+from memory_app import config, debounce
+from memory_app.indexing import IndexOutcome, SourceEntry, index_entry, register_source, remove_entry_rows
+from memory_app.models import IndexedSource, Source
+from openclaw_site.tasks import enqueue
+from sessions_app.models import Message, Role, Session
+from sessions_app.redaction import redact_sensitive_text
+
+logger = logging.getLogger(__name__)
+
+_WHITESPACE = re.compile(r"\s+")
+_LABELS = {Role.USER: "User", Role.ASSISTANT: "Assistant"}
+
+
+@dataclass(frozen=True)
+class TranscriptLines:
+    lines: list[str]
+    seqs: list[int]
+    times: list[Any]
+
+
+def message_text(content: Any) -> str:
+    """Return a message's text: the string, or its text blocks joined by a space."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [block.get("text", "") for block in content
+                 if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)]
+        return " ".join(parts)
+    return ""
+
+
+def transcript_lines(messages: Any) -> TranscriptLines:
+    """Render user/assistant messages as redacted one-line `User:`/`Assistant:` entries."""
+    lines, seqs, times = [], [], []
+    for message in messages:
+        if message.role not in _LABELS or message.silent:
+            continue
+        text = _WHITESPACE.sub(" ", message_text(message.content)).strip()
+        if not text:
+            continue
+        lines.append(f"{_LABELS[message.role]}: {redact_sensitive_text(text)}")
+        seqs.append(message.seq)
+        times.append(message.created_at)
+    return TranscriptLines(lines, seqs, times)
+
+
+def session_path(session: Session) -> str:
+    """Return the path search results cite: the session's file in the export mirror."""
+    return f"sessions/{session.key}.jsonl"
+
+
+def session_entry(session: Session) -> SourceEntry:
+    """Return the session's transcript as an index entry (hash as in reference 4.11)."""
+    messages = Message.objects.filter(session=session).only(
+        "seq", "role", "content", "silent", "created_at").order_by("seq")
+    rendered = transcript_lines(messages)
+    content = "\n".join(rendered.lines)
+    stamps = [str(int(t.timestamp() * 1000)) for t in rendered.times]
+    digest = hashlib.sha256(
+        f"{content}\n{','.join(map(str, rendered.seqs))}\n{','.join(stamps)}".encode()).hexdigest()
+    return SourceEntry(source=Source.SESSIONS, path=session_path(session), content=content, source_hash=digest,
+                       session_pk=session.pk, line_map=tuple(rendered.seqs), line_times=tuple(rendered.times),
+                       timestamp=rendered.times[-1] if rendered.times else None, upto=session.last_seq)
+
+
+class SessionTranscripts:
+    """The `ExternalSource` that lets a full reindex of memory_app cover transcripts."""
+
+    def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]:
+        sessions = Session.objects.filter(assistant_id=assistant_id)
+        if changed_only:
+            # Transcripts only grow: one whose last seq was indexed has nothing new.
+            indexed = IndexedSource.objects.filter(assistant_id=assistant_id, source=Source.SESSIONS,
+                                                   key=Cast(OuterRef("pk"), CharField()))
+            sessions = sessions.annotate(upto=Subquery(indexed.values("indexed_upto")[:1])).filter(
+                Q(upto__isnull=True) | Q(upto__lt=F("last_seq")))
+        return [str(pk) for pk in sessions.order_by("pk").values_list("pk", flat=True)]
+
+    def load(self, assistant_id: int, key: str) -> SourceEntry | None:
+        session = Session.objects.filter(assistant_id=assistant_id, pk=int(key)).first()
+        return session_entry(session) if session is not None else None
+
+    def is_current(self, entry: SourceEntry) -> bool:
+        # Transcripts only grow; an older snapshot is still true, and `upto` keeps a slower run
+        # from replacing a newer one (memory_app.indexing._write_entry).
+        return Session.objects.filter(pk=entry.session_pk).exists()
+
+
+def index_session_transcript(session_id: int, force: bool = False) -> IndexOutcome:
+    """Index a session's transcript now (``force``: rewrite its rows even if unchanged)."""
+    session = Session.objects.select_related("assistant").filter(pk=session_id).first()
+    if session is None:
+        return IndexOutcome()
+    return index_entry(session.assistant, session_entry(session), force=force)
+
+
+def pending_delta(session: Session) -> tuple[int, int]:
+    """Return (bytes, messages) appended since the transcript was last indexed."""
+    ticket = IndexedSource.objects.filter(assistant_id=session.assistant_id, source=Source.SESSIONS,
+                                          key=str(session.pk)).values("indexed_upto").first()
+    upto = ticket["indexed_upto"] if ticket else 0
+    # Length of the stored JSON text: close to the bytes the JSONL file grows by.
+    stats = Message.objects.filter(session=session, seq__gt=upto).aggregate(
+        count=Count("id"), size=Sum(Length(Cast("content", TextField()))))
+    return int(stats["size"] or 0), int(stats["count"] or 0)
+
+
+def thresholds_reached(session: Session) -> bool:
+    """Tell whether the new content passes `sync.sessions.deltaBytes` or `deltaMessages`."""
+    sync = config.memory_search_settings(session.assistant)["sync"]["sessions"]
+    pending_bytes, pending_messages = pending_delta(session)
+    if pending_messages == 0:
+        return False
+    # reference 4.6: a threshold <= 0 means any change.
+    delta_bytes, delta_messages = sync["deltaBytes"], sync["deltaMessages"]
+    return (delta_bytes <= 0 or pending_bytes >= delta_bytes) or (delta_messages <= 0 or pending_messages >= delta_messages)
+
+
+def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
+    """Queue a debounced index of the transcript; return whether one was queued."""
+    session = Session.objects.select_related("assistant").filter(pk=session_id).first()
+    if session is None or Source.SESSIONS not in config.indexed_sources(session.assistant):
+        return False
+    version = debounce.request(assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk),
+                               delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS)
+    enqueue("sessions_app.tasks.index_session_transcript", session.pk, version, force,
+            task_name=f"index-session-{session.pk}-{version}")
+    return True
+
+
+def note_transcript_change(session_id: int) -> bool:
+    """React to new messages: queue an index once the delta thresholds are reached."""
+    session = Session.objects.select_related("assistant").filter(pk=session_id).first()
+    if session is None or Source.SESSIONS not in config.indexed_sources(session.assistant):
+        return False
+    if not thresholds_reached(session):
+        return False
+    return schedule_session_index(session_id)
+
+
+def run_debounced_index(session_id: int, version: int | None, force: bool = False) -> dict[str, Any]:
+    """Task body: wait out the debounce, then index unless a newer request took over."""
+    session = Session.objects.filter(pk=session_id).values("assistant_id").first()
+    if session is None:
+        return {"skipped": "session deleted"}
+    if version is not None and not debounce.wait_turn(assistant_id=session["assistant_id"], source=Source.SESSIONS,
+                                                      key=str(session_id), version=version):
+        return {"skipped": "superseded by a newer change"}
+    return index_session_transcript(session_id, force=force).as_dict()
+
+
+# --- signal wiring (called from SessionsAppConfig.ready) -------------------------------------
+
+
+def _after_compaction(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+    """Re-index the transcript after each compaction (`postCompactionForce`, reference 4.6)."""
+    if not created:
+        return
+    from django.db import transaction
+
+    session_id = instance.session_id
+
+    def schedule() -> None:
+        session = Session.objects.select_related("assistant").filter(pk=session_id).first()
+        if session is None:
+            return
+        sync = config.memory_search_settings(session.assistant)["sync"]["sessions"]
+        if sync["postCompactionForce"]:
+            schedule_session_index(session_id, force=False)
+
+    transaction.on_commit(schedule)
+
+
+def _after_session_delete(sender: Any, instance: Session, **kwargs: Any) -> None:
+    """Drop a deleted session's chunks (no foreign key carries the delete over to memory_app)."""
+    remove_entry_rows(assistant_id=instance.assistant_id, source=Source.SESSIONS, session_pk=instance.pk)
+    IndexedSource.objects.filter(assistant_id=instance.assistant_id, source=Source.SESSIONS,
+                                 key=str(instance.pk)).delete()
+
+
+def connect() -> None:
+    """Register transcripts with the indexer and hook compaction and session deletes."""
+    from django.db.models.signals import post_delete, post_save
+
+    from sessions_app.models import CompactionEntry
+
+    register_source(Source.SESSIONS, SessionTranscripts())
+    post_save.connect(_after_compaction, sender=CompactionEntry, dispatch_uid="transcript_index.after_compaction")
+    post_delete.connect(_after_session_delete, sender=Session, dispatch_uid="transcript_index.after_session_delete")

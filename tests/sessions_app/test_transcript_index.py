@@ -1,0 +1,213 @@
+"""Session transcripts in memory search (reference 4.11, design.md item 10), on real Postgres."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memory_app.models import IndexedSource, MemoryChunk, Source
+from memory_app.search import hybrid_search
+from sessions_app.models import CompactionEntry, Message
+from sessions_app.transcript_index import (
+    index_session_transcript,
+    message_text,
+    note_transcript_change,
+    pending_delta,
+    session_entry,
+    transcript_lines,
+)
+from tests import factories
+from tests.fake_openai import FakeOpenAI
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def conversation(session, *, start: datetime = T0):
+    """A transcript with every kind of entry that must or must not be indexed."""
+    return factories.add_messages(
+        session,
+        {"role": "user", "content": "Hi!\n\n  Can you   remember that our   staging DB is heron-db?",
+         "timestamp": int(start.timestamp() * 1000)},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "secret plan"},
+                                          {"type": "text", "text": "Noted:"},
+                                          {"type": "text", "text": "staging DB is heron-db."},
+                                          {"type": "toolCall", "id": "c1", "name": "memory_get", "arguments": {}}],
+         "usage": {"input": 10, "output": 5}, "timestamp": int((start + timedelta(minutes=1)).timestamp() * 1000)},
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "memory_get",
+         "content": [{"type": "text", "text": "TOOL OUTPUT heron"}],
+         "timestamp": int((start + timedelta(minutes=2)).timestamp() * 1000)},
+        {"role": "user", "content": "My API key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it safe.",
+         "timestamp": int((start + timedelta(minutes=3)).timestamp() * 1000)},
+        {"role": "assistant", "content": [{"type": "text", "text": "I will not repeat it."}],
+         "usage": {"input": 10, "output": 5}, "timestamp": int((start + timedelta(minutes=4)).timestamp() * 1000)},
+    )
+
+
+def test_message_text_takes_strings_and_text_blocks() -> None:
+    assert message_text("plain") == "plain"
+    assert message_text([{"type": "text", "text": "a"}, {"type": "image", "data": "x"},
+                         {"type": "text", "text": "b"}]) == "a b"
+    assert message_text(None) == ""
+
+
+def test_transcript_lines_keep_user_and_assistant_text_only(world) -> None:
+    session = factories.make_session(world.assistant, key="chat-1")
+    conversation(session)
+    factories.add_messages(session, {"role": "system", "content": "You are terse."})
+    Message.objects.filter(session=session, seq=5).update(silent=True)  # e.g. a flush turn's reply
+
+    rendered = transcript_lines(Message.objects.filter(session=session).order_by("seq"))
+
+    assert rendered.lines == [
+        "User: Hi! Can you remember that our staging DB is heron-db?",
+        "Assistant: Noted: staging DB is heron-db.",
+        "User: My API key is sk-pro…3456, keep it safe.",
+    ]
+    assert rendered.seqs == [1, 2, 4]
+    assert rendered.times[0] == T0 and rendered.times[2] == T0 + timedelta(minutes=3)
+
+
+def test_index_maps_lines_to_seqs_and_keeps_message_times(world, fake_embeddings) -> None:
+    session = factories.make_session(world.assistant, key="chat-1")
+    conversation(session)
+
+    index_session_transcript(session.pk)
+
+    [chunk] = MemoryChunk.objects.filter(assistant=world.assistant, source=Source.SESSIONS)
+    assert (chunk.path, chunk.session_pk) == ("sessions/chat-1.jsonl", session.pk)
+    assert (chunk.start_line, chunk.end_line) == (1, 5)
+    assert chunk.line_numbers == [1, 2, 4, 5]
+    assert chunk.timestamp == T0 + timedelta(minutes=4)
+    assert "sk-proj-abcdefghijklmnopqrstuvwxyz123456" not in chunk.text
+    assert "TOOL OUTPUT" not in chunk.text and "secret plan" not in chunk.text
+    assert IndexedSource.objects.get(source=Source.SESSIONS, key=str(session.pk)).indexed_upto == 5
+
+
+def test_session_results_cite_the_session_and_message_seqs(world, fake_embeddings) -> None:
+    session = factories.make_session(world.assistant, key="chat-1")
+    conversation(session)
+    index_session_transcript(session.pk)
+
+    response = hybrid_search(assistant=world.assistant, query="staging DB heron-db", snippet_mode="best",
+                             snippet_max_chars=120, explain=True)
+
+    [result] = response.results
+    assert result.source == "sessions" and result.session_id == session.pk
+    assert result.path == "sessions/chat-1.jsonl"
+    assert (result.start_line, result.end_line) == (1, 2)
+    assert result.citation == "sessions/chat-1.jsonl#L1-L2"
+    assert result.snippet.startswith("User: Hi!")
+
+
+def test_session_chunks_decay_by_message_time(world, fake_embeddings) -> None:
+    old = factories.make_session(world.assistant, key="old")
+    factories.add_messages(old, {"role": "user", "content": "the pelican budget is 40k",
+                                 "timestamp": int(T0.timestamp() * 1000)})
+    index_session_transcript(old.pk)
+    now = T0 + timedelta(days=30)
+
+    [result] = hybrid_search(assistant=world.assistant, query="pelican budget", decay=True, now=now,
+                             explain=True, min_score=0).results
+
+    assert result.explain["decay_multiplier"] == pytest.approx(0.5)
+
+
+def test_thresholds_gate_indexing(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 100000, "deltaMessages": 3, "postCompactionForce": True}
+    world.assistant.save()
+    session = factories.make_session(world.assistant, key="s")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        factories.add_messages(session, {"role": "user", "content": "one walrus"},
+                               {"role": "assistant", "content": [{"type": "text", "text": "two"}]})
+    assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()
+    assert pending_delta(session)[1] == 2
+
+    with django_capture_on_commit_callbacks(execute=True):
+        factories.add_messages(session, {"role": "user", "content": "three walruses"})
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+    assert pending_delta(session) == (0, 0)
+    assert note_transcript_change(session.pk) is False
+
+
+def test_byte_threshold_also_triggers(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 500, "deltaMessages": 50, "postCompactionForce": True}
+    world.assistant.save()
+    session = factories.make_session(world.assistant, key="s")
+    with django_capture_on_commit_callbacks(execute=True):
+        factories.add_messages(session, {"role": "user", "content": "long " * 200})
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+
+
+def test_a_compaction_indexes_the_transcript(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+    session = factories.make_session(world.assistant, key="s")
+    messages = factories.add_messages(session, {"role": "user", "content": "the otter plan"})
+    assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()  # under 50 messages
+
+    with django_capture_on_commit_callbacks(execute=True):
+        CompactionEntry.objects.create(session=session, seq=2, summary="summary", first_kept=messages[0],
+                                       first_kept_entry_id=messages[0].entry_id, tokens_before=100,
+                                       trigger="manual", created_at=T0)
+
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+
+
+def test_deleting_a_session_removes_its_chunks(world, fake_embeddings) -> None:
+    session = factories.make_session(world.assistant, key="gone")
+    conversation(session)
+    index_session_transcript(session.pk)
+    session.delete()
+    assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()
+
+
+def test_sessions_can_be_left_out_of_the_index(world, fake_embeddings) -> None:
+    world.assistant.settings["memorySearch"]["sources"] = ["memory"]
+    world.assistant.save()
+    session = factories.make_session(world.assistant, key="s")
+    conversation(session)
+    outcome = index_session_transcript(session.pk)
+    assert outcome.skipped == 1 and not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()
+
+
+def test_a_full_reindex_covers_transcripts(world, fake_embeddings) -> None:
+    from memory_app.indexing import reindex_assistant
+
+    session = factories.make_session(world.assistant, key="s")
+    conversation(session)
+    reindex_assistant(world.assistant.pk, full=True)
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+
+
+def test_transcript_hash_changes_with_content(world) -> None:
+    session = factories.make_session(world.assistant, key="s")
+    factories.add_messages(session, {"role": "user", "content": "a"})
+    before = session_entry(session).source_hash
+    factories.add_messages(session, {"role": "user", "content": "b"})
+    session.refresh_from_db()
+    after = session_entry(session)
+    assert after.source_hash != before and after.upto == 2
+
+
+def test_the_periodic_refresh_indexes_quiet_sessions_once(world, fake_embeddings: FakeOpenAI,
+                                                          django_capture_on_commit_callbacks) -> None:
+    from memory_app.tasks import refresh_indexes
+    from sessions_app.transcript_index import SessionTranscripts
+
+    session = factories.make_session(world.assistant, key="quiet")
+    with django_capture_on_commit_callbacks(execute=True):
+        factories.add_messages(session, {"role": "user", "content": "the capybara lives upstairs"})
+    assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()  # under the thresholds
+    assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == [str(session.pk)]
+
+    refresh_indexes()
+
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+    assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == []
+    calls = len(fake_embeddings.embedding_requests)
+    refresh_indexes()
+    assert len(fake_embeddings.embedding_requests) == calls
