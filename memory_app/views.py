@@ -7,6 +7,7 @@ signed-in user as the provenance; these views only translate forms to those call
 from __future__ import annotations
 
 import difflib
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -314,26 +316,32 @@ def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:
                                                         "tab": "memory"})
 
 
-# --- index status (filled in by the search layer when it is installed) ------------------------
+# --- index status ----------------------------------------------------------------------------
 
-def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, Any] | None:
-    """Return whether the document's current text is indexed, or None when there is no index yet."""
-    try:
-        from memory_app.models import MemoryChunk  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    chunks = MemoryChunk.objects.filter(assistant=assistant, source="memory", path=document.path)
-    indexed_at = chunks.order_by("-id").values_list("id", flat=True).first()
-    fresh = document.updated_at is not None and _chunks_match(chunks, document)
-    return {"indexed": fresh, "chunks": chunks.count(), "any": indexed_at is not None}
+INDEX_POLL_WINDOW = timedelta(minutes=2)
 
 
-def _chunks_match(chunks: Any, document: MemoryDocument) -> bool:
-    """True when the stored chunks cover exactly the document's current text."""
-    texts = list(chunks.order_by("start_line").values_list("start_line", "end_line"))
+def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, Any]:
+    """Say whether search already answers from the document's current text.
+
+    A save bumps the document's content hash at once, while the reindex task (debounced, then
+    run by a worker) rewrites its chunks later: the chunks of the live generation carry the hash
+    of the text they came from, so "indexed" means they all carry the current one.
+    """
+    from memory_app.models import FTS_ONLY_MODEL, IndexState, MemoryChunk, Source
+
+    state = IndexState.objects.filter(assistant=assistant).first()
     if not document.content.strip():
-        return not texts
-    return bool(texts) and texts[-1][1] >= len(document.content.rstrip("\n").split("\n"))
+        return {"indexed": True, "chunks": 0, "text_only": False, "error": ""}
+    chunks = MemoryChunk.objects.filter(assistant=assistant, source=Source.MEMORY, path=document.path,
+                                        generation=state.active_generation if state else 1)
+    total = chunks.count()
+    current = total > 0 and not chunks.exclude(source_hash=document.content_hash).exists()
+    text_only = current and chunks.filter(model=FTS_ONLY_MODEL).exists()
+    # Poll for a couple of minutes after a save; past that a worker is not picking the task up.
+    recent = timezone.now() - document.updated_at < INDEX_POLL_WINDOW
+    return {"indexed": current, "chunks": total, "text_only": text_only, "recent": recent,
+            "error": (state.last_error if state else "") if not current else ""}
 
 
 @require_GET
@@ -383,27 +391,28 @@ class ResultView:
     result: Any
     url: str
     label: str
+    session_title: str = ""
 
 
-def _result_url(assistant: Assistant, result: Any, messages_by_line: dict[tuple[int, int], int]) -> str:
+def _result_url(assistant: Assistant, result: Any) -> str:
+    """Where a citation leads: the document at its lines, or the session message it quotes.
+
+    Transcript chunks cite message seqs as their "lines" (memory_app.indexing's line map), so a
+    session result's start line is the seq of the first message it quotes.
+    """
     if result.source == "memory":
         lines = max(1, result.end_line - result.start_line + 1)
         return f"{document_url(assistant, result.path)}?from={result.start_line}&lines={lines}#L{result.start_line}"
-    seq = messages_by_line.get((result.chunk_id, result.start_line))
-    if result.session_id and seq:
-        return reverse("session-message", args=[result.session_id, seq])
-    return reverse("session", args=[result.session_id]) if result.session_id else ""
+    if result.session_id:
+        return reverse("session-message", args=[result.session_id, result.start_line])
+    return ""
 
 
-def _session_seqs(assistant: Assistant, results: list[Any]) -> dict[tuple[int, int], int]:
-    """Map (chunk id, line) to the message seq a transcript line came from, when the index records it."""
-    from memory_app import search as search_module
+def _session_titles(assistant: Assistant, results: list[Any]) -> dict[int, str]:
+    from sessions_app.models import Session  # sessions sit above memory; only the view joins them
 
-    resolve = getattr(search_module, "message_seq_for_line", None)
-    if resolve is None:
-        return {}
-    return {(r.chunk_id, r.start_line): seq for r in results if r.source == "sessions"
-            if (seq := resolve(assistant=assistant, result=r))}
+    ids = {r.session_id for r in results if r.session_id}
+    return {s.pk: s.title or s.key for s in Session.objects.filter(assistant=assistant, pk__in=ids)}
 
 
 @require_GET
@@ -423,9 +432,9 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
         except SearchOptionError as problem:
             error = str(problem)
         if response is not None:
-            seqs = _session_seqs(assistant, response.results)
-            results = [ResultView(result=r, url=_result_url(assistant, r, seqs),
-                                  label=r.citation) for r in response.results]
+            titles = _session_titles(assistant, response.results)
+            results = [ResultView(result=r, url=_result_url(assistant, r), label=r.citation,
+                                  session_title=titles.get(r.session_id, "")) for r in response.results]
     return render_page(request, "memory/search.html", {
         "assistant": assistant, "form": form, "response": response, "results": results, "error": error,
         "query": form.cleaned_data.get("q", "") if form.is_valid() else "", "tab": "search",

@@ -103,3 +103,22 @@ def ago(moment: Any) -> str:
 def basename(path: str) -> str:
     """memory/projects/launch.md → launch.md."""
     return (path or "").rsplit("/", 1)[-1]
+
+
+_FALLBACKS = {
+    "no_embedder": "no embedder configured: keyword search only",
+    "index_rebuilding": "the vector index is being rebuilt: keyword search meanwhile",
+    "empty_query_vector": "the query has no vector: keyword search only",
+    "empty_query": "empty query",
+}
+
+
+@register.filter
+def fallback_text(code: str) -> str:
+    """Say in words why a search ran differently from the request (memory_app.search fallbacks)."""
+    head, _, detail = (code or "").partition(": ")
+    if head == "embedding_failed":
+        return f"embedding failed ({detail}): keyword search only"
+    if head == "fulltext_failed":
+        return f"keyword search failed ({detail}): vectors only"
+    return _FALLBACKS.get(code, code)
