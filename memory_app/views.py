@@ -302,6 +302,25 @@ def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return _redirect(request, document_url(assistant, revision.path))
 
 
+@require_POST
+@team_view
+def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
+    """Queue a reindex of the assistant's memory and transcripts; its progress shows on the jobs page.
+
+    The same tracked task as ``POST /api/v1/assistants/{slug}/reindex/``, so `GET /tasks/{id}/`
+    and the jobs page follow it alike.
+    """
+    from openclaw_site.tasks import enqueue_tracked
+
+    assistant = get_assistant(request, slug)
+    request.web.require(Role.MEMBER)
+    full = request.POST.get("full") == "on"
+    enqueue_tracked("memory_app.tasks.reindex_assistant", assistant.pk, full, team=assistant.team_id,
+                    kind="reindex", object_ids={"assistant": assistant.pk})
+    messages.success(request, f"{'Full reindex' if full else 'Reindex'} of {assistant.name} queued.")
+    return _redirect(request, reverse("jobs"))
+
+
 @require_GET
 @team_view
 def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:

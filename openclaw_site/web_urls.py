@@ -21,6 +21,7 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/", memory.memory_index, name="memory"),
     path("assistants/<slug:slug>/memory/new/", memory.memory_new, name="memory-new"),
     path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
+    path("assistants/<slug:slug>/memory/reindex/", memory.memory_reindex, name="memory-reindex"),
     path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
     path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
     path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),

@@ -184,3 +184,18 @@ def test_flush_revision_links_to_the_message_that_wrote_it(world):
     content = signed_in(world.vera).get("/assistants/helper/memory/doc/memory/2026-11-30.md").content.decode()
     assert "badge-author-flush" in content
     assert f'href="/sessions/{session.pk}/messages/{message.seq}/">the message that wrote it' in content
+
+
+def test_member_queues_a_reindex_the_jobs_page_follows(world):
+    from openclaw_site.models import TaskRecord
+
+    client = signed_in(world.bob)
+    response = client.post("/assistants/helper/memory/reindex/", {"full": "on"})
+    assert response.status_code == 302 and response["Location"] == "/jobs/"
+    record = TaskRecord.objects.get(team=world.acme)
+    assert record.kind == "reindex" and record.object_ids == {"assistant": world.assistant.pk}
+    jobs = client.get("/jobs/").content.decode()
+    assert "Full reindex of Helper queued." in jobs and "Reindex" in jobs
+    assert signed_in(world.vera).post("/assistants/helper/memory/reindex/").status_code == 403
+    assert signed_in(world.charlie).post("/assistants/helper/memory/reindex/").status_code == 404
+    assert TaskRecord.objects.count() == 1
