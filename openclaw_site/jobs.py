@@ -46,6 +46,10 @@ class JobRow:
         return None
 
     @property
+    def is_active(self) -> bool:
+        return self.state in ("queued", "running")
+
+    @property
     def duration_text(self) -> str:
         seconds = self.duration.total_seconds() if self.duration else 0.0
         return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
@@ -119,6 +123,17 @@ def tracked_jobs(team: Team, *, limit: int) -> list[JobRow]:
                            progress_done=progress.get("done"), progress_total=progress.get("total"),
                            progress_message=str(progress.get("message", ""))))
     return rows
+
+
+# The jobs page polls while a task is queued or running, unless it has waited this long: then no
+# worker is taking tasks, and polling every 2 s would not change that.
+ACTIVE_WINDOW = timedelta(minutes=10)
+
+
+def worth_polling(rows: list[JobRow]) -> bool:
+    """True when a queued or running task started recently enough to finish while one watches."""
+    cutoff = timezone.now() - ACTIVE_WINDOW
+    return any(row.is_active and (row.started is None or row.started > cutoff) for row in rows)
 
 
 def team_jobs(team: Team, *, limit: int = 100) -> list[JobRow]:

@@ -171,5 +171,5 @@ def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 def jobs_page(request: HttpRequest) -> HttpResponse:
     """Recent background tasks of the team with state, duration and error text."""
     rows = jobs.team_jobs(request.web.team)
-    active = any(row.state in ("queued", "running") for row in rows)
+    active = jobs.worth_polling(rows)
     return render_page(request, "site/jobs.html", {"jobs": rows, "active": active}, partial="job-table")

@@ -68,6 +68,15 @@
     form.querySelector("textarea").focus();
   });
 
+  // After a form comes back with errors (422), take keyboard focus (and the eye) to the first bad field.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (!event.detail.xhr || event.detail.xhr.status !== 422) return;
+    var invalid = document.querySelector("[aria-invalid=true]");
+    if (!invalid) return;
+    invalid.focus({preventScroll: true});
+    invalid.scrollIntoView({block: "center"});
+  });
+
   // "What the model sees" loads each time it is opened, so it reflects the latest turn.
   document.addEventListener("toggle", function (event) {
     var details = event.target;

@@ -116,4 +116,13 @@ def test_chat_until_flush_and_compaction(page, live_server, world, sign_in, llm)
     card.get_by_role("link", name=re.compile(r"Show the \d+ original message")).click()
     expect(card.locator(f"#m-{first_message.seq}")).to_contain_text("We decided the launch date is 2026-12-15.")
     assert entry.trigger == "threshold"
+
+    # What the model sees now: the summary, then the kept messages; loaded when opened.
+    page.get_by_text("What the model sees").click()
+    view = page.locator("#model-view-body")
+    expect(view).to_contain_text("Compaction summary")
+    expect(view).to_contain_text("What else is open?")
+    # The summarised user messages are gone from the view (the summary quotes recent turns itself).
+    expect(view.locator(".ctx-user")).to_have_count(2)
+    expect(view.locator(".ctx-user").first).to_contain_text("TODO: write the browser tests")
     page.locator(f"#c-{entry.entry_id}").scroll_into_view_if_needed()

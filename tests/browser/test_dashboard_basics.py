@@ -40,6 +40,7 @@ def test_create_an_assistant(page, live_server, world, sign_in):
     expect(page.locator("#id_slug_error")).to_contain_text("already has an assistant")
     expect(page.locator("#id_context_window_error")).to_be_visible()
     expect(page.get_by_label("Slug")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Slug")).to_be_focused()  # keyboard focus goes to the first bad field
     page.get_by_label("Slug").fill("planner")
     page.get_by_label("Context window").fill("128000")
     page.get_by_label("Timezone").fill("Europe/Paris")
