@@ -20,10 +20,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 PASSWORD = "pw-secret-123"  # tests.factories.make_user's default
 
-# Playwright's sync API keeps an asyncio loop running in the test thread; Django then refuses
-# ORM calls from that thread unless told it is safe. It is: the test thread itself is synchronous.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
     for item in items:
@@ -37,10 +33,22 @@ def chromium() -> Iterator[Any]:
         pytest.fail(f"{CHROMIUM} not found: run `make browser-deps` (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
+    # Playwright's sync API keeps an asyncio loop running in the test thread, and Django then
+    # refuses ORM calls from that thread. They are safe: the test thread itself is synchronous.
+    # The flag stays set while the session's browser lives (to the end of the run): one browser
+    # per test would lift it in between, but then the test database cannot be dropped at the end.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
