@@ -46,4 +46,5 @@ def test_pages_fit_the_screen_and_label_every_control(page, live_server, world, 
         if width == 375:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^\w]+", "_", path).strip("_") or "home"
+            page.add_style_tag(content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }")
             page.screenshot(path=str(SCREENSHOTS / f"phone_{name}.png"), full_page=True)
