@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
 from django.db.models import Count, Func, Q, Value
@@ -42,14 +43,13 @@ from memory_app.models import (
 from memory_app.snippets import chunk_line_numbers
 from memory_app.textsearch import TS_CONFIG, index_text
 from memory_app.vectors import ensure_vector_index
+from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)
 
 # reference 4.4: the cache is read in batches of 400 hashes.
 CACHE_LOOKUP_BATCH = 400
-# Texts per embed() call: large enough to keep the encoder busy, small enough for progress.
-EMBED_GROUP_SIZE = 256
 # Entries chunked and embedded together during a full reindex (one embed pass per group).
 REINDEX_GROUP_SIZE = 64
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -75,9 +75,14 @@ class SourceEntry:
 
 
 class ExternalSource(Protocol):
-    """A source of entries that memory_app cannot import (sessions_app transcripts)."""
+    """A source of entries that memory_app cannot import (sessions_app transcripts).
 
-    def keys(self, assistant_id: int) -> list[str]: ...
+    Keys are the ids stored in `MemoryChunk.session_pk`. ``changed_only`` asks for the entries
+    that may differ from what was indexed (a cheap pre-check, so a periodic refresh does not
+    render every transcript to find out).
+    """
+
+    def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]: ...
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None: ...
 
@@ -200,8 +205,10 @@ def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *
     found = _cached(embedder, list(texts_by_hash))
     result = _Vectors(dict(found), cache_hits=len(found))
     missing = [h for h in texts_by_hash if h not in found]
-    for start in range(0, len(missing), EMBED_GROUP_SIZE):
-        group = missing[start:start + EMBED_GROUP_SIZE]
+    # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
+    size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
+    for start in range(0, len(missing), size):
+        group = missing[start:start + size]
         try:
             vectors = embedder.embed([texts_by_hash[h] for h in group])
         except EmbeddingError as error:
@@ -429,27 +436,27 @@ def remove_entry_rows(*, assistant_id: int, source: str, path: str | None = None
 # --- whole-assistant reindex -----------------------------------------------------------------
 
 
-def _entries(assistant: Assistant, sources: Iterable[str]) -> Iterable[SourceEntry]:
-    """Yield every entry of the assistant's indexed sources, documents first."""
+def _entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> Iterable[SourceEntry]:
+    """Yield the entries of the assistant's indexed sources, documents first."""
     for source in sources:
         if source == Source.MEMORY:
             for document in MemoryDocument.objects.filter(assistant=assistant).order_by("path").iterator():
                 yield document_entry(document)
         elif source in _external_sources:
             provider = _external_sources[source]
-            for key in provider.keys(assistant.pk):
+            for key in provider.keys(assistant.pk, changed_only=changed_only):
                 entry = provider.load(assistant.pk, key)
                 if entry is not None:
                     yield entry
 
 
-def _count_entries(assistant: Assistant, sources: Iterable[str]) -> int:
+def _count_entries(assistant: Assistant, sources: Iterable[str], *, changed_only: bool) -> int:
     total = 0
     for source in sources:
         if source == Source.MEMORY:
             total += MemoryDocument.objects.filter(assistant=assistant).count()
         elif source in _external_sources:
-            total += len(_external_sources[source].keys(assistant.pk))
+            total += len(_external_sources[source].keys(assistant.pk, changed_only=changed_only))
     return total
 
 
@@ -464,25 +471,6 @@ def _groups(entries: Iterable[SourceEntry], size: int) -> Iterable[list[SourceEn
         yield group
 
 
-class _AssistantLock:
-    """A session-level advisory lock so one worker at a time reindexes an assistant."""
-
-    def __init__(self, assistant_id: int) -> None:
-        self.key = (0x6F63_6C77 << 20) ^ assistant_id  # "oclw" tag: not to collide with others
-        self.acquired = False
-
-    def __enter__(self) -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [self.key])
-            self.acquired = bool(cursor.fetchone()[0])
-        return self.acquired
-
-    def __exit__(self, *exc: object) -> None:
-        if self.acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [self.key])
-
-
 def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
     """Record reindex progress on the IndexState (shown by the task and the dashboard)."""
     IndexState.objects.filter(assistant_id=assistant_id).update(progress=progress, updated_at=timezone.now())
@@ -493,15 +481,17 @@ def reindex_assistant(assistant_id: int, *, full: bool = False,
     """Bring an assistant's index up to date; a full run (or a new fingerprint) builds a new
     generation and swaps it in when complete."""
     assistant = Assistant.objects.get(pk=assistant_id)
-    with _AssistantLock(assistant_id) as acquired:
-        if not acquired:
-            return IndexOutcome(note="another reindex of this assistant is running")
-        embedder = get_embedder()
-        current = config.fingerprint(assistant, embedder)
-        state = get_state(assistant, current)
-        if not full and state.fingerprint == current:
-            return _incremental(assistant, state, current, embedder, progress)
-        return _rebuild(assistant, current, embedder, progress)
+    try:
+        # One reindex per assistant at a time, across workers (the second one has nothing to add).
+        with session_lock(f"memory-reindex:{assistant_id}", timeout_seconds=0):
+            embedder = get_embedder()
+            current = config.fingerprint(assistant, embedder)
+            state = get_state(assistant, current)
+            if not full and state.fingerprint == current:
+                return _incremental(assistant, state, current, embedder, progress)
+            return _rebuild(assistant, current, embedder, progress)
+    except LockTimeout:
+        return IndexOutcome(note="another reindex of this assistant is running")
 
 
 def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str, Any]) -> None:
@@ -514,11 +504,13 @@ def _run(assistant: Assistant, *, generations: list[int], current: dict[str, Any
          phase: str, progress: ProgressCallback | None) -> IndexOutcome:
     """Index every entry into ``generations`` in groups, reporting progress after each group."""
     sources = current["sources"]
-    total = _count_entries(assistant, sources)
+    # A new generation starts empty: every entry must be written, changed or not.
+    changed_only = phase != "building"
+    total = _count_entries(assistant, sources, changed_only=changed_only)
     outcome = IndexOutcome(generations=generations)
     done = 0
     _report(assistant.pk, progress, {"phase": phase, "done": 0, "total": total, "generation": generations[-1]})
-    for group in _groups(_entries(assistant, sources), REINDEX_GROUP_SIZE):
+    for group in _groups(_entries(assistant, sources, changed_only=changed_only), REINDEX_GROUP_SIZE):
         outcome.add(index_entries(assistant, group, embedder=embedder, current=current, generations=generations))
         done += len(group)
         _report(assistant.pk, progress, {"phase": phase, "done": done, "total": total,
@@ -589,7 +581,7 @@ def _remove_orphans(assistant: Assistant, sources: Sequence[str]) -> int:
     deleted, _ = rows.filter(source=Source.MEMORY).exclude(path__in=memory_paths).delete()
     removed += deleted
     for source, provider in _external_sources.items():
-        keys = provider.keys(assistant.pk)
+        keys = provider.keys(assistant.pk, changed_only=False)
         deleted, _ = rows.filter(source=source).exclude(session_pk__in=[int(k) for k in keys]).delete()
         removed += deleted
     return removed

@@ -4,11 +4,14 @@
    HNSW index of its dimension (same cast and predicate as the index, `memory_app.vectors`),
    top N = min(200, maxResults × candidateMultiplier).
 2. Text side: an OR of the query's terms (`textsearch.query_terms`), ranked with `ts_rank_cd`.
-   To stay fast on 100k chunks the candidate rows come only from the terms that are rare in this
-   index (a term found in more than `COMMON_TERM_ROWS` chunks matches too much to rank them all),
-   plus the vector side's candidates, so a chunk found by meaning also gets its keyword score.
-   Every term still counts in the rank. The text score is 0..1: the share of the query's
-   informative (IDF-weighted) terms the chunk holds, times its `ts_rank_cd` relative to the best.
+   Ranking every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word
+   like "her" is in a third of them), so the rows to rank are chosen first: chunks holding a
+   rare term, or two mid-frequency ones, never one common term alone (term shares come from
+   Postgres' statistics, `lexeme_frequencies`), capped at `TEXT_POOL_ROWS`; plus the vector
+   side's candidates, so a chunk found by meaning also gets its keyword score. Every term
+   counts in the rank. The text score is 0..1: the IDF-weighted share of the query's terms the
+   chunk holds, times its `ts_rank_cd` relative to the best candidate's (a weak best match
+   does not get full marks just for being first).
 3. Fusion by chunk id, `vectorWeight·v + textWeight·t` with the weights normalised to sum 1,
    optional temporal decay and MMR, then `minScore` with the keyword-only rescue (`ranking`).
 4. If embedding fails, the answer comes from text alone with OpenClaw's FTS-only boost; if the
@@ -18,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -54,10 +58,18 @@ logger = logging.getLogger(__name__)
 
 MODES = ("hybrid", "vector", "text")
 MAX_CANDIDATES = 200
-# A term in more chunks than this is "common": it ranks candidates but does not select them.
-COMMON_TERM_ROWS = 1000
-# At most this many rows are ranked by ts_rank_cd per query.
-TEXT_POOL_ROWS = 2000
+# Which query terms select the chunks to rank (`_selecting_query`), by the share of chunks that
+# hold them: rare ones alone, mid-frequency ones in pairs, common ones never.
+RARE_TERM_SHARE = 0.003
+COMMON_TERM_SHARE = 0.05
+MAX_PAIRED_TERMS = 8
+MIN_TERM_SHARE = 1e-4
+FREQUENCY_CACHE_SECONDS = 300.0
+MIN_ROWS_FOR_SELECTION = 5000
+# At most this many selected rows are ranked by ts_rank_cd per query (plus the vector side's).
+TEXT_POOL_ROWS = 1000
+# Of those, the best-covered rows whose ts_rank_cd is computed.
+RANK_ROWS = 200
 _DEFAULT = object()
 
 
@@ -183,21 +195,22 @@ class _Row:
 
 def _vector_side(*, assistant_id: int, generation: int, sources: Sequence[str], model: str,
                  vector: Sequence[float], limit: int) -> list[_Row]:
-    """Return the ``limit`` nearest chunks by cosine, through the HNSW index of their size."""
+    """Return the ``limit`` nearest chunks by cosine, through the HNSW index of their size.
+
+    The assistant filter applies after the index scan; pgvector's iterative scan (set per
+    connection, `configure_connection`) keeps reading the graph until ``limit`` rows pass it.
+    """
     dims = len(vector)
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    distance = distance_sql(dims)
+    distance = distance_sql(dims, "(SELECT v FROM qv)")
     sql = (
+        f"WITH qv AS (SELECT %s::{vector_type(dims)} AS v) "
         f"SELECT {_COLUMNS}, {distance} AS distance FROM memory_app_memorychunk m "
         f"WHERE m.dims = {dims} AND m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) "
         f"AND m.model = %s ORDER BY {distance} LIMIT %s"
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        # The assistant filter applies after the index scan; an iterative scan keeps reading the
-        # graph until `limit` rows pass it (pgvector >= 0.8), and a wider ef_search keeps recall.
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(int(_ef_search()), limit)}")
-        cursor.execute(sql, [literal, assistant_id, generation, list(sources), model, literal, limit])
+    with _guarded(), connection.cursor() as cursor:
+        cursor.execute(sql, [literal, assistant_id, generation, list(sources), model, limit])
         rows = cursor.fetchall()
     # relaxed_order may return slightly out of order: sort by the exact distance.
     rows.sort(key=lambda row: row[-1])
@@ -208,6 +221,24 @@ def _ef_search() -> int:
     return int(getattr(django_settings, "MEMORY_HNSW_EF_SEARCH", 100))
 
 
+def _guarded() -> Any:
+    """A savepoint when inside a transaction (a failed query must not break the caller's), else nothing."""
+    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+
+
+def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Set pgvector's HNSW search options once per database connection (connection_created).
+
+    ``relaxed_order`` iterative scans keep filtered queries (one assistant, one generation)
+    from returning fewer rows than asked; ``ef_search`` trades latency for recall.
+    """
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+                       "set_config('hnsw.ef_search', %s, false)", [str(_ef_search())])
+
+
 def _row(values: Sequence[Any], *, score: float, detail: dict[str, Any] | None = None) -> _Row:
     return _Row(*values, score=score, detail=detail or {})
 
@@ -215,84 +246,120 @@ def _row(values: Sequence[Any], *, score: float, detail: dict[str, Any] | None =
 def _text_side(*, assistant_id: int, generation: int, sources: Sequence[str], terms: Sequence[str],
                limit: int, also_ids: Sequence[int]) -> list[_Row]:
     """Return the best ``limit`` chunks for an OR of the terms, scored 0..1 (module docstring)."""
-    queries = [to_tsquery_text([term]) for term in terms]
-    keep = [(term, q) for term, q in zip(terms, queries) if q]
+    keep = [(term, to_tsquery_text([term])) for term in terms]
+    keep = [(term, q) for term, q in keep if q]
     if not keep:
         return []
-    with transaction.atomic(), connection.cursor() as cursor:
-        frequencies = _term_frequencies(cursor, assistant_id, generation, sources, [q for _, q in keep])
-        # A term no chunk holds cannot match, and must not lower every chunk's coverage.
-        informative = [(t, q, df) for (t, q), df in zip(keep, frequencies) if df > 0]
-        if not informative:
-            return []
-        selecting = _selecting_query(informative)
+    frequencies = lexeme_frequencies()
+    weighted = [(term, q, frequencies.get(term.lower(), 0.0)) for term, q in keep]
+    selecting = _selecting_query(weighted)
+    with _guarded(), connection.cursor() as cursor:
         ranked = _rank(cursor, assistant_id=assistant_id, generation=generation, sources=sources,
-                       selecting=selecting, full=to_tsquery_text(t for t, _, _ in informative),
-                       term_queries=[q for _, q, _ in informative], limit=limit, also_ids=also_ids)
-    return _text_scores(ranked, informative)
+                       selecting=selecting, full=to_tsquery_text(t for t, _, _ in weighted),
+                       term_queries=[q for _, q, _ in weighted], weights=[_term_weight(f) for _, _, f in weighted],
+                       limit=limit, also_ids=also_ids)
+    return _text_scores(ranked, weighted)
 
 
-def _term_frequencies(cursor: Any, assistant_id: int, generation: int, sources: Sequence[str],
-                      queries: Sequence[str]) -> list[int]:
-    """Return how many chunks hold each term, counted up to COMMON_TERM_ROWS (one round trip)."""
-    cursor.execute(
-        "SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_app_memorychunk c "
-        "  WHERE c.assistant_id = %s AND c.generation = %s AND c.source = ANY(%s) "
-        f"  AND c.tsv @@ to_tsquery('{TS_CONFIG}', t.q) LIMIT %s) s) "
-        "FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i",
-        [assistant_id, generation, list(sources), COMMON_TERM_ROWS + 1, list(queries)],
-    )
-    return [int(row[0]) for row in cursor.fetchall()]
+_frequency_cache: tuple[float, dict[str, float]] = (0.0, {})
 
 
-def _selecting_query(informative: Sequence[tuple[str, str, int]]) -> str:
-    """Return the tsquery that selects candidates: the rare terms, or all common ones ANDed."""
-    rare = [q for _, q, df in informative if df <= COMMON_TERM_ROWS]
-    if rare:
-        return " | ".join(rare)
-    # Only common terms: chunks holding all of them are the ones worth ranking.
-    return " & ".join(f"({q})" for _, q, _ in informative)
+def lexeme_frequencies() -> dict[str, float]:
+    """Return the share of chunks holding each common lexeme, from Postgres' own statistics.
+
+    ANALYZE records the most common elements of the tsvector column with the fraction of rows
+    that hold them (`pg_stats.most_common_elems`, kept for the top lexemes; migration 0004 raises
+    the column's statistics target). Reading it costs one query per ``FREQUENCY_CACHE_SECONDS``
+    instead of counting matches for every query term. A lexeme missing from it is rare.
+    """
+    global _frequency_cache
+    fetched_at, frequencies = _frequency_cache
+    if time.monotonic() - fetched_at < FREQUENCY_CACHE_SECONDS:
+        return frequencies
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_stats s "
+            "JOIN pg_class c ON c.relname = s.tablename "
+            "WHERE s.tablename = 'memory_app_memorychunk' AND s.attname = 'tsv' ORDER BY s.inherited LIMIT 1")
+        row = cursor.fetchone()
+    # On a small index ranking every match is cheap, and a sample of a few rows says little.
+    large = row is not None and row[2] is not None and row[2] >= MIN_ROWS_FOR_SELECTION
+    frequencies = dict(zip(row[0], row[1])) if large and row[0] else {}
+    _frequency_cache = (time.monotonic(), frequencies)
+    return frequencies
+
+
+def _selecting_query(weighted: Sequence[tuple[str, str, float]]) -> str:
+    """Return the tsquery that picks which chunks get ranked (module docstring, step 2).
+
+    Rare terms select on their own; mid-frequency terms only in pairs (a chunk must hold two of
+    them); common terms never select, unless the query has nothing else (then all of them ANDed).
+    Every term still counts in the rank.
+    """
+    rare = [q for _, q, f in weighted if f < RARE_TERM_SHARE]
+    mid = [q for _, q, f in weighted if RARE_TERM_SHARE <= f < COMMON_TERM_SHARE][:MAX_PAIRED_TERMS]
+    clauses = [f"({q})" for q in rare]
+    clauses += [f"(({a}) & ({b}))" for i, a in enumerate(mid) for b in mid[i + 1:]]
+    if len(mid) == 1 and not rare:
+        clauses.append(f"({mid[0]})")
+    if clauses:
+        return " | ".join(clauses)
+    return " & ".join(f"({q})" for _, q, _ in weighted)
 
 
 def _rank(cursor: Any, *, assistant_id: int, generation: int, sources: Sequence[str], selecting: str, full: str,
-          term_queries: Sequence[str], limit: int, also_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+          term_queries: Sequence[str], weights: Sequence[float], limit: int,
+          also_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """Rank the selected pool by IDF-weighted term coverage, then `ts_rank_cd`; one round trip.
+
+    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd` runs on the
+    `RANK_ROWS` best-covered rows only.
+    """
     cfg = TS_CONFIG
-    select_clause = (
-        "SELECT c.id, c.tsv FROM memory_app_memorychunk c WHERE c.assistant_id = %s AND c.generation = %s "
-        f"AND c.source = ANY(%s) AND c.tsv @@ to_tsquery('{cfg}', %s) LIMIT %s"
-    ) if selecting else "SELECT NULL::bigint AS id, NULL::tsvector AS tsv WHERE false"
-    params: list[Any] = [assistant_id, generation, list(sources), selecting, TEXT_POOL_ROWS] if selecting else []
-    cursor.execute(
-        f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS full_q, "
-        f"  ARRAY(SELECT to_tsquery('{cfg}', x) FROM unnest(%s::text[]) WITH ORDINALITY u(x, i) ORDER BY i) AS each_q), "
-        f"pool AS (({select_clause}) UNION "
-        "  (SELECT c.id, c.tsv FROM memory_app_memorychunk c WHERE c.id = ANY(%s))), "
-        "ranked AS (SELECT pool.id, pool.tsv, ts_rank_cd(pool.tsv, q.full_q) AS rank FROM pool, q "
-        "  WHERE pool.tsv @@ q.full_q ORDER BY rank DESC LIMIT %s) "
-        f"SELECT {_COLUMNS}, r.rank, ARRAY(SELECT r.tsv @@ e FROM unnest(q.each_q) e) "
-        "FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id, q ORDER BY r.rank DESC, m.id",
-        [full or selecting, list(term_queries), *params, list(also_ids), limit + len(also_ids)],
+    n = len(term_queries)
+    each = ", ".join(f"to_tsquery('{cfg}', %s) AS e{i}" for i in range(n))
+    hits = ", ".join(f"(p.tsv @@ q.e{i}) AS h{i}" for i in range(n))
+    cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s ELSE 0 END)" for i in range(n))
+    sql = (
+        f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS full_q, to_tsquery('{cfg}', %s) AS select_q, {each}), "
+        "pool AS (SELECT DISTINCT ON (u.id) u.id, u.tsv FROM ("
+        "  (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s AND c.generation = %s "
+        "    AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s) "
+        "  UNION ALL (SELECT c.id, c.tsv FROM memory_app_memorychunk c WHERE c.id = ANY(%s))) u ORDER BY u.id), "
+        f"scored AS (SELECT p.id, p.tsv, {hits}, ({cover})::float8 AS cover FROM pool p, q WHERE p.tsv @@ q.full_q "
+        "  ORDER BY cover DESC LIMIT %s), "
+        "ranked AS (SELECT s.*, ts_rank_cd(s.tsv, q.full_q) AS rank FROM scored s, q "
+        "  ORDER BY s.cover DESC, rank DESC LIMIT %s) "
+        f"SELECT {_COLUMNS}, r.rank, ARRAY[{', '.join(f'r.h{i}' for i in range(n))}]::boolean[] "
+        "FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id ORDER BY r.cover DESC, r.rank DESC, m.id"
     )
+    params = [full, selecting, *term_queries, assistant_id, generation, list(sources), TEXT_POOL_ROWS,
+              list(also_ids), *weights, max(RANK_ROWS, limit + len(also_ids)), limit + len(also_ids)]
+    cursor.execute(sql, params)
     return cursor.fetchall()
 
 
-def _term_weight(df: int) -> float:
-    """An IDF-like weight from the capped chunk count: rare terms count more than common ones."""
-    return math.log(1 + COMMON_TERM_ROWS / (min(df, COMMON_TERM_ROWS) + 0.5))
+def _term_weight(share: float) -> float:
+    """An IDF weight from the share of chunks holding the term (rare terms weigh most)."""
+    return math.log(1 + 1 / max(share, MIN_TERM_SHARE))
 
 
-def _text_scores(rows: Sequence[tuple[Any, ...]], informative: Sequence[tuple[str, str, int]]) -> list[_Row]:
+def _text_scores(rows: Sequence[tuple[Any, ...]], weighted: Sequence[tuple[str, str, float]]) -> list[_Row]:
     if not rows:
         return []
-    weights = [_term_weight(df) for _, _, df in informative]
+    hits_by_row = [list(row[-1] or []) for row in rows]
+    # A term no candidate holds tells nothing about this query's chunks: it must not lower
+    # every chunk's coverage (e.g. a word that never occurs in this assistant's index).
+    present = [any(hits[i] for hits in hits_by_row) for i in range(len(weighted))]
+    weights = [_term_weight(share) if here else 0.0 for (_, _, share), here in zip(weighted, present)]
     total = sum(weights) or 1.0
     best = max(float(row[-2]) for row in rows) or 1.0
     result = []
-    for row in rows:
-        rank, hits = float(row[-2]), list(row[-1] or [])
+    for row, hits in zip(rows, hits_by_row):
+        rank = float(row[-2])
         coverage = sum(w for w, hit in zip(weights, hits) if hit) / total
         score = coverage * (0.5 + 0.5 * rank / best)
-        matched = [term for (term, _, _), hit in zip(informative, hits) if hit]
+        matched = [term for (term, _, _), hit in zip(weighted, hits) if hit]
         result.append(_row(row[:-2], score=score, detail={"text_rank": rank, "matched_terms": matched,
                                                           "coverage": round(coverage, 4)}))
     return result
@@ -332,16 +399,25 @@ def hybrid_search(*, assistant: Assistant, query: str, max_results: int | None =
         mmr=mmr, mmr_lambda=mmr_lambda, decay=decay, half_life_days=half_life_days,
         snippet_max_chars=snippet_max_chars, snippet_mode=snippet_mode, explain=explain or None,
     )
+    configured = embedder is _DEFAULT
     return run_search(assistant=assistant, query=query, options=options, now=now,
-                      embedder=get_embedder() if embedder is _DEFAULT else embedder, query_vector=query_vector)
+                      embedder=get_embedder() if configured else embedder, query_vector=query_vector,
+                      maintain=configured)
 
 
 def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now: datetime | None = None,
-               embedder: Embedder | None, query_vector: Sequence[float] | None = None) -> SearchResponse:
-    """Run a search with fully resolved options (see `hybrid_search`)."""
+               embedder: Embedder | None, query_vector: Sequence[float] | None = None,
+               maintain: bool = False) -> SearchResponse:
+    """Run a search with fully resolved options (see `hybrid_search`).
+
+    ``maintain`` (the configured embedder is in use): an index that is missing or was built with
+    other settings gets a reindex queued, like OpenClaw's sync-on-search (reference 4.6).
+    """
     started = time.perf_counter()
     text = query.strip()
     state = IndexState.objects.filter(assistant=assistant).first()
+    if maintain:
+        state = _queue_reindex_if_stale(assistant, state, embedder)
     if not text or state is None:
         return SearchResponse(query=text, results=[], mode="none", requested_mode=options.mode,
                               fallback=None if text else "empty_query")
@@ -351,6 +427,25 @@ def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now:
     return SearchResponse(query=text, results=results, mode=_mode_ran(sides), requested_mode=options.mode,
                           fallback=sides.fallback, provider=sides.provider, model=sides.model,
                           timings_ms=sides.timings)
+
+
+def _queue_reindex_if_stale(assistant: Assistant, state: IndexState | None,
+                            embedder: Embedder | None) -> IndexState | None:
+    """Queue a reindex when the index is missing or built for another fingerprint; return the state."""
+    from memory_app.indexing import get_state, start_build
+    from openclaw_site.tasks import enqueue
+
+    current = config.fingerprint(assistant, embedder)
+    if state is not None and (state.fingerprint == current or state.building_fingerprint == current):
+        return state
+    if state is None:
+        state = get_state(assistant, current)  # an empty generation 1, filled by the task
+        full = False
+    else:
+        state = start_build(assistant, current)  # the old rows keep answering meanwhile
+        full = True
+    enqueue("memory_app.tasks.reindex_assistant", assistant.pk, full, task_name=f"reindex-{assistant.pk}")
+    return state
 
 
 def _mode_ran(sides: _Sides) -> str:

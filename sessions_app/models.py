@@ -72,6 +72,9 @@ class Message(models.Model):
     api = models.CharField(max_length=100, blank=True)
     # Silent: a flush turn or a NO_REPLY answer; stored, shown behind a toggle, never a reply.
     silent = models.BooleanField(default=False)
+    # Part of a silent pre-compaction memory flush turn: kept in the transcript (the export shows
+    # it), never in the model's context or the compaction cut (sessions_app.context).
+    flush_turn = models.BooleanField(default=False)
     estimated_tokens = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(db_index=True)
 
@@ -135,6 +138,12 @@ class RunState(models.TextChoices):
     FAILED = "failed"
 
 
+# A run in one of these states holds the session's compaction lock (see CompactionRun.Meta).
+ACTIVE_RUN_STATES = (
+    RunState.PENDING, RunState.FLUSHING, RunState.FLUSHED, RunState.FLUSH_SKIPPED, RunState.SUMMARIZING,
+)
+
+
 class CompactionRun(models.Model):
     """The receipt of every compaction attempt: pending → flushing → flushed|flush_skipped →
     summarizing → committed|failed (design.md data model)."""
@@ -158,6 +167,39 @@ class CompactionRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # The per-session compaction lock: Postgres lets only one active run exist per session,
+            # across processes and hosts; a crashed worker's run is expired by
+            # sessions_app.compaction (stale-run recovery), never left holding the lock forever.
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(state__in=[s.value for s in ACTIVE_RUN_STATES]),
+                name="compaction_run_one_active_per_session",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session} compaction run {self.pk} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_RUN_STATES
+
+
+class ModelCalibration(models.Model):
+    """Estimated vs provider-reported prompt tokens of one model, summed over its calls.
+
+    design.md item 3: the ratio corrects our CJK-weighted estimates wherever no reported usage
+    covers a message (thresholds, tokens_after, /context).
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    estimated_tokens = models.BigIntegerField(default=0)
+    reported_tokens = models.BigIntegerField(default=0)
+    samples = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.reported_tokens}/{self.estimated_tokens} over {self.samples} calls"

@@ -1,15 +1,42 @@
-"""Background tasks of sessions_app: thin wrappers that take ids and call one domain function."""
+"""Background tasks of sessions_app: thin wrappers that take ids and call one domain function.
+
+Every export task rewrites whole files from Postgres, so running one twice, late, or after a worker
+crashed half-way (django-q2 redelivers it) leaves the same files: retries are safe.
+"""
 
 from __future__ import annotations
 
 import logging
 
+from sessions_app import exports
+
 logger = logging.getLogger(__name__)
 
 
 def export_session(session_id: int) -> None:
-    """Mirror a session's transcript to EXPORT_ROOT (implemented in sessions_app.exports)."""
-    logger.debug("export of session %s requested", session_id)
+    """Mirror a session's transcript and its assistant's sessions.json to EXPORT_ROOT."""
+    if not exports.export_session(session_id):
+        logger.info("session %s no longer exists; nothing to export", session_id)
+
+
+def export_sessions_index(assistant_id: int) -> None:
+    """Rewrite sessions.json and drop transcripts of deleted or renamed sessions."""
+    exports.export_sessions_index(assistant_id)
+
+
+def export_memory(assistant_id: int, path: str) -> None:
+    """Mirror one memory document (or remove its file after a delete)."""
+    exports.export_memory_document(assistant_id, path)
+
+
+def export_assistant_metadata(assistant_id: int) -> None:
+    """Mirror an assistant's own fields to assistant.json."""
+    exports.export_assistant_metadata(assistant_id)
+
+
+def export_assistant(assistant_id: int) -> None:
+    """Rewrite an assistant's whole workspace (used after an import and for repairs)."""
+    exports.export_assistant(assistant_id)
 
 
 def transcript_changed(session_id: int) -> None:
@@ -24,3 +51,27 @@ def index_session_transcript(session_id: int, version: int | None = None, force:
     from sessions_app.transcript_index import run_debounced_index
 
     return run_debounced_index(session_id, version, force)
+
+
+def memory_flush_task(session_id: int) -> dict:
+    """Run the pre-compaction memory flush of a session (sessions_app.flush)."""
+    from sessions_app.flush import run_memory_flush
+
+    return run_memory_flush(session_id=session_id).as_dict()
+
+
+def compact_session_task(session_id: int, trigger: str = "threshold") -> dict:
+    """Compact a session through the one entry point; a busy or refused compaction is reported."""
+    from sessions_app.compaction import CompactionBusy, CompactionFailed, CompactionRefused, compact_session
+
+    try:
+        run = compact_session(session_id=session_id, trigger=trigger)
+    except CompactionBusy as busy:
+        return {"status": "busy", "run": busy.run.pk}
+    except CompactionRefused as refused:
+        return {"status": "refused", "code": refused.code, "run": refused.run.pk if refused.run else None}
+    except CompactionFailed as failed:
+        return {"status": "failed", "reason": failed.run.reason, "run": failed.run.pk}
+    if run is None:
+        return {"status": "not_due"}
+    return {"status": run.state, "run": run.pk, "entry": run.entry.entry_id if run.entry else None}

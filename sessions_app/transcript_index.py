@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Sum, TextField
+from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, TextField
 from django.db.models.functions import Cast, Length
 
 from memory_app import config, debounce
@@ -89,8 +89,15 @@ def session_entry(session: Session) -> SourceEntry:
 class SessionTranscripts:
     """The `ExternalSource` that lets a full reindex of memory_app cover transcripts."""
 
-    def keys(self, assistant_id: int) -> list[str]:
-        return [str(pk) for pk in Session.objects.filter(assistant_id=assistant_id).values_list("pk", flat=True)]
+    def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]:
+        sessions = Session.objects.filter(assistant_id=assistant_id)
+        if changed_only:
+            # Transcripts only grow: one whose last seq was indexed has nothing new.
+            indexed = IndexedSource.objects.filter(assistant_id=assistant_id, source=Source.SESSIONS,
+                                                   key=Cast(OuterRef("pk"), CharField()))
+            sessions = sessions.annotate(upto=Subquery(indexed.values("indexed_upto")[:1])).filter(
+                Q(upto__isnull=True) | Q(upto__lt=F("last_seq")))
+        return [str(pk) for pk in sessions.order_by("pk").values_list("pk", flat=True)]
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None:
         session = Session.objects.filter(assistant_id=assistant_id, pk=int(key)).first()

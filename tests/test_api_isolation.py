@@ -53,6 +53,8 @@ ENDPOINTS = [
     Endpoint("put", "/assistants/{slug}/memory/MEMORY.md", Scope.MEMORY_WRITE, {"content": "changed"}),
     Endpoint("delete", "/assistants/{slug}/memory/MEMORY.md", Scope.MEMORY_WRITE),
     Endpoint("get", "/assistants/{slug}/memory/MEMORY.md/revisions/", Scope.MEMORY_READ),
+    Endpoint("get", "/assistants/{slug}/search/?q=acme+secret", Scope.MEMORY_READ),
+    Endpoint("post", "/assistants/{slug}/reindex/", Scope.MEMORY_WRITE, {"full": True}),
 ]
 OWNED = [e for e in ENDPOINTS if e.owned]
 SCOPED = [e for e in ENDPOINTS if e.scope != MEMBER]

@@ -9,28 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult, hybrid_search
 from memory_app.snippets import SNIPPET_MODES
+from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
+from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
-
-
-def _assistant(request: Request, slug: str) -> Assistant:
-    assistant = Assistant.objects.filter(team=request.team_context.team, slug=slug).first()
-    if assistant is None:
-        raise ApiError("not_found", f"Assistant {slug!r} not found.", status_code=404)
-    return assistant
-
-
-def _first_error(serializer: serializers.Serializer) -> ApiError:
-    field, messages = next(iter(serializer.errors.items()))
-    text = messages[0] if isinstance(messages, list) and messages else messages
-    return ApiError("validation_error", f"{field}: {text}", details={"field": field, "errors": serializer.errors})
+from openclaw_site.tasks import enqueue_tracked, task_status
 
 
 class SourcesField(serializers.CharField):
@@ -44,40 +34,59 @@ class SourcesField(serializers.CharField):
         return list(dict.fromkeys(items))
 
 
-class AssistantSearchView(APIView):
+class SearchInput(serializers.Serializer):
+    q = serializers.CharField(max_length=2000, help_text="The query.")
+    max_results = serializers.IntegerField(min_value=1, max_value=100, required=False,
+                                           help_text="Default memorySearch.query.maxResults (6).")
+    min_score = serializers.FloatField(min_value=0, max_value=1, required=False,
+                                       help_text="Default memorySearch.query.minScore (0.35).")
+    sources = SourcesField(required=False, help_text="memory, sessions or memory,sessions (default: settings).")
+    mode = serializers.ChoiceField(choices=MODES, required=False, help_text="hybrid (default), vector or text.")
+    explain = serializers.BooleanField(required=False, default=False,
+                                       help_text="Add each result's scores, decay and MMR position.")
+    mmr = serializers.BooleanField(required=False, allow_null=True, default=None)
+    mmr_lambda = serializers.FloatField(min_value=0, max_value=1, required=False)
+    decay = serializers.BooleanField(required=False, allow_null=True, default=None)
+    half_life_days = serializers.FloatField(min_value=1, required=False)
+    vector_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+    text_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+    snippet_mode = serializers.ChoiceField(choices=SNIPPET_MODES, required=False)
+    snippet_max_chars = serializers.IntegerField(min_value=0, max_value=100000, required=False)
+
+
+class SearchResultOutput(serializers.Serializer):
+    path = serializers.CharField()
+    source = serializers.ChoiceField(choices=["memory", "sessions"])
+    start_line = serializers.IntegerField(help_text="First line shown (a message seq for sessions).")
+    end_line = serializers.IntegerField()
+    score = serializers.FloatField()
+    snippet = serializers.CharField()
+    citation = serializers.CharField(help_text="path#Lx-Ly")
+    session_id = serializers.IntegerField(allow_null=True, help_text="The session of a sessions result.")
+    explain = serializers.DictField(required=False, help_text=(
+        "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
+        "chunk_id, chunk_lines, timestamp."))
+
+
+class SearchOutput(serializers.Serializer):
+    query = serializers.CharField()
+    mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
+    requested_mode = serializers.ChoiceField(choices=MODES)
+    fallback = serializers.CharField(allow_null=True, help_text="Why mode differs from the request.")
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    results = SearchResultOutput(many=True)
+    timings_ms = serializers.DictField(child=serializers.FloatField())
+
+
+class AssistantSearchView(TeamApiView):
     """Hybrid search over an assistant's memory and session transcripts."""
 
     read_scope = Scope.MEMORY_READ
 
-    class InputSerializer(serializers.Serializer):
-        q = serializers.CharField(max_length=2000, trim_whitespace=True)
-        max_results = serializers.IntegerField(min_value=1, max_value=100, required=False)
-        min_score = serializers.FloatField(min_value=0, max_value=1, required=False)
-        sources = SourcesField(required=False)
-        mode = serializers.ChoiceField(choices=MODES, required=False)
-        explain = serializers.BooleanField(required=False, default=False)
-        mmr = serializers.BooleanField(required=False, allow_null=True, default=None)
-        mmr_lambda = serializers.FloatField(min_value=0, max_value=1, required=False)
-        decay = serializers.BooleanField(required=False, allow_null=True, default=None)
-        half_life_days = serializers.FloatField(min_value=1, required=False)
-        vector_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
-        text_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
-        snippet_mode = serializers.ChoiceField(choices=SNIPPET_MODES, required=False)
-        snippet_max_chars = serializers.IntegerField(min_value=0, max_value=100000, required=False)
-
-    class ResultSerializer(serializers.Serializer):
-        path = serializers.CharField()
-        source = serializers.CharField()
-        start_line = serializers.IntegerField()
-        end_line = serializers.IntegerField()
-        score = serializers.FloatField()
-        snippet = serializers.CharField()
-        citation = serializers.CharField()
-        session_id = serializers.IntegerField(allow_null=True)
-        explain = serializers.DictField(required=False)
-
+    @extend_schema(operation_id="assistants_search", parameters=[SearchInput], responses=SearchOutput)
     def get(self, request: Request, slug: str) -> Response:
-        assistant = _assistant(request, slug)
+        assistant = self.get_assistant(slug)
         params = self._params(request)
         try:
             response = hybrid_search(assistant=assistant, query=params.pop("q"), **params)
@@ -86,14 +95,12 @@ class AssistantSearchView(APIView):
         return Response(self._output(response, explain=params.get("explain", False)))
 
     def _params(self, request: Request) -> dict[str, Any]:
-        unknown = sorted(set(request.query_params) - set(self.InputSerializer().fields))
+        unknown = sorted(set(request.query_params) - set(SearchInput().fields))
         if unknown:
             raise ApiError("invalid_parameter", f"Unknown query parameter: {unknown[0]}.",
-                           details={"unknown": unknown})
-        serializer = self.InputSerializer(data=request.query_params.dict())
-        if not serializer.is_valid():
-            raise _first_error(serializer)
-        return {key: value for key, value in serializer.validated_data.items() if value is not None}
+                           details={"field": unknown[0], "unknown": unknown})
+        data = validated(SearchInput, request.query_params.dict())
+        return {key: value for key, value in data.items() if value is not None}
 
     def _output(self, response: SearchResponse, *, explain: bool) -> dict[str, Any]:
         return {
@@ -104,43 +111,35 @@ class AssistantSearchView(APIView):
         }
 
     def _result(self, result: SearchResult, *, explain: bool) -> dict[str, Any]:
-        data = dict(self.ResultSerializer(result).data)
+        data = dict(SearchResultOutput(result).data)
         if not explain:
             data.pop("explain", None)
         return data
 
 
-class AssistantReindexView(APIView):
+class ReindexInput(StrictSerializer):
+    full = serializers.BooleanField(required=False, default=False, help_text=(
+        "Rebuild every chunk in a new generation (the old one answers until it is complete); "
+        "otherwise only changed documents and transcripts are indexed."))
+
+
+class AssistantReindexView(TeamApiView):
     """Queue a reindex of an assistant's memory and transcripts; returns the task to poll."""
 
     write_scope = Scope.MEMORY_WRITE
 
-    class InputSerializer(serializers.Serializer):
-        full = serializers.BooleanField(required=False, default=False)
-
-        def to_internal_value(self, data: Any) -> Any:
-            if isinstance(data, dict):
-                unknown = sorted(set(data) - set(self.fields))
-                if unknown:
-                    raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-            return super().to_internal_value(data)
-
+    @extend_schema(operation_id="assistants_reindex", request=ReindexInput, responses={202: TaskOutput})
     def post(self, request: Request, slug: str) -> Response:
-        assistant = _assistant(request, slug)
-        data = request.data if request.data not in (None, "") else {}
-        if not isinstance(data, dict):
+        assistant = self.get_assistant(slug)
+        body = request.data if request.data not in (None, "") else {}
+        if not isinstance(body, dict):
             raise ApiError("invalid_body", "The request body must be a JSON object.")
-        serializer = self.InputSerializer(data=data)
-        if not serializer.is_valid():
-            raise _first_error(serializer)
-        full = serializer.validated_data["full"]
-        return Response(queue_reindex(assistant, full=full), status=202)
+        full = validated(ReindexInput, body)["full"]
+        return Response(TaskOutput(queue_reindex(assistant, full=full)).data, status=202)
 
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
     """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
-    from openclaw_site.tasks import enqueue_tracked, task_status
-
     record = enqueue_tracked("memory_app.tasks.reindex_assistant", assistant.pk, full, team=assistant.team_id,
                              kind="reindex", object_ids={"assistant": assistant.pk})
     return task_status(record)

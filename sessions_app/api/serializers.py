@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
+from sessions_app.context import session_figures
 from sessions_app.models import Message, Session
 from sessions_app.transcript import to_agent_message
 
@@ -26,13 +27,18 @@ class SessionOutput(serializers.ModelSerializer):
 
     assistant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     message_count = serializers.SerializerMethodField()
+    tokens = serializers.SerializerMethodField(
+        help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.session_figures).")
 
     class Meta:
         model = Session
         fields = ["id", "key", "session_uuid", "assistant", "title", "last_seq", "message_count", "total_tokens",
                   "total_tokens_fresh", "last_usage", "compaction_count", "memory_flush_at",
-                  "memory_flush_compaction_count", "last_cache_touch_at", "created_at", "updated_at"]
+                  "memory_flush_compaction_count", "last_cache_touch_at", "tokens", "created_at", "updated_at"]
         read_only_fields = fields
+
+    def get_tokens(self, session: Session) -> dict[str, Any]:
+        return session_figures(session)
 
     def get_message_count(self, session: Session) -> int:
         counted = getattr(session, "message_count", None)

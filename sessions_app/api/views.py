@@ -12,11 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
-from openclaw_site.errors import ApiError
-from openclaw_site.idempotency import StoredResponse, check_key, request_fingerprint, run_idempotent
+from openclaw_site.idempotency import (
+    StoredResponse, check_key, request_fingerprint, run_idempotent, run_idempotent_outside_transaction,
+)
 from openclaw_site.models import Scope
 from sessions_app import services
+from sessions_app.agent import schedule_maintenance
+from sessions_app.api.engine import compact_command_text, respond_to_message, run_compact_command
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
+from sessions_app.compaction import coverage_map
 from sessions_app.api.serializers import (
     MessagePostInput, MessagesCreatedOutput, SessionCreateInput, SessionOutput, SessionUpdateInput,
     TranscriptPageOutput, stored_message_dict,
@@ -106,6 +110,10 @@ class SessionMessagesApi(SessionApiView):
         entries = transcript_entries(session, include_silent=include_silent, after_seq=after_seq, limit=limit + 1)
         has_more = len(entries) > limit
         entries = entries[:limit]
+        covered = coverage_map(session)  # originals stay; say which compaction summarised each
+        for entry in entries:
+            if entry["type"] == "message" and entry["id"] in covered:
+                entry["covered_by"] = covered[entry["id"]]
         return Response({
             "session": session.pk, "last_seq": session.last_seq, "entries": entries, "has_more": has_more,
             "next_after_seq": entries[-1]["seq"] if has_more else None,
@@ -119,6 +127,9 @@ class SessionMessagesApi(SessionApiView):
             request.data, max_message_bytes=settings.MAX_MESSAGE_BYTES, max_batch=settings.MAX_BATCH_MESSAGES
         )
         # Branch point: everything is validated and nothing is stored yet.
+        command = compact_command_text(payload)
+        if command is not None:
+            return self.compact_command(session, command)
         if payload.respond:
             return self.respond(session, payload)
         return self.append(session, payload)
@@ -131,25 +142,32 @@ class SessionMessagesApi(SessionApiView):
                 rows = append_messages(session_id=session.pk, messages=payload.messages)
             except Session.DoesNotExist:  # deleted by another request since we looked it up
                 raise not_found("Session") from None
+            # An ingest can push the session over a threshold: queue the flush or compaction.
+            schedule_maintenance(session.pk)
             return StoredResponse(status=201, body={"messages": [stored_message_dict(row) for row in rows]})
 
         return self.idempotent(action)
 
     def respond(self, session: Session, payload: MessagePayload) -> Response:
-        """Append the user message and run an assistant turn (the agent loop plugs in here)."""
-        if not (settings.LLM_BASE_URL and settings.LLM_MODEL):
-            raise ApiError("model_not_configured",
-                           "No chat model is configured; set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let "
-                           "assistants reply. Send the message without \"respond\" to only store it.",
-                           status_code=503)
-        raise ApiError("not_implemented", "Assistant replies are not available in this version yet; send the "
-                       "message without \"respond\" to store it.", status_code=501)
+        """Store the user message and run an assistant turn (sessions_app.agent); 201 with the reply."""
 
-    def idempotent(self, action: Callable[[], StoredResponse]) -> Response:
+        def action() -> StoredResponse:
+            status_code, body = respond_to_message(session, payload.messages[0], stored_message_dict=stored_message_dict)
+            return StoredResponse(status=status_code, body=body)
+
+        # The turn commits each message as it is made, so it runs outside the key's transaction.
+        return self.idempotent(action, outside_transaction=True)
+
+    def compact_command(self, session: Session, instructions: str | None) -> Response:
+        """``/compact [instructions]`` as a chat message: compact now; the command is not stored."""
+        return Response(run_compact_command(session, instructions=instructions or None))
+
+    def idempotent(self, action: Callable[[], StoredResponse], *, outside_transaction: bool = False) -> Response:
         """Run ``action`` under the request's Idempotency-Key (if any) and return its response."""
         request = self.request
         key = check_key(request.headers.get("Idempotency-Key"))
         fingerprint = request_fingerprint(method=request.method, path=request.path, body=request.data)
-        result = run_idempotent(team=self.team, key=key, fingerprint=fingerprint, action=action)
+        runner = run_idempotent_outside_transaction if outside_transaction else run_idempotent
+        result = runner(team=self.team, key=key, fingerprint=fingerprint, action=action)
         headers = {"Idempotent-Replayed": "true"} if result.replayed else None
         return Response(result.body, status=result.status, headers=headers)

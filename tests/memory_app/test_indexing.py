@@ -97,6 +97,17 @@ def test_an_admin_edit_is_reindexed_and_found(world, fake_embeddings, django_cap
     assert not MemoryChunk.objects.filter(text__contains="vpn-old").exists()
 
 
+def test_a_flush_append_is_indexed(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+    from memory_app.documents import append_to_document
+
+    with django_capture_on_commit_callbacks(execute=True):
+        append_to_document(assistant=world.assistant, path="memory/2026-03-01.md",
+                           addition="- Decided: rotate the deploy key every 90 days.",
+                           provenance=Provenance(author="flush"))
+    response = hybrid_search(assistant=world.assistant, query="deploy key rotation")
+    assert [r.citation for r in response.results] == ["memory/2026-03-01.md#L1"]
+
+
 def test_deleting_a_document_removes_its_chunks(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
     document = write(world.assistant, "memory/tmp.md", "ephemeral zebra facts", capture=django_capture_on_commit_callbacks)
     assert MemoryChunk.objects.filter(path="memory/tmp.md").exists()
@@ -239,3 +250,12 @@ def test_a_new_dimension_gets_its_own_index(world, fake_embeddings, settings,
     assert "vector(64)" in definition and "WHERE (dims = 64)" in definition
     assert MemoryChunk.objects.get(assistant=world.assistant).dims == 64
     assert [r.path for r in hybrid_search(assistant=world.assistant, query="small vectors").results] == ["MEMORY.md"]
+
+
+def test_one_reindex_per_assistant_at_a_time(world, fake_embeddings) -> None:
+    from openclaw_site.locks import session_lock
+
+    with session_lock(f"memory-reindex:{world.assistant.pk}"):
+        outcome = indexing.reindex_assistant(world.assistant.pk)
+    assert outcome.note == "another reindex of this assistant is running"
+    assert indexing.reindex_assistant(world.assistant.pk).note == ""

@@ -228,23 +228,82 @@ def test_bad_options_are_refused(world, fake_embeddings) -> None:
         hybrid_search(assistant=world.assistant, query="x", snippet_mode="middle")
 
 
-def test_an_empty_query_or_index_returns_nothing(world, fake_embeddings) -> None:
-    assert hybrid_search(assistant=world.assistant, query="   ").results == []
-    assert hybrid_search(assistant=world.assistant, query="anything").mode == "none"
+def test_an_empty_query_returns_nothing(world, fake_embeddings) -> None:
+    response = hybrid_search(assistant=world.assistant, query="   ")
+    assert response.results == [] and response.fallback == "empty_query"
+
+
+def test_a_search_on_a_never_indexed_assistant_queues_the_index(world, fake_embeddings,
+                                                                 django_capture_on_commit_callbacks) -> None:
+    from memory_app.models import IndexState, MemoryDocument
+
+    # Written without the write receivers running (as if indexed by nobody yet).
+    MemoryDocument.objects.create(assistant=world.assistant, path="MEMORY.md", content="orphan walrus note",
+                                  content_hash="x")
+    with django_capture_on_commit_callbacks(execute=True):
+        first = hybrid_search(assistant=world.assistant, query="walrus")
+    assert first.results == [] and IndexState.objects.filter(assistant=world.assistant).exists()
+    assert [r.path for r in hybrid_search(assistant=world.assistant, query="walrus").results] == ["MEMORY.md"]
+
+
+def test_a_search_after_a_settings_change_queues_the_rebuild(world, fake_embeddings,
+                                                              django_capture_on_commit_callbacks) -> None:
+    from memory_app.models import IndexState
+
+    index(world.assistant, {"MEMORY.md": "heron notes " * 10})
+    world.assistant.settings["memorySearch"]["chunking"] = {"tokens": 64, "overlap": 8}
+    world.assistant.save()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        during = hybrid_search(assistant=world.assistant, query="heron")
+    state = IndexState.objects.get(assistant=world.assistant)
+    assert state.building_generation == 2 and during.results  # the old generation answered
+    assert len(callbacks) == 1
+    callbacks[0]()  # the queued reindex
+    state.refresh_from_db()
+    assert state.active_generation == 2 and state.fingerprint["chunking"]["memory"]["tokens"] == 64
 
 
 def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch) -> None:
     from memory_app import search
 
-    monkeypatch.setattr(search, "COMMON_TERM_ROWS", 3)
     index(world.assistant, {f"memory/p{i}.md": f"project status update number {i}" for i in range(8)})
     index(world.assistant, {"memory/rare.md": "project status: the quokka migration is blocked"})
+    # As ANALYZE would report them: "project" and "status" are in every chunk.
+    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"project": 1.0, "status": 1.0, "update": 0.9})
     response = hybrid_search(assistant=world.assistant, query="quokka project status", mode="text", explain=True)
-    assert response.results[0].path == "memory/rare.md"
+    assert [r.path for r in response.results] == ["memory/rare.md"]  # only the rare term selects
     assert set(response.results[0].explain["matched_terms"]) == {"quokka", "project", "status"}
     # Only common terms: chunks holding all of them are selected and ranked.
     common = hybrid_search(assistant=world.assistant, query="project status", mode="text", max_results=20)
     assert len(common.results) == 9
+    # In hybrid mode the vector side's candidates are ranked by text too.
+    hybrid = hybrid_search(assistant=world.assistant, query="quokka project status", explain=True, min_score=0,
+                           max_results=20)
+    assert any(r.path != "memory/rare.md" and r.explain["text_score"] > 0 for r in hybrid.results)
+
+
+def test_mid_frequency_terms_select_in_pairs(world, fake_embeddings, monkeypatch) -> None:
+    from memory_app import search
+
+    index(world.assistant, {"memory/a.md": "alpha only", "memory/b.md": "beta only", "memory/ab.md": "alpha beta"})
+    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"alpha": 0.01, "beta": 0.01, "only": 0.01})
+    response = hybrid_search(assistant=world.assistant, query="alpha beta", mode="text", max_results=10)
+    assert [r.path for r in response.results] == ["memory/ab.md"]
+
+
+def test_lexeme_frequencies_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
+    from django.db import connection
+
+    from memory_app import search
+
+    index(world.assistant, {f"memory/n{i}.md": f"common words here {i}" for i in range(30)})
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_app_memorychunk")
+    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
+    assert search.lexeme_frequencies() == {}  # 30 rows: too few for the statistics to matter
+    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
+    monkeypatch.setattr(search, "MIN_ROWS_FOR_SELECTION", 10)
+    assert search.lexeme_frequencies()["common"] == pytest.approx(1.0)
 
 
 def test_session_and_memory_timestamps_in_explain(world, fake_embeddings) -> None:

@@ -18,6 +18,7 @@ from sessions_app.transcript_index import (
     transcript_lines,
 )
 from tests import factories
+from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +191,23 @@ def test_transcript_hash_changes_with_content(world) -> None:
     session.refresh_from_db()
     after = session_entry(session)
     assert after.source_hash != before and after.upto == 2
+
+
+def test_the_periodic_refresh_indexes_quiet_sessions_once(world, fake_embeddings: FakeOpenAI,
+                                                          django_capture_on_commit_callbacks) -> None:
+    from memory_app.tasks import refresh_indexes
+    from sessions_app.transcript_index import SessionTranscripts
+
+    session = factories.make_session(world.assistant, key="quiet")
+    with django_capture_on_commit_callbacks(execute=True):
+        factories.add_messages(session, {"role": "user", "content": "the capybara lives upstairs"})
+    assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()  # under the thresholds
+    assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == [str(session.pk)]
+
+    refresh_indexes()
+
+    assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
+    assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == []
+    calls = len(fake_embeddings.embedding_requests)
+    refresh_indexes()
+    assert len(fake_embeddings.embedding_requests) == calls

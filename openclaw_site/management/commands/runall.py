@@ -1,3 +1,9 @@
+"""`make run`: migrate, create demo data on an empty database, run the task cluster and the web server.
+
+Ctrl-C (SIGINT) or SIGTERM stops what it started: the web server, the django-q2 cluster (which lets
+running tasks finish), and the embedded PostgreSQL if this process started it.
+"""
+
 from __future__ import annotations
 
 import os
@@ -5,12 +11,22 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from openclaw_site.db import stop_embedded_database
+from openclaw_site import db
+
+STOP_TIMEOUT_SECONDS = 30
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
 
 
 class Command(BaseCommand):
@@ -20,18 +36,28 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default=os.environ.get("OPENCLAW_ADDR", "127.0.0.1:8000"))
         parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster")
 
-    def handle(self, *args, addr: str, no_worker: bool, **options) -> None:
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("bootstrap_demo")
-        if not settings.DEBUG:
-            call_command("collectstatic", interactive=False, verbosity=0)
-        children = [] if no_worker else [self._spawn([sys.executable, "manage.py", "qcluster"])]
-        children.append(self._spawn(self._web_command(addr)))
-        self.stdout.write(self.style.SUCCESS(f"Serving on http://{addr}/ (Ctrl-C to stop)"))
+    def handle(self, *args: Any, addr: str, no_worker: bool, **options: Any) -> None:
+        # SIGTERM (systemd, docker stop, a test harness) cleans up exactly like Ctrl-C; SIGINT is set
+        # explicitly because a shell that starts us in the background may have left it ignored.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+        children: list[Child] = []
         try:
-            self._wait(children)
+            call_command("migrate", interactive=False, verbosity=0)
+            call_command("bootstrap_demo")
+            if not settings.DEBUG:
+                call_command("collectstatic", interactive=False, verbosity=0)
+            if not no_worker:
+                children.append(self._spawn("worker", [sys.executable, "manage.py", "qcluster"]))
+            children.append(self._spawn("web server", self._web_command(addr)))
+            self.stdout.write(self.style.SUCCESS(f"Serving on http://{addr}/ (Ctrl-C to stop)"))
+            died = self._wait(children)
+        except KeyboardInterrupt:
+            died = None
         finally:
             self._stop(children)
+        if died is not None:
+            raise CommandError(f"The {died.name} exited with code {died.process.returncode}; stopped the rest.")
 
     def _web_command(self, addr: str) -> list[str]:
         if settings.DEBUG:
@@ -39,26 +65,49 @@ class Command(BaseCommand):
         return [sys.executable, "-m", "gunicorn", "openclaw_site.wsgi", "--bind", addr, "--workers", "2"]
 
     @staticmethod
-    def _spawn(command: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
+    def _spawn(name: str, command: list[str]) -> Child:
+        # Own process groups: a terminal's Ctrl-C reaches only this process, which then stops each child
+        # in order (the worker must get its signal alone, see _stop).
+        return Child(name, subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True))
 
     @staticmethod
-    def _wait(children: list[subprocess.Popen]) -> None:
+    def _wait(children: list[Child]) -> Child | None:
+        """Block until Ctrl-C (return None) or until a child exits on its own (return it)."""
         try:
-            while all(child.poll() is None for child in children):
+            while True:
+                for child in children:
+                    if child.process.poll() is not None:
+                        return child
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            pass
+            return None
 
-    def _stop(self, children: list[subprocess.Popen]) -> None:
-        for child in children:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-        if not settings.DATABASE_URL:
-            stop_embedded_database(settings.VAR_DIR / "pgdata")
-        self.stdout.write("Stopped the server, the worker and the embedded database.")
+    def _stop(self, children: list[Child]) -> None:
+        # A second Ctrl-C must not abandon the children half-stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in reversed(children):  # the web server first, so no new work arrives
+            self._stop_child(child)
+        pgdata = settings.VAR_DIR / "pgdata"
+        if not settings.DATABASE_URL and db.started_by_this_process(pgdata):
+            db.stop_embedded_database(pgdata)
+            self.stdout.write("Stopped the web server, the worker and the embedded database.")
+        else:
+            self.stdout.write("Stopped the web server and the worker.")
+
+    @staticmethod
+    def _stop_child(child: Child) -> None:
+        if child.process.poll() is not None:
+            return
+        # SIGTERM to the main process only: django-q2's cluster then stops its sentinel and lets workers
+        # finish. Signalling the whole group kills the sentinel mid-wait and the cluster hangs.
+        child.process.send_signal(signal.SIGTERM)
+        try:
+            child.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

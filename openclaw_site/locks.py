@@ -1,0 +1,53 @@
+"""Postgres advisory locks by name: one helper for every lock that must hold across processes.
+
+Names are hashed to 64-bit lock ids with ``hashtextextended``; a collision only makes two
+unrelated holders wait for each other. Used by idempotent requests, the export mirror and the
+assistant turn (one turn at a time per session).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connection
+
+
+class LockTimeout(Exception):
+    """The lock was not free within the time allowed."""
+
+
+def xact_lock(name: str) -> None:
+    """Take a lock that is released when the current transaction ends."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
+
+
+@contextmanager
+def session_lock(name: str, *, timeout_seconds: float | None = None, poll_seconds: float = 0.1) -> Iterator[None]:
+    """Hold a lock across transactions; raise LockTimeout after ``timeout_seconds``.
+
+    The lock lives on a connection of its own: Django may close its connection in between
+    (django-q2 closes old connections after each inline task), which would silently drop a lock
+    held there. If the process dies, Postgres ends that connection and the lock with it.
+    """
+    lock_connection = connection.get_new_connection(connection.get_connection_params())
+    lock_connection.autocommit = True
+    try:
+        _wait_for_lock(lock_connection, name, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
+        yield
+    finally:
+        lock_connection.close()  # closing the session releases its advisory locks
+
+
+def _wait_for_lock(lock_connection: Any, name: str, *, timeout_seconds: float | None, poll_seconds: float) -> None:
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    while True:
+        row = lock_connection.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+        if row[0]:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            raise LockTimeout(name)
+        time.sleep(poll_seconds)

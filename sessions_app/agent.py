@@ -1,0 +1,409 @@
+"""The assistant turn: store the user message, call the model with tools, store everything it did.
+
+design.md "How a message flows": context (sessions_app.context) → model with `memory_search`
+(when memory_app.tools provides it), `memory_get` and `tool_result_get` → store assistant and
+tool messages with usage → tokens vs thresholds (flush task, compaction task). A context overflow
+goes through the one compaction entry point inline and the call is retried, at most
+MAX_OVERFLOW_COMPACTION_ATTEMPTS times (openclaw-reference.md 1.4 T3). Every message is stored as
+soon as it exists, each in its own transaction, so a failure loses nothing that happened before.
+
+With no model configured, `run_turn` refuses before storing anything (a rejected request changes
+nothing): the client can store the message without `respond`, or retry once a model is set.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from django.conf import settings as django_settings
+from django.utils import timezone as dj_timezone
+
+from memory_app import tools as memory_tools
+from memory_app.tools import json_result
+from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.tasks import enqueue
+from sessions_app.compaction import (
+    CompactionBusy,
+    CompactionFailed,
+    CompactionRefused,
+    compact_session,
+    wait_for_active_run,
+)
+from sessions_app.context import (
+    ModelContext,
+    build_model_context,
+    record_cache_touch,
+    record_calibration,
+    token_figures,
+)
+from sessions_app.flush import skip_reason
+from sessions_app.llm import ChatModel, Completion, ProviderError, ToolCall, get_chat_model
+from sessions_app.messages import MessageInput
+from sessions_app.models import CompactionRun, Message, RunState, Session
+from sessions_app.overflow import (
+    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
+    OVERFLOW_USER_ERROR,
+    is_compaction_failure_error,
+    parse_observed_tokens,
+)
+from sessions_app.silent import (
+    is_silent_reply_text,
+    starts_with_silent_token,
+    strip_leading_silent_token,
+    strip_silent_token,
+)
+from sessions_app.thresholds import prompt_tokens_of
+from sessions_app.turn_messages import (
+    assistant_input,
+    error_assistant_input,
+    store_messages,
+    tool_result_input,
+    usage_dict,
+)
+
+logger = logging.getLogger(__name__)
+
+MODEL_NOT_CONFIGURED = (
+    "No chat model is configured, so the assistant cannot reply. Set LLM_BASE_URL to any "
+    "OpenAI-compatible endpoint (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1), "
+    "LLM_API_KEY and LLM_MODEL (or the assistant's `model`), then restart the server. Nothing was "
+    "stored; post the message without \"respond\" to store it anyway."
+)
+DEFAULT_TOOL_RESULT_CHARS = 12_000
+MAX_TOOL_RESULT_CHARS = 50_000
+
+TOOL_RESULT_GET_SPEC: dict[str, Any] = {
+    "name": "tool_result_get",
+    "description": (
+        "Read the original text of an earlier tool result by its message id. Old tool results "
+        "are shortened to save context and name their original as `[Original: message <id>; ...]`; "
+        "page through long ones with from/length (characters)."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "The message id named in the shortened result"},
+            "from": {"type": "integer", "minimum": 0, "description": "First character (0-based, default 0)"},
+            "length": {"type": "integer", "minimum": 1, "description": "Characters to return (default 12000)"},
+        },
+        "required": ["id"],
+    },
+}
+
+
+class TurnError(Exception):
+    """A turn that could not produce a reply; what was stored is kept and listed."""
+
+    def __init__(self, code: str, message: str, *, status: int, details: dict[str, Any] | None = None,
+                 stored: list[Message] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+        self.details = details or {}
+        self.stored = stored or []
+
+
+@dataclass
+class TurnResult:
+    """What a turn stored and what the user gets back."""
+
+    user_message: Message
+    messages: list[Message] = field(default_factory=list)
+    reply: Message | None = None
+    reply_text: str | None = None
+    silent: bool = False
+    compactions: list[CompactionRun] = field(default_factory=list)
+    scheduled: dict[str, bool] = field(default_factory=dict)
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+def turn_tools() -> list[dict[str, Any]]:
+    """Return the tools of a turn: memory_app's (memory_search when indexed, memory_get) + tool_result_get."""
+    return [*memory_tools.TOOL_SPECS, TOOL_RESULT_GET_SPEC]
+
+
+class ToolFailure(Exception):
+    """A tool call that failed; the model is told with an `isError` result."""
+
+
+def run_tool(call: ToolCall, *, session: Session) -> tuple[str, bool]:
+    """Run one tool call and return (result text, is_error); never raises."""
+    memory_names = {spec["name"] for spec in memory_tools.TOOL_SPECS}
+    try:
+        if call.name == TOOL_RESULT_GET_SPEC["name"]:
+            return tool_result_get(call.arguments, session=session), False
+        if call.name in memory_names:
+            return memory_tools.run_memory_tool(call.name, call.arguments, assistant=session.assistant,
+                                                session_key=session.key), False
+        return f"Tool {call.name} not found", True  # Pi's answer to an unknown tool
+    except ToolFailure as failure:
+        return str(failure), True
+    except Exception as error:  # a broken tool must not break the turn; the model reads the error
+        logger.exception("tool %s failed in session %s", call.name, session.pk)
+        return f"Tool {call.name} failed: {type(error).__name__}: {error}", True
+
+
+def _int_argument(arguments: dict[str, Any], key: str, default: int) -> int:
+    value = arguments.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not str(value).strip().lstrip("-").isdigit():
+        raise ToolFailure(f"{key} must be an integer")
+    return int(value)
+
+
+def tool_result_get(arguments: dict[str, Any], *, session: Session) -> str:
+    """Return a page of a stored tool result's original text (design.md item 5)."""
+    entry_id = str(arguments.get("id") or arguments.get("entryId") or arguments.get("entry_id") or "").strip()
+    if not entry_id:
+        raise ToolFailure("id required: the message id named in the shortened tool result")
+    row = Message.objects.filter(session=session, entry_id=entry_id).first()
+    if row is None:
+        raise ToolFailure(f"No message {entry_id} in this session.")
+    if row.role != "toolResult":
+        raise ToolFailure(f"Message {entry_id} is a {row.role} message, not a tool result.")
+    text = _tool_result_text(row.content)
+    start = max(0, _int_argument(arguments, "from", 0))
+    length = min(MAX_TOOL_RESULT_CHARS, max(1, _int_argument(arguments, "length", DEFAULT_TOOL_RESULT_CHARS)))
+    chunk = text[start:start + length]
+    payload: dict[str, Any] = {"id": entry_id, "toolName": row.tool_name, "isError": row.is_error,
+                               "from": start, "length": len(chunk), "totalChars": len(text), "text": chunk}
+    if start + len(chunk) < len(text):
+        payload.update(truncated=True, nextFrom=start + len(chunk))
+        payload["text"] = f"{chunk}\n\n[More content available. Use from={start + len(chunk)} to continue.]"
+    return json_result(payload)
+
+
+def _tool_result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        elif block.get("type") == "image":
+            parts.append(f"[image: {block.get('mimeType', 'image')}, {len(block.get('data', ''))} base64 chars]")
+    return "\n".join(parts)
+
+
+# --- replies and NO_REPLY (openclaw-reference.md 2.6) -----------------------------------------
+
+
+def visible_reply_text(text: str) -> str | None:
+    """Return what the user sees of a final reply, or None when it is silent (NO_REPLY)."""
+    if is_silent_reply_text(text):
+        return None
+    visible = strip_silent_token(text)
+    if starts_with_silent_token(visible):
+        visible = strip_leading_silent_token(visible)
+    return visible if visible.strip() else (None if text.strip() else "")
+
+
+# --- scheduling after a turn or an ingest ------------------------------------------------------
+
+
+def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[str, Any]:
+    """Queue the compaction (threshold) or the flush the session's figures call for, after commit.
+
+    Called after every successful turn and after a REST ingest; `prompt_estimate` is the next
+    prompt when it is known (before a turn's model call), as in OpenClaw's projected count.
+    """
+    session = Session.objects.select_related("assistant").get(pk=session_id)
+    figures = token_figures(session, prompt_estimate=prompt_estimate)
+    if figures.compaction_due:
+        enqueue("sessions_app.tasks.compact_session_task", session_id, "threshold",
+                task_name=f"compact-{session_id}-{session.compaction_count}")
+        return {"compaction": True, "flush": False}
+    if figures.flush_reason and skip_reason(session) is None:
+        enqueue("sessions_app.tasks.memory_flush_task", session_id,
+                task_name=f"flush-{session_id}-{session.compaction_count}")
+        return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}
+    return {"compaction": False, "flush": False}
+
+
+# --- the turn ---------------------------------------------------------------------------------
+
+
+def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
+    """Store a user message and run the assistant's turn on it; raise TurnError when it fails."""
+    if message.role != "user":
+        raise TurnError("respond_needs_user_message", "\"respond\" runs a turn on a user message only.", status=400)
+    model = get_chat_model("chat")
+    if model is None:
+        raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503,
+                        details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]})
+    # One turn at a time per session, across processes: a second message waits for the first
+    # reply so the transcript reads user, assistant, user, assistant (never interleaved).
+    try:
+        with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            [user_row] = store_messages(session_id, [message])
+            return _Turn(session_id, model, user_row).run()
+    except LockTimeout:
+        raise TurnError("turn_in_progress", "Another turn is running in this session; nothing was stored. "
+                        "Retry when it has finished.", status=409) from None
+
+
+class _Turn:
+    """One assistant turn: model calls, tool rounds and overflow recovery."""
+
+    def __init__(self, session_id: int, model: ChatModel, user_row: Message) -> None:
+        self.session_id = session_id
+        self.model = model
+        self.result = TurnResult(user_message=user_row)
+        self.overflow_attempts = 0
+        self.skip_next_touch = False
+        self.call_started_at = dj_timezone.now()
+
+    def session(self) -> Session:
+        return Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
+
+    def run(self) -> TurnResult:
+        self._before_first_call()
+        rounds_left = int(getattr(django_settings, "LLM_MAX_TOOL_ROUNDS", 8))
+        while True:
+            completion = self._call(with_tools=rounds_left > 0)
+            final = not completion.tool_calls or rounds_left <= 0
+            self._store_assistant(completion, final=final)
+            if final:
+                break
+            rounds_left -= 1
+            session = self.session()
+            results = [self._tool_result(call, session) for call in completion.tool_calls]
+            self.result.messages += store_messages(self.session_id, results)
+        after = schedule_maintenance(self.session_id)
+        self.result.scheduled = {key: bool(value) or bool(self.result.scheduled.get(key))
+                                 for key, value in after.items() if key in ("compaction", "flush")}
+        return self.result
+
+    @staticmethod
+    def _tool_result(call: ToolCall, session: Session) -> MessageInput:
+        text, is_error = run_tool(call, session=session)
+        return tool_result_input(call, text, is_error=is_error)
+
+    # -- before the first call --
+
+    def _before_first_call(self) -> None:
+        """Queue a due flush (projected with the new prompt); compact inline if already over (budget)."""
+        session = self.session()
+        figures = token_figures(session, prompt_estimate=self.result.user_message.estimated_tokens)
+        if not figures.compaction_due:
+            if figures.flush_reason and skip_reason(session) is None:
+                self.result.scheduled = schedule_maintenance(
+                    self.session_id, prompt_estimate=self.result.user_message.estimated_tokens)
+            return
+        try:
+            run = compact_session(session_id=self.session_id, trigger="budget")
+        except CompactionBusy:
+            return  # a compaction is running: proceed on the pre-compaction view, nothing is lost
+        except (CompactionRefused, CompactionFailed) as error:
+            logger.info("budget compaction of session %s did not run: %s", self.session_id, error)
+            return
+        if isinstance(run, CompactionRun):
+            self.result.compactions.append(run)
+            self.skip_next_touch = True
+
+    # -- one model call, with overflow recovery --
+
+    def _call(self, *, with_tools: bool) -> Completion:
+        while True:
+            session = self.session()
+            context = build_model_context(session, tools=turn_tools() if with_tools else [])
+            if context.pruning.changed and context.pruning.mode == "cache-ttl":
+                record_cache_touch(self.session_id, at=context.now)  # reference 3.2: once per TTL window
+            self.call_started_at = dj_timezone.now()
+            try:
+                completion = self.model.complete(messages=context.openai_messages, tools=context.tools or None,
+                                                 model=session.assistant.model or None)
+            except ProviderError as error:
+                if error.is_context_overflow and self._recover_from_overflow(error):
+                    continue
+                self._fail(error, session=session)
+            self._record_success(session, context, completion)
+            return completion
+
+    def _recover_from_overflow(self, error: ProviderError) -> bool:
+        """Compact (trigger overflow) and tell whether the call should be retried (reference 1.4 T3)."""
+        if self.overflow_attempts >= MAX_OVERFLOW_COMPACTION_ATTEMPTS or is_compaction_failure_error(error.message):
+            return False
+        self.overflow_attempts += 1
+        try:
+            run = compact_session(session_id=self.session_id, trigger="overflow",
+                                  observed_tokens=parse_observed_tokens(error.message))
+        except CompactionBusy:
+            finished = wait_for_active_run(self.session_id, timeout_seconds=_wait_seconds())
+            run = finished if finished is not None and finished.state == RunState.COMMITTED else None
+        except (CompactionRefused, CompactionFailed) as failure:
+            logger.info("overflow compaction of session %s did not run: %s", self.session_id, failure)
+            return False
+        if not isinstance(run, CompactionRun):
+            return False
+        self.result.compactions.append(run)
+        self.skip_next_touch = True
+        return True
+
+    def _record_success(self, session: Session, context: ModelContext, completion: Completion) -> None:
+        """Keep the session's usage figures, the model's calibration and the cache touch current."""
+        usage = usage_dict(completion)
+        if usage is not None:
+            Session.objects.filter(pk=self.session_id).update(
+                total_tokens=prompt_tokens_of(usage), total_tokens_fresh=True, last_usage=usage,
+            )
+            record_calibration(model=context.model or completion.model, estimated=context.raw_prompt_estimate,
+                               reported=prompt_tokens_of(usage))
+        # OpenClaw skips the cache-ttl touch right after a compaction (#9282, #28491).
+        if self.skip_next_touch:
+            self.skip_next_touch = False
+        else:
+            record_cache_touch(self.session_id, at=dj_timezone.now())
+
+    def _store_assistant(self, completion: Completion, *, final: bool) -> None:
+        visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
+        silent = final and not completion.tool_calls and visible is None
+        [row] = store_messages(self.session_id, [assistant_input(completion, silent=silent,
+                                                                 started_at=self.call_started_at)])
+        self.result.messages.append(row)
+        if final:
+            self.result.silent = silent
+            self.result.reply = None if silent else row
+            self.result.reply_text = None if silent else (visible or "")
+
+    def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
+        """Store the failed call as an assistant error message and raise the matching TurnError."""
+        model_name = session.assistant.model or self.model.name
+        [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
+        self.result.messages.append(row)
+        stored = [self.result.user_message, *self.result.messages]
+        details = {"provider_message": error.message, "provider_status": error.status,
+                   "user_message_id": self.result.user_message.entry_id}
+        if error.is_context_overflow:
+            raise TurnError("context_overflow", OVERFLOW_USER_ERROR, status=422,
+                            details={**details, "overflow_attempts": self.overflow_attempts}, stored=stored)
+        if error.is_timeout:
+            seconds = getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)
+            raise TurnError("model_timeout", f"The model did not answer within {seconds:g} s. Your message is "
+                            "stored; try again.", status=504, details=details, stored=stored)
+        reason = (error.message or "no details").rstrip(". ")
+        raise TurnError("model_error", f"The model call failed ({reason}). Your message is stored; try again.",
+                        status=502, details=details, stored=stored)
+
+
+def _wait_for_turn_seconds() -> float:
+    return float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120))
+
+
+def _wait_seconds() -> float:
+    return float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)) * 4
+
+
+def reply_payload(result: TurnResult) -> dict[str, Any]:
+    """Return the turn's outcome for API responses (messages are serialised by the caller)."""
+    return {
+        "text": result.reply_text,
+        "silent": result.silent,
+        "entry_id": result.reply.entry_id if result.reply else None,
+        "compactions": [run.pk for run in result.compactions],
+        "scheduled": result.scheduled,
+    }

@@ -1,0 +1,139 @@
+"""The context engine behind the REST API: payload shapes and the calls with their API errors.
+
+`respond_to_message` and `run_compact_command` are the two branches `POST /sessions/{id}/messages/`
+takes for `"respond": true` and for a `/compact` chat message; the views of `/context/`,
+`/compact/` and `/compactions/` live in `engine_views`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import status
+
+from openclaw_site.errors import ApiError
+from sessions_app.agent import TurnError, reply_payload, run_turn, turn_tools
+from sessions_app.compaction import (
+    NOT_A_COMMAND,
+    CompactionBusy,
+    CompactionFailed,
+    CompactionPreview,
+    CompactionRefused,
+    compact_session,
+    manual_reply_text,
+    parse_compact_command,
+)
+from sessions_app.context import build_model_context, latest_compaction_index, session_figures, token_figures
+from sessions_app.messages import MessageInput, text_of
+from sessions_app.models import CompactionEntry, CompactionRun, Session
+from sessions_app.transcript import compaction_entry_dict
+
+# --- shapes -----------------------------------------------------------------------------------
+
+
+def run_dict(run: CompactionRun) -> dict[str, Any]:
+    """Return a CompactionRun receipt as the API shows it."""
+    return {
+        "id": run.pk, "session": run.session_id, "trigger": run.trigger, "state": run.state, "reason": run.reason,
+        "instructions": run.instructions, "flush_outcome": run.flush_outcome, "flush": run.flush_details,
+        "tokens_before": run.tokens_before, "tokens_after": run.tokens_after, "offline": run.offline,
+        "entry": entry_dict(run.entry) if run.entry_id else None,
+        "created_at": run.created_at.isoformat(), "updated_at": run.updated_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def entry_dict(entry: CompactionEntry) -> dict[str, Any]:
+    """Return a compaction entry: the JSONL v3 fields plus ours (trigger, tokens after, offline)."""
+    return {**compaction_entry_dict(entry), "tokensAfter": entry.tokens_after, "trigger": entry.trigger,
+            "offline": entry.offline}
+
+
+def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": spec} for spec in specs]
+
+
+def context_payload(session: Session) -> dict[str, Any]:
+    """Return exactly what the session's next model call would send, and how it was made."""
+    context = build_model_context(session, tools=turn_tools())
+    figures = token_figures(session, entries=context.entries)
+    latest = latest_compaction_index(context.entries)
+    compaction = context.entries[latest] if latest >= 0 else None
+    return {
+        "session": session.pk,
+        "model": context.model or None,
+        "messages": context.openai_messages,
+        "tools": openai_tools(context.tools),
+        "agent_messages": context.agent_messages,
+        "system_prompt": context.system_prompt.text,
+        "memory_files": list(context.system_prompt.memory_paths),
+        "compaction": {"entry_id": compaction["id"], "first_kept_entry_id": compaction["firstKeptEntryId"]}
+        if compaction else None,
+        "estimated_tokens": context.prompt_estimate,
+        "estimated_tokens_uncorrected": context.raw_prompt_estimate,
+        "context_window": figures.thresholds.context_window,
+        "flush_threshold": figures.thresholds.flush_threshold,
+        "compaction_threshold": figures.thresholds.compaction_threshold,
+        "tokens": figures.as_dict(),
+        "pruning": context.pruning.as_dict(),
+    }
+
+
+# --- domain calls with their API errors -------------------------------------------------------
+
+
+def compact_or_raise(session: Session, *, instructions: str | None, dry_run: bool = False) -> CompactionRun | CompactionPreview:
+    """Run a manual compaction; map busy/refused/failed to 409/422/502 ApiErrors."""
+    try:
+        result = compact_session(session_id=session.pk, trigger="manual", instructions=instructions, dry_run=dry_run)
+    except CompactionBusy as busy:
+        raise ApiError("compaction_in_progress", "A compaction of this session is already running; try again when "
+                       "it has finished.", status_code=409, details={"run": busy.run.pk}) from None
+    except CompactionRefused as refused:
+        details = {"run": run_dict(refused.run)} if refused.run else {}
+        raise ApiError(refused.code, refused.message, status_code=refused.status, details=details) from None
+    except CompactionFailed as failed:
+        raise ApiError("compaction_failed", f"Compaction failed: {failed.run.reason}. Nothing was written; the "
+                       "history is unchanged.", status_code=502, details={"run": run_dict(failed.run)}) from None
+    assert result is not None  # only a threshold trigger returns None
+    return result
+
+
+def compact_command_text(payload: Any) -> str | None:
+    """Return the instructions ("" for none) if the request is one `/compact` user message, else None."""
+    if getattr(payload, "is_batch", False) or len(payload.messages) != 1:
+        return None
+    message = payload.messages[0]
+    if message.role != "user":
+        return None
+    parsed = parse_compact_command(text_of(message.content))
+    return None if parsed is NOT_A_COMMAND else (parsed or "")
+
+
+def run_compact_command(session: Session, *, instructions: str | None) -> dict[str, Any]:
+    """Answer a `/compact [instructions]` chat message (not stored, as OpenClaw's commands are not)."""
+    run = compact_or_raise(session, instructions=instructions)
+    assert isinstance(run, CompactionRun)
+    reply = manual_reply_text(run, context_window=session.assistant.context_window)
+    return {"command": "compact", "messages": [], "reply": {"text": reply, "silent": False},
+            "run": run_dict(run), "tokens": session_figures(Session.objects.get(pk=session.pk))}
+
+
+def respond_to_message(session: Session, message: MessageInput, *, stored_message_dict: Any) -> tuple[int, dict[str, Any]]:
+    """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
+    try:
+        result = run_turn(session_id=session.pk, message=message)
+    except Session.DoesNotExist:  # deleted by another request while the turn ran
+        raise ApiError("not_found", "Session not found.", status_code=404) from None
+    except TurnError as error:
+        if not error.stored:
+            raise ApiError(error.code, error.message, status_code=error.status, details=error.details) from None
+        details = {**error.details, "messages": [stored_message_dict(row) for row in error.stored]}
+        return error.status, {"error": {"code": error.code, "message": error.message, "details": details}}
+    body = {
+        "messages": [stored_message_dict(row) for row in [result.user_message, *result.messages]],
+        "reply": reply_payload(result),
+        "compactions": [run_dict(run) for run in result.compactions],
+        "tokens": session_figures(Session.objects.get(pk=session.pk)),
+    }
+    return status.HTTP_201_CREATED, body

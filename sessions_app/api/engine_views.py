@@ -1,0 +1,69 @@
+"""Views of the context engine: `/context/`, `/compact/` and `/compactions/` of a session."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
+from sessions_app.api.engine import compact_or_raise, context_payload, entry_dict, run_dict
+from sessions_app.api.views import SessionApiView
+from sessions_app.compaction import CompactionPreview
+from sessions_app.context import session_figures
+from sessions_app.models import CompactionEntry, CompactionRun, Session
+
+MAX_INSTRUCTION_CHARS = 4000
+
+
+class SessionContextApi(SessionApiView):
+    """``GET /sessions/{id}/context/``: the messages the model would be sent now; nothing changes."""
+
+    @extend_schema(operation_id="sessions_context", responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, session_id: int) -> Response:
+        return Response(context_payload(self.get_session(session_id)))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: "yes" or 1 must not silently mean true."""
+
+    def to_internal_value(self, data: object) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class CompactInput(StrictSerializer):
+    instructions = StrictCharField(required=False, allow_blank=True, max_length=MAX_INSTRUCTION_CHARS,
+                                   help_text="Custom focus (treated as data; the first 800 characters are used).")
+    dry_run = StrictBooleanField(required=False, default=False)
+
+
+class SessionCompactApi(SessionApiView):
+    """``POST /sessions/{id}/compact/``: compact now (manual trigger), or preview with ``dry_run``."""
+
+    @extend_schema(operation_id="sessions_compact", request=CompactInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, session_id: int) -> Response:
+        session = self.get_session(session_id)
+        data = validated(CompactInput, self.json_object())
+        instructions = (data.get("instructions") or "").strip() or None
+        result = compact_or_raise(session, instructions=instructions, dry_run=data["dry_run"])
+        if isinstance(result, CompactionPreview):
+            return Response(result.as_dict())
+        return Response({"run": run_dict(result), "tokens": session_figures(Session.objects.get(pk=session.pk))},
+                        status=status.HTTP_201_CREATED)
+
+
+class SessionCompactionsApi(SessionApiView):
+    """``GET /sessions/{id}/compactions/``: compaction entries (seq order) and run receipts (newest first)."""
+
+    @extend_schema(operation_id="sessions_compactions", responses=inline_serializer("Compactions", {
+        "entries": serializers.ListField(child=serializers.JSONField()),
+        "runs": serializers.ListField(child=serializers.JSONField()),
+    }))
+    def get(self, request: Request, session_id: int) -> Response:
+        session = self.get_session(session_id)
+        entries = CompactionEntry.objects.filter(session=session).order_by("seq")
+        runs = CompactionRun.objects.filter(session=session).select_related("entry").order_by("-created_at", "-id")[:200]
+        return Response({"entries": [entry_dict(e) for e in entries], "runs": [run_dict(r) for r in runs]})

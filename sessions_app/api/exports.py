@@ -1,0 +1,48 @@
+"""GET /api/v1/sessions/{id}/export.jsonl: the session as an OpenClaw transcript (v3 JSONL), streamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.request import Request
+
+from sessions_app.api.views import SessionApiView
+from sessions_app.exports import session_file_name, session_jsonl_lines
+
+NDJSON = "application/x-ndjson"
+
+
+class _JsonErrors(BaseContentNegotiation):
+    """Never answer 406: success streams JSONL directly, errors are rendered as our JSON error body."""
+
+    def select_renderer(self, request: Request, renderers: list[Any],
+                        format_suffix: str | None = None) -> tuple[Any, str]:
+        return renderers[0], renderers[0].media_type
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return parsers[0] if parsers else None
+
+
+class SessionExportJsonlApi(SessionApiView):
+    """``GET /sessions/{id}/export.jsonl`` (scope ``sessions:read``; another team's session is a 404)."""
+
+    content_negotiation_class = _JsonErrors
+
+    @extend_schema(
+        operation_id="sessions_export_jsonl",
+        summary="Export a session as an OpenClaw transcript",
+        description=("One JSON object per line: the session header, then `message` and `compaction` entries "
+                     "chained by `parentId` in seq order (Pi SessionManager version 3). Silent messages are "
+                     "included and marked `\"silent\": true`."),
+        responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")},
+    )
+    def get(self, request: Request, session_id: int) -> StreamingHttpResponse:
+        session = self.get_session(session_id)
+        response = StreamingHttpResponse(session_jsonl_lines(session), content_type=NDJSON)
+        response["Content-Disposition"] = f'attachment; filename="{session_file_name(session.key)}"'
+        response["Cache-Control"] = "no-store"
+        return response

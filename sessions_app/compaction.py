@@ -1,0 +1,457 @@
+"""The one compaction entry point (design.md item 1): threshold, overflow, manual and budget.
+
+`compact_session` takes the session's compaction lock (a partial unique constraint allows one
+active `CompactionRun` per session, across processes; a crashed worker's run is expired as
+stale), runs the memory flush first when this cycle has not flushed, finds Pi's cut point,
+summarises through the compaction model (OpenClaw's safeguard pipeline) or the offline
+summariser, checks that identifiers survive, and commits the `CompactionEntry` with the session
+figures in one transaction. A failure writes no entry and keeps history; the run says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone as dj_timezone
+
+from memory_app.models import MemoryDocument
+from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
+from sessions_app.context import (
+    calibration_ratio,
+    daily_note_path,
+    effective_model,
+    latest_compaction_index,
+    local_today,
+    session_entries,
+    token_figures,
+    view_tokens,
+)
+from sessions_app.cutpoint import CompactionPlan, prepare_compaction
+from sessions_app.flush import FlushOutcome, run_memory_flush, skip_reason
+from sessions_app.llm import ProviderError, get_chat_model
+from sessions_app.messages import epoch_ms
+from sessions_app.models import (
+    ACTIVE_RUN_STATES,
+    CompactionEntry,
+    CompactionRun,
+    Message,
+    RunState,
+    Session,
+    Trigger,
+)
+from sessions_app.offline import offline_summary
+from sessions_app.summarizer import (
+    MAX_COMPACTION_SUMMARY_CHARS,
+    SummaryError,
+    SummarySettings,
+    ensure_identifiers,
+    message_source_texts,
+    summarize_session,
+)
+from sessions_app.thresholds import effective_reserve, has_flushed_this_cycle
+from sessions_app.transcript import after_transcript_change, lock_session, take_seq, unique_entry_id
+
+logger = logging.getLogger(__name__)
+
+# A live run touches `updated_at` at every step and before every summariser call; one that has
+# not moved for this long beyond its own timeout belongs to a dead worker.
+STALE_GRACE_SECONDS = 60
+WAIT_POLL_SECONDS = 0.25
+
+
+class CompactionBusy(Exception):
+    """Another compaction of this session is running."""
+
+    def __init__(self, run: CompactionRun) -> None:
+        super().__init__(f"Compaction run {run.pk} of this session is already {run.state}.")
+        self.run = run
+
+
+class CompactionRefused(Exception):
+    """Pi's refusals: the last entry is already a compaction, or there is nothing to compact."""
+
+    def __init__(self, code: str, message: str, *, status: int, run: CompactionRun | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status, self.run = code, message, status, run
+
+
+class CompactionFailed(Exception):
+    """The summary could not be made; nothing was written (the run records the reason)."""
+
+    def __init__(self, run: CompactionRun) -> None:
+        super().__init__(run.reason)
+        self.run = run
+
+
+ALREADY_COMPACTED = ("already_compacted", "Already compacted: the latest entry is a compaction.", 409)
+NOTHING_TO_COMPACT = ("nothing_to_compact", "Nothing to compact (session too small).", 422)
+
+
+# --- /compact as a chat message ---------------------------------------------------------------
+
+
+NOT_A_COMMAND = object()
+
+
+def parse_compact_command(text: str) -> str | None | object:
+    """Return the instructions of a `/compact [instructions]` message, None for none, else NOT_A_COMMAND.
+
+    OpenClaw (`commands-compact.ts`): exactly `/compact` or `/compact <text>`, case-insensitive;
+    the text after it, with an optional leading `:`, trimmed, becomes the custom instructions.
+    """
+    trimmed = (text or "").strip()
+    lowered = trimmed.lower()
+    if lowered != "/compact" and not lowered.startswith(("/compact ", "/compact:", "/compact\n")):
+        return NOT_A_COMMAND
+    rest = trimmed[len("/compact"):].lstrip()
+    if rest.startswith(":"):
+        rest = rest[1:].lstrip()
+    return rest.strip() or None
+
+
+def format_token_count(value: int) -> str:
+    """Format a token count the way OpenClaw's status line does (`12k`, `3.4k`, `1.2m`)."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}m".replace(".0m", "m")
+    if value >= 10_000:
+        return f"{round(value / 1000)}k"
+    if value >= 1_000:
+        return f"{value / 1000:.1f}k".replace(".0k", "k")
+    return str(value)
+
+
+def manual_reply_text(run: CompactionRun, *, context_window: int) -> str:
+    """Return `⚙️ Compacted (<before> → <after>) • Context <after>/<window> (<pct>%)`."""
+    before, after = run.tokens_before or 0, run.tokens_after or 0
+    percent = min(999, round(after / context_window * 100)) if context_window else 0
+    context = f"Context {format_token_count(after)}/{format_token_count(context_window)} ({percent}%)"
+    label = "Compacted (offline summary)" if run.offline else "Compacted"
+    return f"⚙️ {label} ({format_token_count(before)} → {format_token_count(after)}) • {context}"
+
+
+# --- the lock ---------------------------------------------------------------------------------
+
+
+def _settings_of(session: Session) -> dict[str, Any]:
+    return session.assistant.settings.get("compaction") or {}
+
+
+def stale_after(session: Session) -> timedelta:
+    """Return how long an active run may stay silent before it counts as abandoned."""
+    timeout = int(_settings_of(session).get("timeoutSeconds") or 900)
+    per_call = float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)) * (
+        int(getattr(django_settings, "LLM_MAX_RETRIES", 3)) + 1
+    )
+    return timedelta(seconds=timeout + per_call + STALE_GRACE_SECONDS)
+
+
+def expire_if_stale(run: CompactionRun, *, cutoff: timedelta, now: datetime) -> bool:
+    """Fail an abandoned run (its worker died) so the lock frees; True if it was expired."""
+    expired = CompactionRun.objects.filter(
+        pk=run.pk, state__in=ACTIVE_RUN_STATES, updated_at__lt=now - cutoff,
+    ).update(state=RunState.FAILED, reason=f"stale: no progress since {run.updated_at.isoformat()} (worker gone)",
+             finished_at=now, updated_at=now)
+    return bool(expired)
+
+
+def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> CompactionRun:
+    """Create the session's active run, which is the lock; raise CompactionBusy if one exists."""
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                return CompactionRun.objects.create(session=session, trigger=trigger, instructions=instructions or "")
+        except IntegrityError:
+            active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
+            if active is None:
+                continue  # it finished between our insert and our look
+            if not expire_if_stale(active, cutoff=stale_after(session), now=dj_timezone.now()):
+                raise CompactionBusy(active) from None
+    active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
+    raise CompactionBusy(active or CompactionRun(session=session, trigger=trigger))
+
+
+def _advance(run: CompactionRun, state: str, **fields: Any) -> None:
+    """Move the run to a new state (which also proves the worker is alive)."""
+    run.state = state
+    for name, value in fields.items():
+        setattr(run, name, value)
+    if state in (RunState.COMMITTED, RunState.FAILED):
+        run.finished_at = dj_timezone.now()
+    run.save()
+
+
+def _heartbeat(run: CompactionRun) -> None:
+    CompactionRun.objects.filter(pk=run.pk).update(updated_at=dj_timezone.now())
+
+
+def wait_for_active_run(session_id: int, *, timeout_seconds: float) -> CompactionRun | None:
+    """Wait until the session has no active run; return the run that finished last."""
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if not CompactionRun.objects.filter(session_id=session_id, state__in=ACTIVE_RUN_STATES).exists():
+            break
+        time.sleep(WAIT_POLL_SECONDS)
+    return CompactionRun.objects.filter(session_id=session_id).order_by("-created_at", "-id").first()
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+
+def _plan(session: Session, entries: list[dict[str, Any]]) -> CompactionPlan:
+    """Return the cut-point plan, or raise Pi's refusal (already compacted / nothing to compact)."""
+    keep = int(_settings_of(session).get("keepRecentTokens") or 20000)
+    plan = prepare_compaction(entries, keep_recent_tokens=keep)
+    if plan is None and entries and entries[-1].get("type") == "compaction":
+        raise CompactionRefused(*ALREADY_COMPACTED[:2], status=ALREADY_COMPACTED[2])
+    if plan is None or plan.nothing_to_compact:
+        raise CompactionRefused(*NOTHING_TO_COMPACT[:2], status=NOTHING_TO_COMPACT[2])
+    return plan
+
+
+@dataclass(frozen=True)
+class CompactionPreview:
+    """A dry run: what would be summarised and kept, and the token counts; nothing is written."""
+
+    trigger: str
+    first_kept_entry_id: str
+    summarized: tuple[dict[str, Any], ...]
+    turn_prefix: tuple[dict[str, Any], ...]
+    is_split_turn: bool
+    has_previous_summary: bool
+    tokens_before: int
+    tokens_kept: int
+    tokens_after_estimate: int
+    flush_would_run: bool
+    flush_skip_reason: str | None
+    offline: bool
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True, "trigger": self.trigger, "first_kept_entry_id": self.first_kept_entry_id,
+            "summarized": list(self.summarized), "turn_prefix": list(self.turn_prefix),
+            "is_split_turn": self.is_split_turn, "has_previous_summary": self.has_previous_summary,
+            "tokens_before": self.tokens_before, "tokens_kept": self.tokens_kept,
+            "tokens_after_estimate": self.tokens_after_estimate,
+            "flush_would_run": self.flush_would_run, "flush_skip_reason": self.flush_skip_reason,
+            "offline": self.offline, "notes": list(self.notes),
+        }
+
+
+def _entry_refs(entries: list[dict[str, Any]], ids: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    wanted = set(ids)
+    return tuple(
+        {"entry_id": e["id"], "seq": e["seq"], "role": e["message"].get("role")}
+        for e in entries if e.get("type") == "message" and e["id"] in wanted
+    )
+
+
+def preview_compaction(session: Session, *, trigger: str) -> CompactionPreview:
+    """Describe the compaction that would run now, without a lock and without writing."""
+    entries = session_entries(session)
+    plan = _plan(session, entries)
+    ratio = calibration_ratio(effective_model(session.assistant))
+    summarized_tokens = sum(estimate_message_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
+    # The summary's size is unknown before it is written: assume at most the 16000-char cap.
+    summary_tokens = min(summarized_tokens, MAX_COMPACTION_SUMMARY_CHARS // 4)
+    before = view_tokens(entries, ratio=ratio)
+    kept = max(0, before - summarized_tokens - _previous_summary_tokens(plan))
+    flushed = has_flushed_this_cycle(memory_flush_compaction_count=session.memory_flush_compaction_count,
+                                     compaction_count=session.compaction_count)
+    skip = skip_reason(session) or ("already-flushed" if flushed else None)
+    return CompactionPreview(
+        trigger=trigger, first_kept_entry_id=plan.first_kept_entry_id,
+        summarized=_entry_refs(entries, plan.summarized_entry_ids), turn_prefix=_entry_refs(entries, plan.prefix_entry_ids),
+        is_split_turn=plan.is_split_turn, has_previous_summary=plan.previous_summary is not None,
+        tokens_before=before, tokens_kept=kept, tokens_after_estimate=kept + summary_tokens,
+        flush_would_run=skip is None, flush_skip_reason=skip, offline=get_chat_model("compaction") is None,
+        notes=("tokens_kept: the messages that stay verbatim. tokens_after_estimate: an upper bound that "
+               "counts the summary at the size of what it replaces, capped at 16000 characters.",),
+    )
+
+
+def _previous_summary_tokens(plan: CompactionPlan) -> int:
+    return estimate_text_tokens(plan.previous_summary or "")
+
+
+# --- the entry point --------------------------------------------------------------------------
+
+
+def compact_session(
+    *,
+    session_id: int,
+    trigger: str,
+    instructions: str | None = None,
+    dry_run: bool = False,
+    observed_tokens: int | None = None,
+) -> CompactionRun | CompactionPreview | None:
+    """Compact a session through the one entry point; see the module docstring.
+
+    Returns the committed run, a preview for `dry_run`, or None for a threshold trigger that is no
+    longer due. Raises CompactionBusy, CompactionRefused (the run says why) or CompactionFailed.
+    """
+    if trigger not in Trigger.values:
+        raise ValueError(f"unknown trigger {trigger!r}")
+    session = Session.objects.select_related("assistant", "assistant__team").get(pk=session_id)
+    if dry_run:
+        return preview_compaction(session, trigger=trigger)
+    if trigger == Trigger.THRESHOLD and not token_figures(session).compaction_due:
+        return None
+    run = acquire_run(session, trigger=trigger, instructions=instructions)
+    try:
+        return _compact(session, run, instructions=instructions, observed_tokens=observed_tokens)
+    except CompactionRefused as refused:
+        _advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
+        refused.run = run
+        raise
+    except Exception as error:
+        logger.warning("compaction of session %s failed: %s", session_id, error, exc_info=True)
+        _advance(run, RunState.FAILED, reason=failure_reason(error))
+        raise CompactionFailed(run) from error
+
+
+def failure_reason(error: Exception) -> str:
+    """Describe why a compaction failed, for the run receipt."""
+    if isinstance(error, ProviderError):
+        if error.is_timeout:
+            return "summarization failed: the compaction model timed out"
+        status = f" (HTTP {error.status})" if error.status else ""
+        return f"summarization failed: model error{status}: {error.message}"[:500]
+    if isinstance(error, SummaryError):
+        return f"summarization failed: {error}"[:500]
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+def _compact(session: Session, run: CompactionRun, *, instructions: str | None,
+             observed_tokens: int | None) -> CompactionRun:
+    _plan(session, session_entries(session))  # refuse before flushing when there is nothing to do
+    outcome = _flush_first(session, run)
+    session.refresh_from_db()
+    entries = session_entries(session)
+    plan = _plan(session, entries)  # again: messages may have arrived during the flush
+    ratio = calibration_ratio(effective_model(session.assistant))
+    tokens_before = observed_tokens or view_tokens(entries, ratio=ratio)
+    _advance(run, RunState.SUMMARIZING, tokens_before=tokens_before)
+    summary, offline, details = _summarize(session, run, plan, instructions=instructions,
+                                           memory_text=_flushed_memory_text(session, outcome))
+    return _commit(session.pk, run, plan, summary=summary, offline=offline, details=details,
+                   tokens_before=tokens_before, prev_id=_latest_compaction_id(entries))
+
+
+def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
+    """Run the memory flush before summarising unless this cycle already flushed (design.md item 1)."""
+    _advance(run, RunState.FLUSHING)
+    outcome = run_memory_flush(session_id=session.pk)
+    state = RunState.FLUSHED if outcome.status == "flushed" else RunState.FLUSH_SKIPPED
+    _advance(run, state, flush_outcome=outcome.label[:64], flush_details=outcome.as_dict())
+    return outcome
+
+
+def _flushed_memory_text(session: Session, outcome: FlushOutcome) -> str:
+    """Return the memory an identifier may already live in: the flush target and today's note."""
+    paths = {daily_note_path(local_today(session.assistant, dj_timezone.now()))}
+    if outcome.path:
+        paths.add(outcome.path)
+    return "\n".join(MemoryDocument.objects.filter(assistant=session.assistant, path__in=paths)
+                     .values_list("content", flat=True))
+
+
+def _latest_compaction_id(entries: list[dict[str, Any]]) -> str | None:
+    index = latest_compaction_index(entries)
+    return entries[index]["id"] if index >= 0 else None
+
+
+def _summarize(session: Session, run: CompactionRun, plan: CompactionPlan, *, instructions: str | None,
+               memory_text: str) -> tuple[str, bool, dict[str, Any]]:
+    """Return (summary, offline, details) from the compaction model, or the offline summariser."""
+    model = get_chat_model("compaction")
+    compaction = _settings_of(session)
+    details: dict[str, Any] = {
+        "readFiles": [], "modifiedFiles": [],
+        "summarizedEntryIds": list(plan.summarized_entry_ids), "turnPrefixEntryIds": list(plan.prefix_entry_ids),
+        "isSplitTurn": plan.is_split_turn,
+    }
+    messages = [*plan.messages_to_summarize, *plan.turn_prefix_messages]
+    if model is None:
+        text = offline_summary(messages=messages, previous_summary=plan.previous_summary, instructions=instructions or "")
+        text = ensure_identifiers(text, source_texts=message_source_texts(messages), also_present_in=memory_text)
+        return text, True, {**details, "offline": True}
+    result = summarize_session(
+        plan_messages=plan.messages_to_summarize, turn_prefix_messages=plan.turn_prefix_messages,
+        previous_summary=plan.previous_summary, settings=SummarySettings.from_config(compaction),
+        context_window=session.assistant.context_window,
+        summarize=_summarizer(session, run, model), command_instructions=instructions,
+        tokens_before=plan.tokens_before, also_present_in=memory_text,
+    )
+    return result.summary, False, {
+        **details, "offline": False, "boundaryOnly": result.boundary_only, "modelCalls": result.model_calls,
+        "addedIdentifiers": list(result.added_identifiers), "preservedMessages": result.preserved_message_count,
+        "toolFailures": result.tool_failure_count, "droppedMessages": result.dropped_message_count,
+    }
+
+
+def _summarizer(session: Session, run: CompactionRun, model: Any):
+    """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
+    compaction = _settings_of(session)
+    model_name = compaction.get("model") or getattr(django_settings, "LLM_COMPACTION_MODEL", "") or \
+        session.assistant.model or None
+    # Pi generateSummary: maxTokens = floor(0.8 * reserveTokens).
+    max_tokens = max(256, math.floor(0.8 * effective_reserve(compaction)))
+    deadline = time.monotonic() + int(compaction.get("timeoutSeconds") or 900)
+
+    def summarize(chat: list[dict[str, Any]]) -> str:
+        if time.monotonic() > deadline:
+            raise SummaryError(f"compaction timed out after {compaction.get('timeoutSeconds') or 900} s")
+        _heartbeat(run)
+        return model.complete(messages=chat, model=model_name, max_tokens=max_tokens).text
+
+    return summarize
+
+
+@transaction.atomic
+def _commit(session_id: int, run: CompactionRun, plan: CompactionPlan, *, summary: str, offline: bool,
+            details: dict[str, Any], tokens_before: int, prev_id: str | None) -> CompactionRun:
+    """Write the entry and the session figures together, under the session row lock."""
+    session = lock_session(session_id)
+    entries = session_entries(session)
+    if _latest_compaction_id(entries) != prev_id:
+        raise RuntimeError("the session was compacted by someone else meanwhile")
+    first_kept = Message.objects.get(session=session, entry_id=plan.first_kept_entry_id, flush_turn=False)
+    now = dj_timezone.now()
+    entry = CompactionEntry(
+        session=session, seq=take_seq(session), entry_id=unique_entry_id(session, set()), summary=summary,
+        first_kept=first_kept, first_kept_entry_id=first_kept.entry_id, tokens_before=tokens_before,
+        trigger=run.trigger, details=details, from_hook=True, offline=offline, created_at=now,
+    )
+    new_entry = {"type": "compaction", "id": entry.entry_id, "seq": entry.seq, "summary": summary,
+                 "firstKeptEntryId": entry.first_kept_entry_id, "timestamp": epoch_ms(now)}
+    entry.tokens_after = view_tokens([*entries, new_entry], ratio=calibration_ratio(effective_model(session.assistant)))
+    entry.save()
+    # reference 1.10: compactionCount + 1, totalTokens = tokensAfter (fresh), usage counters cleared.
+    session.compaction_count += 1
+    session.total_tokens, session.total_tokens_fresh, session.last_usage = entry.tokens_after, True, None
+    session.save(update_fields=["last_seq", "compaction_count", "total_tokens", "total_tokens_fresh",
+                                "last_usage", "updated_at"])
+    _advance(run, RunState.COMMITTED, entry=entry, tokens_before=tokens_before, tokens_after=entry.tokens_after,
+             offline=offline, reason="")
+    after_transcript_change(session)  # export mirror + transcript indexing, after the commit
+    return run
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def coverage_map(session: Session) -> dict[str, str]:
+    """Map each summarised message's entry id to the compaction entry that summarised it."""
+    covered: dict[str, str] = {}
+    for entry in CompactionEntry.objects.filter(session=session).order_by("seq"):
+        for entry_id in [*entry.details.get("summarizedEntryIds", []), *entry.details.get("turnPrefixEntryIds", [])]:
+            covered.setdefault(entry_id, entry.entry_id)
+    return covered

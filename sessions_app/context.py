@@ -1,0 +1,468 @@
+"""Building the model's context: what a session's next model call is sent, and its token figures.
+
+design.md "How a message flows": system prompt + MEMORY.md + today's and yesterday's daily notes
+(in the assistant's timezone) + the compaction view (latest summary + messages from its
+`first_kept` on; OpenClaw's `buildSessionContext`) + context pruning on a copy. Reading never
+changes anything stored; the turn loop records the pruning touch itself (`record_cache_touch`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings as django_settings
+from django.db.models import F, Func, IntegerField, Sum, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone as dj_timezone
+
+from memory_app.models import MemoryDocument
+from memory_app.tokens import (
+    calculate_context_tokens,
+    correction_ratio,
+    corrected_estimate,
+    estimate_context_tokens,
+    estimate_message_tokens,
+    estimate_messages_tokens,
+    estimate_text_tokens,
+)
+from openclaw_site.models import Assistant
+from sessions_app.cutpoint import build_session_context
+from sessions_app.llm import get_chat_model, to_openai_messages
+from sessions_app.messages import epoch_ms
+from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
+from sessions_app.pruning import PruneResult, PruningSettings, prune_context, should_prune
+from sessions_app.thresholds import (
+    Thresholds,
+    has_flushed_this_cycle,
+    output_tokens_of,
+    projected_next_turn_tokens,
+    prompt_tokens_of,
+    thresholds_for,
+)
+from sessions_app.transcript import to_agent_message
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+# OpenClaw `bootstrapMaxChars` (20000 per injected file), trimmed head 70 % + tail 20 %.
+MAX_INJECTED_FILE_CHARS = 20_000
+MEMORY_FILES_HEADER = "# Project Context\n\nThe following memory files have been loaded:"
+MEMORY_GUIDANCE = (
+    "## Memory\n"
+    "Your long-term memory is Markdown: MEMORY.md and daily notes memory/YYYY-MM-DD.md. "
+    "Read more of it with memory_get{search_hint}.\n"
+    "A tool result shortened to save context names its original message; call tool_result_get "
+    "with that id to read it in full."
+)
+SEARCH_HINT = (
+    "; before answering questions about prior work, decisions, dates, people, preferences or "
+    "todos, run memory_search first"
+)
+
+
+# --- the session's entries and the compaction view -------------------------------------------
+
+
+def session_entries(session: Session) -> list[dict[str, Any]]:
+    """Return messages and compaction entries in seq order, in the cut-point entry shape.
+
+    Flush-turn messages are left out: they are the assistant's private bookkeeping and must
+    neither reach the model again nor become a cut point (design.md item 1).
+    """
+    messages = Message.objects.filter(session=session, flush_turn=False).order_by("seq")
+    items: list[tuple[int, dict[str, Any]]] = [
+        (m.seq, {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)})
+        for m in messages
+    ]
+    items += [(c.seq, _compaction_entry(c)) for c in CompactionEntry.objects.filter(session=session)]
+    return [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+
+
+def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
+    return {
+        "type": "compaction", "id": entry.entry_id, "seq": entry.seq, "summary": entry.summary,
+        "firstKeptEntryId": entry.first_kept_entry_id, "tokensBefore": entry.tokens_before,
+        "timestamp": epoch_ms(entry.created_at),
+    }
+
+
+def latest_compaction_index(entries: list[dict[str, Any]]) -> int:
+    """Return the index of the newest compaction entry, or -1."""
+    for index in range(len(entries) - 1, -1, -1):
+        if entries[index].get("type") == "compaction":
+            return index
+    return -1
+
+
+def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
+    """Estimate the compaction view's size: reported usage plus corrected estimates of the rest.
+
+    Usage reported before the latest compaction measured the old, longer context (#12170), so only
+    assistants after it are trusted, as in cutpoint's `tokensBefore`; and, as Pi's
+    `_checkCompaction` does, only those whose call started after the compaction was written (a
+    call that raced a background compaction reports the old size).
+    """
+    context = build_session_context(entries)
+    prev = latest_compaction_index(entries)
+    newer = sum(1 for e in entries[prev + 1:] if e.get("type") == "message") if prev >= 0 else len(context)
+    head, tail = context[:len(context) - newer], context[len(context) - newer:]
+    cutoff = entries[prev].get("timestamp") if prev >= 0 else None
+    if isinstance(cutoff, int):
+        tail = [_without_stale_usage(message, cutoff) for message in tail]
+    estimate = estimate_context_tokens(tail)
+    if estimate.last_usage_index is not None:
+        return estimate.usage_tokens + corrected_estimate(estimate.trailing_tokens, ratio)
+    return corrected_estimate(estimate_messages_tokens(head) + estimate.trailing_tokens, ratio)
+
+
+def _without_stale_usage(message: dict[str, Any], cutoff_ms: int) -> dict[str, Any]:
+    timestamp = message.get("timestamp")
+    if message.get("role") == "assistant" and isinstance(timestamp, int) and timestamp <= cutoff_ms:
+        return {**message, "usage": None}
+    return message
+
+
+def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
+    """Compute `view_tokens` from stored per-message estimates, in a few queries (session API).
+
+    Same rule as `view_tokens`: the last trustworthy usage after the latest compaction, plus the
+    corrected estimates of the messages after it; without such usage, the whole view estimated.
+    """
+    messages = Message.objects.filter(session=session, flush_turn=False)
+    latest = CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
+    head_tokens, tail = 0, messages
+    if latest is not None:
+        kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
+        head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
+        head_tokens = _sum_estimates(head) + estimate_message_tokens({"role": "compactionSummary", "summary": latest.summary})
+        tail = messages.filter(seq__gt=latest.seq)
+    usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
+    if usage_seq is None:
+        return corrected_estimate(head_tokens + _sum_estimates(tail), ratio)
+    return usage_tokens + corrected_estimate(_sum_estimates(tail.filter(seq__gt=usage_seq)), ratio)
+
+
+def _sum_estimates(messages: Any) -> int:
+    return int(messages.aggregate(total=Sum("estimated_tokens"))["total"] or 0)
+
+
+def _last_usage(messages: Any) -> tuple[int, int | None]:
+    """Return (context tokens, seq) of the newest assistant usage Pi trusts, or (0, None)."""
+    candidates = (messages.filter(role="assistant", usage__isnull=False).exclude(stop_reason__in=["error", "aborted"])
+                  .order_by("-seq").values_list("seq", "usage"))
+    for seq, usage in candidates.iterator(chunk_size=20):
+        tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+        if tokens > 0:
+            return tokens, seq
+    return 0, None
+
+
+# --- calibration (design.md item 3) ----------------------------------------------------------
+
+
+def effective_model(assistant: Assistant) -> str:
+    """Return the model name an assistant's turns use (its own, else LLM_MODEL)."""
+    return assistant.model or getattr(django_settings, "LLM_MODEL", "") or ""
+
+
+def calibration_ratio(model: str) -> float | None:
+    """Return reported/estimated prompt tokens recorded for a model, or None before any call."""
+    row = ModelCalibration.objects.filter(model=model).first() if model else None
+    if row is None or row.samples == 0:
+        return None
+    return correction_ratio(row.estimated_tokens, row.reported_tokens)
+
+
+def record_calibration(*, model: str, estimated: int, reported: int) -> None:
+    """Add one call's estimated and reported prompt tokens to the model's totals (atomic update)."""
+    if not model or estimated <= 0 or reported <= 0:
+        return
+    ModelCalibration.objects.get_or_create(model=model)
+    ModelCalibration.objects.filter(model=model).update(
+        estimated_tokens=F("estimated_tokens") + estimated, reported_tokens=F("reported_tokens") + reported,
+        samples=F("samples") + 1, updated_at=dj_timezone.now(),
+    )
+
+
+# --- system prompt: the assistant's own, then memory -----------------------------------------
+
+
+def assistant_zone(assistant: Assistant) -> ZoneInfo:
+    """Return the assistant's timezone; an invalid one falls back to UTC (`resolveUserTimezone`)."""
+    try:
+        return ZoneInfo((assistant.timezone or "UTC").strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def local_today(assistant: Assistant, now: datetime) -> date:
+    """Return today's date in the assistant's timezone."""
+    return now.astimezone(assistant_zone(assistant)).date()
+
+
+def daily_note_path(day: date) -> str:
+    return f"memory/{day.isoformat()}.md"
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    """The system prompt sent to the model and the memory documents injected into it."""
+
+    text: str
+    memory_paths: tuple[str, ...]
+
+
+def build_system_prompt(assistant: Assistant, *, now: datetime, tool_names: tuple[str, ...] = ()) -> SystemPrompt:
+    """Compose the assistant's system prompt, memory guidance, MEMORY.md and the daily notes."""
+    today = local_today(assistant, now)
+    wanted = ["MEMORY.md", "memory.md", daily_note_path(today), daily_note_path(today - timedelta(days=1))]
+    documents = {d.path: d.content for d in MemoryDocument.objects.filter(assistant=assistant, path__in=wanted)}
+    if "MEMORY.md" in documents:
+        documents.pop("memory.md", None)  # OpenClaw loads MEMORY.md, else memory.md
+    injected = [(path, documents[path]) for path in wanted if documents.get(path, "").strip()]
+    parts = [(assistant.system_prompt or "").strip() or DEFAULT_SYSTEM_PROMPT]
+    parts.append(MEMORY_GUIDANCE.format(search_hint=SEARCH_HINT if "memory_search" in tool_names else ""))
+    parts.append(f"Time zone: {assistant_zone(assistant).key}")
+    if injected:
+        parts.append(MEMORY_FILES_HEADER)
+        parts += [f"## {path}\n\n{trim_injected_file(content, path)}" for path, content in injected]
+    return SystemPrompt(text="\n\n".join(parts), memory_paths=tuple(path for path, _ in injected))
+
+
+def trim_injected_file(content: str, path: str, *, max_chars: int = MAX_INJECTED_FILE_CHARS) -> str:
+    """Keep the head (70 %) and tail (20 %) of a long file, saying so (OpenClaw `trimBootstrapContent`)."""
+    content = content.rstrip()
+    if len(content) <= max_chars:
+        return content
+    head, tail = int(max_chars * 0.7), int(max_chars * 0.2)
+    marker = (
+        f"\n[...truncated, read {path} for full content...]\n"
+        f"…(truncated {path}: kept {head}+{tail} chars of {len(content)})…\n"
+    )
+    return content[:head] + marker + content[-tail:]
+
+
+# --- pruning ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruningReport:
+    """Whether pruning ran on this call, why, and what it changed."""
+
+    mode: str
+    ran: bool
+    reason: str
+    result: PruneResult
+
+    @property
+    def changed(self) -> bool:
+        return self.result.changed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode, "ran": self.ran, "reason": self.reason, "changed": self.changed,
+            "changes": [
+                {"index": c.index, "entry_id": c.entry_id, "tool_name": c.tool_name, "action": c.action,
+                 "chars_before": c.chars_before, "chars_after": c.chars_after}
+                for c in self.result.changes
+            ],
+        }
+
+
+def prune_view(
+    messages: list[dict[str, Any]], *, assistant: Assistant, last_touch: datetime | None, now: datetime
+) -> PruningReport:
+    """Run the TTL gate and, when it is open, OpenClaw's pruning pass on a copy of the view."""
+    settings = PruningSettings.from_config(assistant.settings.get("contextPruning"))
+    touch_ms = epoch_ms(last_touch) if last_touch else None
+    if not should_prune(settings, now_ms=epoch_ms(now), last_cache_touch_at_ms=touch_ms):
+        return PruningReport(settings.mode, False, _closed_reason(settings, touch_ms, epoch_ms(now)), PruneResult(list(messages)))
+    result = prune_context(messages, settings=settings, context_window=assistant.context_window)
+    reason = "mode always: every call" if settings.mode == "always" else "cache TTL expired since the last model call"
+    return PruningReport(settings.mode, True, reason, result)
+
+
+def _closed_reason(settings: PruningSettings, touch_ms: int | None, now_ms: int) -> str:
+    if settings.mode == "off":
+        return "mode off"
+    if settings.ttl_ms <= 0:
+        return "ttl is 0: pruning disabled"
+    if touch_ms is None:
+        return "no model call recorded yet (cache-ttl waits for the first one)"
+    remaining = max(0, settings.ttl_ms - (now_ms - touch_ms))
+    return f"prompt cache still warm: the TTL expires in {remaining // 1000} s"
+
+
+def record_cache_touch(session_id: int, *, at: datetime) -> None:
+    """Record that the provider cache was touched at `at` (OpenClaw's `openclaw.cache-ttl` entry)."""
+    Session.objects.filter(pk=session_id).update(last_cache_touch_at=at)
+
+
+# --- the model context ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """Exactly what a model call for this session sends now, and how it was made."""
+
+    system_prompt: SystemPrompt
+    view: list[dict[str, Any]]
+    pruning: PruningReport
+    tools: list[dict[str, Any]]
+    model: str
+    ratio: float | None
+    now: datetime
+    entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+
+    @property
+    def agent_messages(self) -> list[dict[str, Any]]:
+        """Return the pruned AgentMessage list (what the model sees, before format conversion)."""
+        return self.pruning.result.messages
+
+    @property
+    def openai_messages(self) -> list[dict[str, Any]]:
+        """Return the chat-completions `messages` exactly as sent."""
+        return to_openai_messages(self.agent_messages, system_prompt=self.system_prompt.text)
+
+    @property
+    def raw_prompt_estimate(self) -> int:
+        """Estimate the whole request: system prompt, messages and tool specs (uncorrected)."""
+        tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
+        return estimate_text_tokens(self.system_prompt.text) + estimate_messages_tokens(self.agent_messages) + tools
+
+    @property
+    def prompt_estimate(self) -> int:
+        """Return the request estimate corrected by the model's calibration ratio."""
+        return corrected_estimate(self.raw_prompt_estimate, self.ratio)
+
+
+def build_model_context(
+    session: Session, *, tools: list[dict[str, Any]] | None = None, now: datetime | None = None
+) -> ModelContext:
+    """Build the context of the session's next model call; nothing stored changes."""
+    now = now or dj_timezone.now()
+    assistant = session.assistant
+    tools = list(tools or [])
+    entries = session_entries(session)
+    view = build_session_context(entries)
+    system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
+    pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
+    model = effective_model(assistant)
+    return ModelContext(system_prompt=system_prompt, view=view, pruning=pruning, tools=tools, model=model,
+                        ratio=calibration_ratio(model), now=now, entries=entries)
+
+
+# --- session token figures --------------------------------------------------------------------
+
+
+class _OctetLength(Func):
+    function = "OCTET_LENGTH"
+    output_field = IntegerField()
+
+
+def transcript_bytes(session: Session) -> int:
+    """Return the UTF-8 size of every stored message's content (the force-flush measure).
+
+    OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
+    nearly all of it.
+    """
+    total = Message.objects.filter(session=session).aggregate(size=Sum(_OctetLength(Cast("content", TextField()))))
+    return int(total["size"] or 0)
+
+
+@dataclass(frozen=True)
+class TokenFigures:
+    """A session's token figures against its thresholds (session API, /context, the triggers)."""
+
+    thresholds: Thresholds
+    context_tokens: int
+    last_prompt_tokens: int
+    last_output_tokens: int
+    transcript_bytes: int
+    flushed_this_cycle: bool
+    ratio: float | None
+    prompt_estimate: int = 0
+
+    @property
+    def projected_tokens(self) -> int:
+        """Return the projected next request: last prompt + last output + new prompt estimate.
+
+        Never below the context estimate, which also counts messages stored since the last call
+        (ingested ones, or the new user message itself), as OpenClaw takes the larger count.
+        """
+        projected = projected_next_turn_tokens(
+            last_prompt_tokens=self.last_prompt_tokens, last_output_tokens=self.last_output_tokens,
+            prompt_estimate=self.prompt_estimate,
+        )
+        return max(projected, self.context_tokens)
+
+    @property
+    def flush_reason(self) -> str | None:
+        return self.thresholds.flush_reason(
+            projected_tokens=self.projected_tokens, transcript_bytes=self.transcript_bytes,
+            already_flushed=self.flushed_this_cycle,
+        )
+
+    @property
+    def compaction_due(self) -> bool:
+        return self.thresholds.should_compact(self.context_tokens)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.thresholds.as_dict(),
+            "context_tokens": self.context_tokens,
+            "last_prompt_tokens": self.last_prompt_tokens,
+            "last_output_tokens": self.last_output_tokens,
+            "projected_tokens": self.projected_tokens,
+            "transcript_bytes": self.transcript_bytes,
+            "flushed_this_cycle": self.flushed_this_cycle,
+            "flush_due": self.flush_reason is not None,
+            "flush_reason": self.flush_reason,
+            "compaction_due": self.compaction_due,
+            "calibration_ratio": self.ratio,
+        }
+
+
+def token_figures(
+    session: Session, *, entries: list[dict[str, Any]] | None = None, prompt_estimate: int = 0
+) -> TokenFigures:
+    """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
+    assistant = session.assistant
+    ratio = calibration_ratio(effective_model(assistant))
+    context_tokens = stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
+    usage = session.last_usage if session.total_tokens_fresh else None
+    fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
+    return TokenFigures(
+        thresholds=thresholds_for(assistant.settings, context_window=assistant.context_window),
+        context_tokens=context_tokens,
+        last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
+        last_output_tokens=output_tokens_of(usage),
+        transcript_bytes=transcript_bytes(session),
+        flushed_this_cycle=has_flushed_this_cycle(
+            memory_flush_compaction_count=session.memory_flush_compaction_count,
+            compaction_count=session.compaction_count,
+        ),
+        ratio=ratio,
+        prompt_estimate=corrected_estimate(prompt_estimate, ratio),
+    )
+
+
+def message_prompt_estimate(message: dict[str, Any]) -> int:
+    """Estimate a new user message the way `estimatePromptTokensForMemoryFlush` does."""
+    return estimate_message_tokens(message)
+
+
+def session_figures(session: Session) -> dict[str, Any]:
+    """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours)."""
+    return {
+        **token_figures(session).as_dict(),
+        "total_tokens": session.total_tokens,
+        "total_tokens_fresh": session.total_tokens_fresh,
+        "compaction_count": session.compaction_count,
+        "memory_flush_compaction_count": session.memory_flush_compaction_count,
+        "memory_flush_at": session.memory_flush_at.isoformat() if session.memory_flush_at else None,
+        "model": effective_model(session.assistant) or None,
+        "offline": get_chat_model("chat") is None,
+    }

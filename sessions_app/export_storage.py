@@ -1,0 +1,121 @@
+"""Where export files go: a small storage interface and its local-disk implementation.
+
+Names are POSIX paths relative to the storage root, as in Django's ``Storage`` API, so an adapter
+over ``django.core.files.storage`` (S3 and friends, design.md "Scale-out") can replace
+`LocalExportStorage` without touching `sessions_app.exports`.
+
+Pure: no Django import.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Protocol
+
+# Temp files are hidden siblings of their target (".MEMORY.md.<random>.tmp"): same directory, so
+# the final os.replace is an atomic rename on the same file system.
+TEMP_PREFIX = "."
+TEMP_SUFFIX = ".tmp"
+
+
+class ExportStorage(Protocol):
+    """The operations the exporter needs; every write replaces the whole file atomically."""
+
+    def save_lines(self, name: str, chunks: Iterable[str]) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def exists(self, name: str) -> bool: ...
+
+    def listdir(self, name: str) -> tuple[list[str], list[str]]: ...
+
+    def remove_empty_dirs(self, name: str, *, stop_at: str) -> None: ...
+
+
+class UnsafeName(ValueError):
+    """A storage name that would leave the storage root."""
+
+
+def clean_name(name: str) -> str:
+    """Return ``name`` normalised, refusing absolute paths and '..' segments."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise UnsafeName(f"export path {name!r} must be relative and stay inside the export root")
+    return path.as_posix() if path.parts else ""
+
+
+def is_temp_name(filename: str) -> bool:
+    """Tell whether a file name is one of our temp files (left behind only by a crashed writer)."""
+    return filename.startswith(TEMP_PREFIX) and filename.endswith(TEMP_SUFFIX)
+
+
+class LocalExportStorage:
+    """Files under a local directory, written temp-file + fsync + rename."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def path(self, name: str) -> Path:
+        cleaned = clean_name(name)
+        return self.root / cleaned if cleaned else self.root
+
+    def save_lines(self, name: str, chunks: Iterable[str]) -> None:
+        """Write ``chunks`` to ``name``: readers see the old file or the complete new one, never a part."""
+        target = self.path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f"{TEMP_PREFIX}{target.name}.", suffix=TEMP_SUFFIX)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                for chunk in chunks:
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, 0o644)  # mkstemp creates 0600; the mirror is meant to be read by others
+            os.replace(temp, target)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        _fsync_directory(target.parent)
+
+    def save_text(self, name: str, text: str) -> None:
+        self.save_lines(name, [text])
+
+    def delete(self, name: str) -> None:
+        self.path(name).unlink(missing_ok=True)
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def listdir(self, name: str) -> tuple[list[str], list[str]]:
+        """Return (directories, files) directly under ``name``; both empty if it does not exist."""
+        directory = self.path(name)
+        if not directory.is_dir():
+            return [], []
+        entries = sorted(directory.iterdir())
+        return [e.name for e in entries if e.is_dir()], [e.name for e in entries if e.is_file()]
+
+    def remove_empty_dirs(self, name: str, *, stop_at: str) -> None:
+        """Remove ``name`` and its parents while they are empty, never ``stop_at`` or above."""
+        directory, stop = self.path(name), self.path(stop_at)
+        while directory != stop and stop in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:  # not empty (or already gone): stop climbing
+                return
+            directory = directory.parent
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk (POSIX; a no-op elsewhere).
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,373 @@
+"""The export mirror: each assistant as an OpenClaw workspace under EXPORT_ROOT (design.md "Exports").
+
+    EXPORT_ROOT/<team slug>/<assistant slug>/
+        MEMORY.md, memory.md, memory/**/*.md   memory documents (a deleted document's file is removed)
+        sessions/<session key>.jsonl            transcripts in Pi's v3 format (openclaw-reference.md 1.1 B)
+        sessions/sessions.json                  OpenClaw's session store (reference 1.1 A)
+        assistant.json                          this server's assistant fields (OpenClaw ignores it)
+
+Postgres is the truth and the files are a mirror: every function rewrites whole files from the
+database, atomically (`export_storage`), so a retried or crashed task loses nothing. Writers of one
+workspace hold a Postgres advisory lock for it, so the last writer is also the one that read last.
+`session_jsonl_lines` is shared with the streaming endpoint ``GET /sessions/{id}/export.jsonl``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+
+from memory_app.models import MemoryDocument
+from memory_app.paths import ROOT_FILES, validate_memory_path
+from openclaw_site.locks import xact_lock
+from openclaw_site.models import Assistant
+from sessions_app.export_storage import ExportStorage, LocalExportStorage, is_temp_name
+from sessions_app.messages import epoch_ms
+from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.openclaw_transcript import (
+    CURRENT_VERSION, EXPORTER, EXPORTER_KEY, SYSTEM_CUSTOM_TYPE, dumps_line, format_timestamp,
+)
+
+SESSIONS_DIR = "sessions"
+MEMORY_DIR = "memory"
+SESSION_STORE = "sessions/sessions.json"
+ASSISTANT_FILE = "assistant.json"
+USAGE_COUNTERS = ("input", "output", "cacheRead", "cacheWrite")
+COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
+ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access", "settings")
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    location: str
+    documents: int
+    sessions: int
+
+
+def export_storage() -> LocalExportStorage:
+    """Return the storage of the export mirror (EXPORT_ROOT)."""
+    return LocalExportStorage(Path(settings.EXPORT_ROOT))
+
+
+def workspace_name(assistant: Assistant) -> str:
+    """Return the assistant's directory relative to EXPORT_ROOT: ``<team slug>/<assistant slug>``."""
+    return f"{assistant.team.slug}/{assistant.slug}"
+
+
+def session_file_name(key: str) -> str:
+    """Return the transcript file name of a session key (unsafe characters percent-encoded)."""
+    # ':' stays readable: OpenClaw keys look like "agent:main:main".
+    return f"{quote(key, safe=':@-_.')}.jsonl"
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join(part for part in (base, *parts) if part)
+
+
+# --- JSONL: OpenClaw's transcript format -----------------------------------------------------------
+
+def session_jsonl_lines(session: Session, *, cwd: str | None = None) -> Iterator[str]:
+    """Yield the session as Pi v3 JSONL lines: the header, then entries chained by ``parentId`` in seq order."""
+    yield dumps_line(session_header(session, cwd=cwd))
+    parent_id: str | None = None
+    for row in _rows_in_seq_order(session):
+        entry = message_entry(row, parent_id) if isinstance(row, Message) else compaction_entry(row, parent_id)
+        parent_id = entry["id"]
+        yield dumps_line(entry)
+
+
+def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any]:
+    # cwd is the workspace relative to EXPORT_ROOT: it names the workspace without exposing server paths.
+    return {
+        "type": "session", "version": CURRENT_VERSION, "id": str(session.session_uuid),
+        "timestamp": format_timestamp(session.created_at),
+        "cwd": cwd if cwd is not None else workspace_name(session.assistant),
+        # Ours (Pi ignores unknown header keys): tells our importer that silent entries are marked.
+        EXPORTER_KEY: EXPORTER,
+    }
+
+
+def _rows_in_seq_order(session: Session) -> Iterator[Message | CompactionEntry]:
+    # Messages and compaction entries share one seq sequence; merge the two ordered streams.
+    messages = Message.objects.filter(session=session).order_by("seq").iterator(chunk_size=500)
+    compactions = list(CompactionEntry.objects.filter(session=session).order_by("seq"))
+    return heapq.merge(messages, compactions, key=lambda row: row.seq)
+
+
+def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": "message", "id": message.entry_id, "parentId": parent_id,
+        "timestamp": format_timestamp(message.created_at), "message": openclaw_message(message),
+    }
+    if message.silent:  # ours; Pi ignores unknown entry keys
+        entry["silent"] = True
+    if message.flush_turn:  # ours: a memory-flush turn, never in the model's context
+        entry["flushTurn"] = True
+    return entry
+
+
+def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "type": "compaction", "id": entry.entry_id, "parentId": parent_id,
+        "timestamp": format_timestamp(entry.created_at), "summary": entry.summary,
+        "firstKeptEntryId": entry.first_kept_entry_id, "tokensBefore": entry.tokens_before,
+        "details": entry.details, "fromHook": entry.from_hook,
+    }
+    # Ours, ignored by Pi: what our CompactionEntry records beyond Pi's fields.
+    data["trigger"] = entry.trigger
+    if entry.tokens_after is not None:
+        data["tokensAfter"] = entry.tokens_after
+    if entry.offline:
+        data["offline"] = True
+    return data
+
+
+def openclaw_message(message: Message) -> dict[str, Any]:
+    """Return a stored message as Pi's AgentMessage (pi-ai types), with a numeric ms ``timestamp``."""
+    if message.role == "system":
+        # Pi has no system role in transcripts; a custom message is what it can carry (and send as context).
+        data: dict[str, Any] = {"role": "custom", "customType": SYSTEM_CUSTOM_TYPE, "content": message.content,
+                                "display": False}
+    else:
+        data = {"role": message.role, "content": _content(message)}
+    if message.role == "assistant":
+        data.update(api=message.api, provider=message.provider, model=message.model,
+                    usage=openclaw_usage(message.usage), stopReason=message.stop_reason or "stop")
+        if message.error_message:
+            data["errorMessage"] = message.error_message
+    if message.role == "toolResult":
+        data.update(toolCallId=message.tool_call_id, toolName=message.tool_name, isError=message.is_error)
+    if message.details is not None:
+        data["details"] = message.details
+    data["timestamp"] = epoch_ms(message.created_at)
+    return data
+
+
+def _content(message: Message) -> Any:
+    # Pi reads assistant and tool-result content as a block list; only user content may be a string.
+    if isinstance(message.content, str) and message.role in ("assistant", "toolResult"):
+        return [{"type": "text", "text": message.content}] if message.content else []
+    return message.content
+
+
+def openclaw_usage(usage: Any) -> dict[str, Any]:
+    """Return usage in pi-ai's shape ``{input, output, cacheRead, cacheWrite, totalTokens, cost{...}}``.
+
+    OpenClaw reads every counter and ``cost.total`` without checks, so missing ones become 0.
+    """
+    source = usage if isinstance(usage, dict) else {}
+    counts = {key: _number(source.get(key)) for key in USAGE_COUNTERS}
+    total = _number(source.get("totalTokens")) or sum(counts.values())
+    cost_source = source.get("cost") if isinstance(source.get("cost"), dict) else {}
+    cost = {**cost_source, **{key: _number(cost_source.get(key)) for key in COST_FIELDS}}
+    return {**source, **counts, "totalTokens": total, "cost": cost}
+
+
+def _number(value: Any) -> int | float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+# --- sessions.json: OpenClaw's session store -------------------------------------------------------
+
+def session_store(assistant: Assistant) -> dict[str, dict[str, Any]]:
+    """Return the assistant's ``sessions.json``: session key -> OpenClaw SessionEntry fields."""
+    last_assistant = Message.objects.filter(session=OuterRef("pk"), role="assistant").exclude(model="").order_by("-seq")
+    sessions = Session.objects.filter(assistant=assistant).order_by("key").annotate(
+        last_model=Subquery(last_assistant.values("model")[:1]),
+        last_provider=Subquery(last_assistant.values("provider")[:1]),
+    )
+    return {session.key: session_store_entry(session, assistant) for session in sessions}
+
+
+def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "sessionId": str(session.session_uuid), "sessionFile": session_file_name(session.key),
+        "updatedAt": epoch_ms(session.updated_at), "sessionStartedAt": epoch_ms(session.created_at),
+        "totalTokensFresh": session.total_tokens_fresh, "compactionCount": session.compaction_count,
+        "contextTokens": assistant.context_window,
+    }
+    optional = {
+        "label": session.title or None, "totalTokens": session.total_tokens,
+        "memoryFlushAt": epoch_ms(session.memory_flush_at) if session.memory_flush_at else None,
+        # None means "never flushed": OpenClaw's undefined, so the key is left out (reference 1.1 A).
+        "memoryFlushCompactionCount": session.memory_flush_compaction_count,
+        "model": getattr(session, "last_model", None) or None,
+        "modelProvider": getattr(session, "last_provider", None) or None,
+        **_usage_counters(session.last_usage),
+    }
+    entry.update({key: value for key, value in optional.items() if value is not None})
+    return entry
+
+
+def _usage_counters(usage: Any) -> dict[str, Any]:
+    if not isinstance(usage, dict):
+        return {}
+    names = {"input": "inputTokens", "output": "outputTokens", "cacheRead": "cacheRead", "cacheWrite": "cacheWrite"}
+    return {ours: usage[theirs] for theirs, ours in names.items() if isinstance(usage.get(theirs), (int, float))}
+
+
+def assistant_metadata(assistant: Assistant) -> dict[str, Any]:
+    """Return ``assistant.json``: the fields an import needs to recreate the assistant."""
+    return {"slug": assistant.slug, **{name: getattr(assistant, name) for name in ASSISTANT_FIELDS}}
+
+
+def _dumps_json(data: Any) -> str:
+    # OpenClaw writes sessions.json with JSON.stringify(store, null, 2).
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+# --- Writing the mirror ----------------------------------------------------------------------------
+
+@contextmanager
+def _locked_assistant(assistant_id: int) -> Iterator[Assistant | None]:
+    """Hold the workspace lock of an assistant (until the transaction ends) and yield it, or None if gone."""
+    with transaction.atomic():
+        xact_lock(f"export:{assistant_id}")
+        yield Assistant.objects.select_related("team").filter(pk=assistant_id).first()
+
+
+def export_session(session_id: int, *, storage: ExportStorage | None = None) -> bool:
+    """Rewrite a session's transcript file and the assistant's sessions.json; False if the session is gone."""
+    assistant_id = Session.objects.filter(pk=session_id).values_list("assistant_id", flat=True).first()
+    if assistant_id is None:
+        return False
+    storage = storage or export_storage()
+    with _locked_assistant(assistant_id) as assistant:
+        session = Session.objects.filter(pk=session_id, assistant=assistant).first() if assistant else None
+        if session is None:
+            return False
+        session.assistant = assistant
+        base = workspace_name(assistant)
+        if not _ensure_workspace(storage, base, assistant):
+            storage.save_lines(_join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session))
+            _write_session_store(storage, base, assistant)
+    return True
+
+
+def export_sessions_index(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
+    """Rewrite sessions.json and remove transcripts of deleted or renamed sessions."""
+    storage = storage or export_storage()
+    with _locked_assistant(assistant_id) as assistant:
+        if assistant is None:
+            return False
+        base = workspace_name(assistant)
+        if not _ensure_workspace(storage, base, assistant):
+            _write_session_store(storage, base, assistant)
+    return True
+
+
+def _write_session_store(storage: ExportStorage, base: str, assistant: Assistant) -> None:
+    store = session_store(assistant)
+    storage.save_lines(_join(base, SESSION_STORE), [_dumps_json(store)])
+    expected = {entry["sessionFile"] for entry in store.values()}
+    _, files = storage.listdir(_join(base, SESSIONS_DIR))
+    for name in files:
+        # Under the workspace lock any temp file is a crashed writer's leftover.
+        if (name.endswith(".jsonl") and name not in expected) or is_temp_name(name):
+            storage.delete(_join(base, SESSIONS_DIR, name))
+
+
+def export_memory_document(assistant_id: int, path: str, *, storage: ExportStorage | None = None) -> bool:
+    """Write one memory document's file, or remove it if the document was deleted. False if the assistant is gone."""
+    path = validate_memory_path(path)  # never trust a path near the file system
+    storage = storage or export_storage()
+    with _locked_assistant(assistant_id) as assistant:
+        if assistant is None:
+            return False
+        base = workspace_name(assistant)
+        if _ensure_workspace(storage, base, assistant):
+            return True
+        document = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
+        if document is not None:
+            storage.save_lines(_join(base, path), [document.content])
+        else:
+            _delete_memory_file(storage, base, path)
+    return True
+
+
+def _delete_memory_file(storage: ExportStorage, base: str, path: str) -> None:
+    storage.delete(_join(base, path))
+    parent = path.rpartition("/")[0]
+    if parent.startswith(f"{MEMORY_DIR}/"):
+        storage.remove_empty_dirs(_join(base, parent), stop_at=_join(base, MEMORY_DIR))
+
+
+def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
+    """Rewrite ``assistant.json``; False if the assistant is gone.
+
+    A workspace without sessions.json is new to the mirror (a new assistant, or a renamed team or
+    assistant slug): then the whole workspace is written.
+    """
+    storage = storage or export_storage()
+    with _locked_assistant(assistant_id) as assistant:
+        if assistant is None:
+            return False
+        base = workspace_name(assistant)
+        if not _ensure_workspace(storage, base, assistant):
+            storage.save_lines(_join(base, ASSISTANT_FILE), [_dumps_json(assistant_metadata(assistant))])
+    return True
+
+
+def export_assistant(assistant_id: int, *, storage: ExportStorage | None = None,
+                     base: str | None = None) -> ExportSummary:
+    """Rewrite the whole workspace of an assistant and remove files of deleted documents and sessions.
+
+    ``storage`` and ``base`` default to the mirror (EXPORT_ROOT, ``<team>/<assistant>``);
+    `export_workspace --out DIR` passes a storage rooted at DIR and ``base=""``.
+    """
+    storage = storage or export_storage()
+    with _locked_assistant(assistant_id) as assistant:
+        if assistant is None:
+            raise Assistant.DoesNotExist(f"assistant {assistant_id} does not exist")
+        return _export_all(storage, workspace_name(assistant) if base is None else base, assistant)
+
+
+def _ensure_workspace(storage: ExportStorage, base: str, assistant: Assistant) -> bool:
+    """Write the whole workspace if the mirror has none yet (new EXPORT_ROOT, renamed slug); say if it did."""
+    if storage.exists(_join(base, SESSION_STORE)):
+        return False
+    _export_all(storage, base, assistant)
+    return True
+
+
+def _export_all(storage: ExportStorage, base: str, assistant: Assistant) -> ExportSummary:
+    documents = _write_all_documents(storage, base, assistant)
+    sessions = list(Session.objects.filter(assistant=assistant).order_by("key"))
+    cwd = workspace_name(assistant)
+    for session in sessions:
+        session.assistant = assistant
+        storage.save_lines(_join(base, SESSIONS_DIR, session_file_name(session.key)),
+                           session_jsonl_lines(session, cwd=cwd))
+    _write_session_store(storage, base, assistant)
+    storage.save_lines(_join(base, ASSISTANT_FILE), [_dumps_json(assistant_metadata(assistant))])
+    return ExportSummary(location=base, documents=documents, sessions=len(sessions))
+
+
+def _write_all_documents(storage: ExportStorage, base: str, assistant: Assistant) -> int:
+    documents = list(MemoryDocument.objects.filter(assistant=assistant).order_by("path"))
+    for document in documents:
+        storage.save_lines(_join(base, document.path), [document.content])
+    keep = {document.path for document in documents}
+    for path in [*ROOT_FILES, *_memory_files(storage, base, MEMORY_DIR)]:
+        if path not in keep and storage.exists(_join(base, path)):
+            _delete_memory_file(storage, base, path)
+    return len(documents)
+
+
+def _memory_files(storage: ExportStorage, base: str, directory: str) -> Iterator[str]:
+    """Yield the workspace-relative paths of Markdown files (and stale temp files) under ``directory``."""
+    directories, files = storage.listdir(_join(base, directory))
+    for name in files:
+        if name.endswith(".md") or is_temp_name(name):
+            yield f"{directory}/{name}"
+    for name in directories:
+        yield from _memory_files(storage, base, f"{directory}/{name}")

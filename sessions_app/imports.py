@@ -1,0 +1,422 @@
+"""Loading an OpenClaw workspace (the export layout) into an assistant, all or nothing.
+
+    MEMORY.md, memory.md, memory/**/*.md   -> memory documents (revisions by author "import")
+    sessions/sessions.json                 -> session keys and counters (optional)
+    sessions/*.jsonl                       -> sessions: the active branch of each transcript
+    assistant.json                         -> the assistant's fields (optional; written by our export)
+
+`read_workspace` reads and validates every file before anything is written, and `import_workspace`
+writes in one transaction: a broken workspace changes nothing. Entry ids, timestamps, compaction
+entries and the silent flag are kept, so ``import(export(x))`` recreates ``x``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import transaction
+
+from memory_app.documents import Provenance, delete_document, write_document
+from memory_app.models import Author, MemoryDocument
+from memory_app.paths import ROOT_FILES, InvalidPath, validate_memory_path
+from memory_app.tokens import estimate_message_tokens
+from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.models import Assistant, Team, WorkspaceAccess
+from sessions_app.messages import MessageError, MessageInput, validate_message
+from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.openclaw_transcript import ParsedEntry, ParsedTranscript, TranscriptError, parse_transcript
+from sessions_app.transcript import after_transcript_change, to_agent_message
+
+SESSION_KEY_MAX = Session._meta.get_field("key").max_length
+
+
+class WorkspaceImportError(Exception):
+    """The workspace cannot be imported; nothing was written. The message says which file and why."""
+
+
+@dataclass(frozen=True)
+class SessionFile:
+    key: str
+    filename: str
+    transcript: ParsedTranscript
+    store: dict[str, Any]
+    inputs: dict[str, MessageInput]  # entry id -> validated message
+
+
+@dataclass(frozen=True)
+class Workspace:
+    directory: Path
+    documents: dict[str, str]
+    sessions: tuple[SessionFile, ...]
+    assistant: dict[str, Any] | None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class ImportReport:
+    assistant: str
+    created: bool
+    documents: int = 0
+    deleted_documents: int = 0
+    sessions: int = 0
+    deleted_sessions: int = 0
+    messages: int = 0
+    compactions: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """Return the report as lines for the command's output."""
+        verb = "Created" if self.created else "Replaced"
+        lines = [
+            f"{verb} assistant {self.assistant}: {self.documents} memory document(s), {self.sessions} session(s), "
+            f"{self.messages} message(s), {self.compactions} compaction entr{'y' if self.compactions == 1 else 'ies'}.",
+        ]
+        if not self.created:
+            lines.append(f"Removed {self.deleted_sessions} old session(s) and "
+                         f"{self.deleted_documents} old document(s).")
+        lines += [f"  skipped or mapped {name}: {count}" for name, count in sorted(self.skipped.items())]
+        lines += [f"  note: {note}" for note in self.notes]
+        return lines
+
+
+# --- Reading and validating (no database writes) ---------------------------------------------------
+
+def read_workspace(directory: Path) -> Workspace:
+    """Read every file of a workspace and validate it, or raise WorkspaceImportError."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise WorkspaceImportError(f"{directory} is not a directory")
+    notes: list[str] = []
+    documents = _read_documents(directory)
+    sessions = _read_sessions(directory, notes)
+    assistant = _read_assistant_file(directory / "assistant.json")
+    has_store = (directory / "sessions" / "sessions.json").is_file()
+    if not documents and not sessions and assistant is None and not has_store:
+        raise WorkspaceImportError(
+            f"{directory} holds no MEMORY.md, memory/*.md or sessions/*.jsonl; is it an OpenClaw workspace?"
+        )
+    return Workspace(directory=directory, documents=documents, sessions=tuple(sessions), assistant=assistant,
+                     notes=tuple(notes))
+
+
+def _read_text(file: Path, name: str, *, limit: int) -> str:
+    data = file.read_bytes()
+    if len(data) > limit:
+        raise WorkspaceImportError(f"{name} is {len(data)} bytes; the limit is {limit}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise WorkspaceImportError(f"{name} is not UTF-8 text (byte {error.start})") from None
+
+
+def _inside(directory: Path, file: Path) -> bool:
+    return directory.resolve() in file.resolve().parents
+
+
+def _read_documents(directory: Path) -> dict[str, str]:
+    memory_dir = directory / "memory"
+    files = [directory / name for name in ROOT_FILES]
+    files += sorted(memory_dir.rglob("*.md")) if memory_dir.is_dir() else []
+    documents: dict[str, str] = {}
+    for file in files:
+        if not file.is_file():
+            continue
+        name = file.relative_to(directory).as_posix()
+        if not _inside(directory, file):
+            raise WorkspaceImportError(f"{name} points outside the workspace")
+        try:
+            path = validate_memory_path(name)
+        except InvalidPath as error:
+            raise WorkspaceImportError(f"{name}: not a valid memory path ({error})") from None
+        documents[path] = _read_text(file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
+    return documents
+
+
+def _read_store(file: Path) -> dict[str, dict[str, Any]]:
+    if not file.is_file():
+        return {}
+    try:
+        store = json.loads(_read_text(file, "sessions/sessions.json", limit=2**31))
+    except ValueError as error:
+        raise WorkspaceImportError(f"sessions/sessions.json is not valid JSON ({error})") from None
+    if not isinstance(store, dict) or not all(isinstance(v, dict) for v in store.values()):
+        raise WorkspaceImportError("sessions/sessions.json must map session keys to objects")
+    return store
+
+
+def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
+    sessions_dir = directory / "sessions"
+    if not sessions_dir.is_dir():
+        return []
+    store = _read_store(sessions_dir / "sessions.json")
+    used: dict[str, str] = {}  # file name -> key
+    sessions = []
+    for key, entry in store.items():
+        filename = _store_file(sessions_dir, entry)
+        if filename is None:
+            notes.append(f"sessions.json key {key!r} has no transcript file; skipped")
+        elif filename in used:
+            notes.append(f"sessions.json key {key!r} names the transcript of {used[filename]!r} again; skipped")
+        else:
+            used[filename] = key
+            sessions.append(_read_session(sessions_dir, _check_key(key), filename, entry))
+    keys = {session.key for session in sessions}
+    for file in sorted(sessions_dir.glob("*.jsonl")):
+        if file.name not in used:  # a transcript sessions.json does not list: keep it under its file name
+            key = _unique_key(_check_key(unquote(file.name[: -len(".jsonl")])), keys, notes)
+            keys.add(key)
+            sessions.append(_read_session(sessions_dir, key, file.name, {}))
+    return sessions
+
+
+def _store_file(sessions_dir: Path, entry: dict[str, Any]) -> str | None:
+    """Return the transcript file name of a sessions.json entry (sessionFile, else <sessionId>.jsonl)."""
+    candidates = []
+    if isinstance(entry.get("sessionFile"), str) and entry["sessionFile"].strip():
+        # OpenClaw may store an absolute path from another machine; transcripts sit directly in sessions/.
+        candidates.append(Path(entry["sessionFile"].strip()).name)
+    if isinstance(entry.get("sessionId"), str) and entry["sessionId"].strip():
+        candidates.append(f"{entry['sessionId'].strip()}.jsonl")
+    for name in candidates:
+        file = sessions_dir / name
+        if name.endswith(".jsonl") and file.is_file() and _inside(sessions_dir, file):
+            return name
+    return None
+
+
+def _check_key(key: Any) -> str:
+    if not isinstance(key, str) or not key.strip() or len(key) > SESSION_KEY_MAX:
+        raise WorkspaceImportError(f"session key {key!r} must be 1 to {SESSION_KEY_MAX} characters")
+    return key
+
+
+def _unique_key(key: str, taken: set[str], notes: list[str]) -> str:
+    if key not in taken:
+        return key
+    number = 2
+    while f"{key}-{number}" in taken:
+        number += 1
+    notes.append(f"session key {key!r} is used twice; the transcript file {key}.jsonl was imported as {key}-{number}")
+    return f"{key}-{number}"
+
+
+def _read_session(sessions_dir: Path, key: str, filename: str, store: dict[str, Any]) -> SessionFile:
+    source = f"sessions/{filename}"
+    text = _read_text(sessions_dir / filename, source, limit=2**31)
+    try:
+        transcript = parse_transcript(text, source=source)
+    except TranscriptError as error:
+        raise WorkspaceImportError(str(error)) from None
+    inputs = {entry.entry_id: _validated(entry, source) for entry in transcript.entries if entry.kind == "message"}
+    return SessionFile(key=key, filename=filename, transcript=transcript, store=store, inputs=inputs)
+
+
+def _validated(entry: ParsedEntry, source: str) -> MessageInput:
+    try:
+        return validate_message(entry.message, max_bytes=settings.MAX_MESSAGE_BYTES)
+    except MessageError as error:
+        hint = " (raise OPENCLAW_MAX_MESSAGE_BYTES to import it)" if error.too_large else ""
+        raise WorkspaceImportError(f"{source} line {entry.line}: {error.message}{hint}") from None
+
+
+def _read_assistant_file(file: Path) -> dict[str, Any] | None:
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(_read_text(file, "assistant.json", limit=settings.MAX_REQUEST_BYTES))
+    except ValueError as error:
+        raise WorkspaceImportError(f"assistant.json is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise WorkspaceImportError("assistant.json must be a JSON object")
+    return _assistant_fields(data)
+
+
+def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name, limit in (("name", 200), ("model", 200), ("system_prompt", None), ("timezone", 64)):
+        if name in data:
+            value = data[name]
+            if not isinstance(value, str) or (limit and len(value) > limit):
+                bound = f" of at most {limit} characters" if limit else ""
+                raise WorkspaceImportError(f"assistant.json: {name} must be a string{bound}")
+            fields[name] = value
+    if "context_window" in data:
+        window = data["context_window"]
+        if not isinstance(window, int) or isinstance(window, bool) or window < 16000:
+            raise WorkspaceImportError("assistant.json: context_window must be an integer of at least 16000")
+        fields["context_window"] = window
+    if "workspace_access" in data:
+        if data["workspace_access"] not in WorkspaceAccess.values:
+            choices = ", ".join(WorkspaceAccess.values)
+            raise WorkspaceImportError(f"assistant.json: workspace_access must be one of {choices}")
+        fields["workspace_access"] = data["workspace_access"]
+    if "settings" in data:
+        try:
+            fields["settings"] = validate_settings(data["settings"])
+        except SettingsError as error:
+            raise WorkspaceImportError(f"assistant.json: settings: {error}") from None
+    return fields
+
+
+# --- Writing (one transaction) ---------------------------------------------------------------------
+
+def import_workspace(*, directory: Path | str, team_slug: str, assistant_slug: str,
+                     replace: bool = False) -> ImportReport:
+    """Import a workspace into ``team_slug/assistant_slug``; refuse an existing assistant unless ``replace``."""
+    try:
+        validate_slug(assistant_slug)
+    except ValidationError:
+        raise WorkspaceImportError(
+            f"{assistant_slug!r} is not a valid assistant slug (letters, digits, - and _)"
+        ) from None
+    workspace = read_workspace(Path(directory))
+    with transaction.atomic():
+        team = Team.objects.filter(slug=team_slug).first()
+        if team is None:
+            raise WorkspaceImportError(f"no team {team_slug!r}")
+        assistant = Assistant.objects.select_for_update().filter(team=team, slug=assistant_slug).first()
+        if assistant is not None and not replace:
+            raise WorkspaceImportError(
+                f"assistant {team_slug}/{assistant_slug} already exists; pass --replace to overwrite it"
+            )
+        report = ImportReport(assistant=f"{team_slug}/{assistant_slug}", created=assistant is None,
+                              notes=list(workspace.notes))
+        assistant = _save_assistant(team, assistant_slug, assistant, workspace.assistant)
+        report.deleted_sessions = Session.objects.filter(assistant=assistant).delete()[1].get("sessions_app.Session", 0)
+        _import_documents(assistant, workspace, report)
+        taken: set[uuid.UUID] = set()
+        for session_file in workspace.sessions:
+            _import_session(assistant, session_file, report, taken)
+    return report
+
+
+def _save_assistant(team: Team, slug: str, assistant: Assistant | None, fields: dict[str, Any] | None) -> Assistant:
+    if assistant is None:
+        assistant = Assistant(team=team, slug=slug, name=slug)
+    for name, value in (fields or {}).items():
+        setattr(assistant, name, value)
+    assistant.save()
+    return assistant
+
+
+def _import_documents(assistant: Assistant, workspace: Workspace, report: ImportReport) -> None:
+    provenance = Provenance(author=Author.IMPORT, note=f"import_workspace {workspace.directory}")
+    for document in MemoryDocument.objects.filter(assistant=assistant).exclude(path__in=list(workspace.documents)):
+        delete_document(document=document, provenance=provenance)  # its revisions stay
+        report.deleted_documents += 1
+    for path, content in sorted(workspace.documents.items()):
+        write_document(assistant=assistant, path=path, content=content, provenance=provenance)
+        report.documents += 1
+
+
+def _import_session(assistant: Assistant, source: SessionFile, report: ImportReport, taken: set[uuid.UUID]) -> None:
+    transcript, store = source.transcript, source.store
+    session = Session.objects.create(
+        assistant=assistant, key=source.key, session_uuid=_session_uuid(source, taken, report),
+        last_seq=len(transcript.entries), **_session_fields(transcript, store),
+    )
+    messages = [_message_row(session, seq, entry, source.inputs[entry.entry_id])
+                for seq, entry in enumerate(transcript.entries, start=1) if entry.kind == "message"]
+    Message.objects.bulk_create(messages)
+    by_entry = {message.entry_id: message for message in messages}
+    compactions = [_compaction_row(session, seq, entry, by_entry)
+                   for seq, entry in enumerate(transcript.entries, start=1) if entry.kind == "compaction"]
+    CompactionEntry.objects.bulk_create(compactions)
+    # auto_now/auto_now_add would stamp the import time; keep the workspace's times instead.
+    Session.objects.filter(pk=session.pk).update(created_at=transcript.created_at,
+                                                 updated_at=_ms(store.get("updatedAt")) or transcript.created_at)
+    after_transcript_change(session)
+    report.sessions += 1
+    report.messages += len(messages)
+    report.compactions += len(compactions)
+    report.skipped.update(transcript.skipped)
+    report.notes += list(transcript.notes)
+
+
+def _session_uuid(source: SessionFile, taken: set[uuid.UUID], report: ImportReport) -> uuid.UUID:
+    """Keep the transcript's session id unless it is not a UUID or another session already has it."""
+    for candidate in (source.transcript.session_id, source.store.get("sessionId")):
+        try:
+            value = uuid.UUID(str(candidate))
+        except ValueError:
+            continue
+        if value not in taken and not Session.objects.filter(session_uuid=value).exists():
+            taken.add(value)
+            return value
+        report.notes.append(f"session {source.key!r}: id {value} is already used by another session; given a new id")
+        break
+    value = uuid.uuid4()
+    taken.add(value)
+    return value
+
+
+def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict[str, Any]:
+    total = _count(store.get("totalTokens"))
+    fresh = store.get("totalTokensFresh")
+    names = (store.get("label"), store.get("displayName"), transcript.title)
+    label = next((name for name in names if isinstance(name, str) and name), "")
+    compactions = sum(1 for entry in transcript.entries if entry.kind == "compaction")
+    compaction_count = _count(store.get("compactionCount"))
+    return {
+        "title": label[:200], "total_tokens": total,
+        # OpenClaw treats a missing totalTokensFresh as fresh (resolveFreshSessionTotalTokens).
+        "total_tokens_fresh": fresh if isinstance(fresh, bool) else total is not None,
+        "compaction_count": compaction_count if compaction_count is not None else compactions,
+        "memory_flush_at": _ms(store.get("memoryFlushAt")),
+        "memory_flush_compaction_count": _count(store.get("memoryFlushCompactionCount")),
+        "last_cache_touch_at": _ms(transcript.last_cache_touch_ms),
+        "last_usage": _last_usage(store),
+    }
+
+
+def _last_usage(store: dict[str, Any]) -> dict[str, Any] | None:
+    names = {"inputTokens": "input", "outputTokens": "output", "cacheRead": "cacheRead", "cacheWrite": "cacheWrite"}
+    usage = {ours: store[theirs] for theirs, ours in names.items() if _count(store.get(theirs)) is not None}
+    return usage or None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    return None
+
+
+def _ms(value: Any) -> datetime | None:
+    if _count(value) is None:
+        return None
+    try:
+        return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _message_row(session: Session, seq: int, entry: ParsedEntry, item: MessageInput) -> Message:
+    row = Message(
+        session=session, seq=seq, entry_id=entry.entry_id, role=item.role, content=item.content,
+        tool_call_id=item.tool_call_id, tool_name=item.tool_name, is_error=item.is_error, details=item.details,
+        usage=item.usage, stop_reason=item.stop_reason, error_message=item.error_message, model=item.model,
+        provider=item.provider, api=item.api, silent=entry.silent, flush_turn=entry.flush_turn,
+        created_at=entry.timestamp,
+    )
+    row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
+    return row
+
+
+def _compaction_row(session: Session, seq: int, entry: ParsedEntry, by_entry: dict[str, Message]) -> CompactionEntry:
+    return CompactionEntry(
+        session=session, seq=seq, entry_id=entry.entry_id, summary=entry.summary,
+        first_kept=by_entry.get(entry.first_kept_entry_id), first_kept_entry_id=entry.first_kept_entry_id,
+        tokens_before=entry.tokens_before, tokens_after=entry.tokens_after, trigger=entry.trigger,
+        details=entry.details, from_hook=entry.from_hook, offline=entry.offline, created_at=entry.timestamp,
+    )

@@ -1,0 +1,52 @@
+"""Keep the export mirror in step with every change, whoever makes it (API, admin, dashboard, import).
+
+Receivers only enqueue; `openclaw_site.tasks.enqueue` sends after the commit, so a rolled-back
+change exports nothing and a worker never reads data that is not committed yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openclaw_site.models import Assistant
+from openclaw_site.tasks import enqueue
+from sessions_app.models import CompactionEntry, Session
+
+# `append_messages` saves only these and enqueues the export itself (transcript.after_transcript_change).
+_APPEND_FIELDS = frozenset({"last_seq", "updated_at"})
+
+
+def memory_changed(sender: Any, *, assistant_id: int, path: str, **kwargs: Any) -> None:
+    enqueue("sessions_app.tasks.export_memory", assistant_id, path, task_name=f"export-memory-{assistant_id}")
+
+
+def session_saved(sender: Any, instance: Session, update_fields: Any = None, **kwargs: Any) -> None:
+    if update_fields is not None and frozenset(update_fields) <= _APPEND_FIELDS:
+        return
+    enqueue("sessions_app.tasks.export_session", instance.pk, task_name=f"export-session-{instance.pk}")
+
+
+def session_deleted(sender: Any, instance: Session, **kwargs: Any) -> None:
+    enqueue("sessions_app.tasks.export_sessions_index", instance.assistant_id,
+            task_name=f"export-index-{instance.assistant_id}")
+
+
+def compaction_saved(sender: Any, instance: CompactionEntry, **kwargs: Any) -> None:
+    enqueue("sessions_app.tasks.export_session", instance.session_id, task_name=f"export-session-{instance.session_id}")
+
+
+def assistant_saved(sender: Any, instance: Assistant, **kwargs: Any) -> None:
+    enqueue("sessions_app.tasks.export_assistant_metadata", instance.pk, task_name=f"export-assistant-{instance.pk}")
+
+
+def connect() -> None:
+    """Connect the receivers (called once from SessionsAppConfig.ready)."""
+    from django.db.models.signals import post_delete, post_save
+
+    from memory_app.signals import memory_document_changed
+
+    memory_document_changed.connect(memory_changed, dispatch_uid="sessions_app.export_memory")
+    post_save.connect(session_saved, sender=Session, dispatch_uid="sessions_app.export_session_saved")
+    post_delete.connect(session_deleted, sender=Session, dispatch_uid="sessions_app.export_session_deleted")
+    post_save.connect(compaction_saved, sender=CompactionEntry, dispatch_uid="sessions_app.export_compaction")
+    post_save.connect(assistant_saved, sender=Assistant, dispatch_uid="sessions_app.export_assistant")

@@ -1,0 +1,134 @@
+"""Flush and compaction thresholds from one effective reserve (design.md item 2).
+
+Pure module: no Django. OpenClaw computes the flush threshold from `reserveTokensFloor` while Pi
+compacts at `window - reserveTokens`, so a larger `reserveTokens` made compaction fire before the
+flush could (openclaw-reference.md 2.2 note). Here both come from the same
+`R = max(reserveTokens, reserveTokensFloor)`:
+
+* compact when `tokens > window - R` (strictly greater, Pi `shouldCompact`);
+* flush when `projected >= window - R - softThresholdTokens` (inclusive, OpenClaw
+  `shouldRunMemoryFlush`), or when the transcript reaches `forceFlushTranscriptBytes`;
+* at most one flush per compaction cycle; `memory_flush_compaction_count` NULL means never.
+
+With the defaults and a 200000-token window: R = 20000, flush at 176000, compaction above 180000.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from openclaw_site.assistant_settings import parse_byte_size
+
+DEFAULT_RESERVE_TOKENS = 16384  # Pi DEFAULT_COMPACTION_SETTINGS.reserveTokens
+DEFAULT_RESERVE_TOKENS_FLOOR = 20000  # DEFAULT_PI_COMPACTION_RESERVE_TOKENS_FLOOR
+DEFAULT_SOFT_THRESHOLD_TOKENS = 4000  # DEFAULT_MEMORY_FLUSH_SOFT_TOKENS
+DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = 2 * 1024 * 1024  # DEFAULT_MEMORY_FLUSH_FORCE_TRANSCRIPT_BYTES
+
+FlushReason = Literal["tokens", "transcript_bytes"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """An assistant's window and the two thresholds derived from it."""
+
+    context_window: int
+    reserve_tokens: int
+    soft_threshold_tokens: int
+    flush_enabled: bool = True
+    force_flush_transcript_bytes: int = DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES
+
+    @property
+    def compaction_threshold(self) -> int:
+        """Return `window - R`; compaction fires strictly above it."""
+        return max(0, self.context_window - self.reserve_tokens)
+
+    @property
+    def flush_threshold(self) -> int:
+        """Return `window - R - softThresholdTokens`; the flush fires at or above it."""
+        return max(0, self.context_window - self.reserve_tokens - self.soft_threshold_tokens)
+
+    def should_compact(self, tokens: int | None) -> bool:
+        """Tell whether a context of `tokens` must be compacted (Pi `shouldCompact`)."""
+        if tokens is None or self.compaction_threshold <= 0:
+            return False
+        return tokens > self.compaction_threshold
+
+    def flush_reason(
+        self, *, projected_tokens: int | None, transcript_bytes: int, already_flushed: bool
+    ) -> FlushReason | None:
+        """Return why a flush is due now, or None (OpenClaw `shouldRunMemoryFlush` + force path)."""
+        if not self.flush_enabled or already_flushed:
+            return None
+        threshold = self.flush_threshold
+        if projected_tokens and projected_tokens > 0 and threshold > 0 and projected_tokens >= threshold:
+            return "tokens"
+        force = self.force_flush_transcript_bytes
+        if force > 0 and transcript_bytes >= force:
+            return "transcript_bytes"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the figures the API shows."""
+        return {
+            "context_window": self.context_window,
+            "reserve_tokens": self.reserve_tokens,
+            "soft_threshold_tokens": self.soft_threshold_tokens,
+            "flush_threshold": self.flush_threshold,
+            "compaction_threshold": self.compaction_threshold,
+            "flush_enabled": self.flush_enabled,
+            "force_flush_transcript_bytes": self.force_flush_transcript_bytes,
+        }
+
+
+def _non_negative_int(value: object, default: int) -> int:
+    """Return floor(value) for a finite non-negative number, else the default (OpenClaw's rule)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return int(value) if value >= 0 else default
+
+
+def effective_reserve(compaction: Mapping[str, Any] | None) -> int:
+    """Return R = max(reserveTokens, reserveTokensFloor) (`applyPiCompactionSettingsFromConfig`)."""
+    compaction = compaction or {}
+    reserve = _non_negative_int(compaction.get("reserveTokens"), DEFAULT_RESERVE_TOKENS)
+    floor = _non_negative_int(compaction.get("reserveTokensFloor"), DEFAULT_RESERVE_TOKENS_FLOOR)
+    return max(reserve, floor)
+
+
+def thresholds_for(settings: Mapping[str, Any] | None, *, context_window: int) -> Thresholds:
+    """Build the thresholds of an assistant from its settings document and window."""
+    compaction = (settings or {}).get("compaction") or {}
+    flush = compaction.get("memoryFlush") or {}
+    force = parse_byte_size(flush.get("forceFlushTranscriptBytes", DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES))
+    return Thresholds(
+        context_window=int(context_window),
+        reserve_tokens=effective_reserve(compaction),
+        soft_threshold_tokens=_non_negative_int(flush.get("softThresholdTokens"), DEFAULT_SOFT_THRESHOLD_TOKENS),
+        flush_enabled=flush.get("enabled") is not False,
+        force_flush_transcript_bytes=DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES if force is None else force,
+    )
+
+
+def has_flushed_this_cycle(*, memory_flush_compaction_count: int | None, compaction_count: int) -> bool:
+    """Tell whether the flush already ran in this compaction cycle (NULL means never, #47143)."""
+    return memory_flush_compaction_count is not None and memory_flush_compaction_count == compaction_count
+
+
+def prompt_tokens_of(usage: Mapping[str, Any] | None) -> int:
+    """Return the prompt side of an OpenClaw usage dict: input + cacheRead + cacheWrite."""
+    if not usage:
+        return 0
+    return sum(_non_negative_int(usage.get(key), 0) for key in ("input", "cacheRead", "cacheWrite"))
+
+
+def output_tokens_of(usage: Mapping[str, Any] | None) -> int:
+    """Return the output tokens of an OpenClaw usage dict."""
+    return _non_negative_int((usage or {}).get("output"), 0)
+
+
+def projected_next_turn_tokens(*, last_prompt_tokens: int, last_output_tokens: int, prompt_estimate: int) -> int:
+    """Return the projected size of the next request (`runMemoryFlushIfNeeded`)."""
+    return max(0, last_prompt_tokens) + max(0, last_output_tokens) + max(0, prompt_estimate)

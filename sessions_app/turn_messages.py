@@ -1,0 +1,68 @@
+"""Storing what a model call produced, in OpenClaw's AgentMessage shapes (turns and flush turns)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from sessions_app.llm import Completion, ProviderError, ToolCall
+from sessions_app.messages import MessageInput
+from sessions_app.models import Message
+from sessions_app.transcript import append_messages
+
+# Pi's AgentMessage `usage.cost`: we do not price calls, so every figure is 0.
+ZERO_COST = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+API_NAME = "openai-completions"
+PROVIDER_NAME = "openai"
+
+
+def usage_dict(completion: Completion) -> dict[str, Any] | None:
+    """Return a completion's usage in OpenClaw's shape, cost included."""
+    if completion.usage is None:
+        return None
+    return {**completion.usage.to_openclaw(), "cost": dict(ZERO_COST)}
+
+
+def assistant_input(completion: Completion, *, silent: bool = False, started_at: datetime | None = None) -> MessageInput:
+    """Return a completion as the assistant message to store: thinking, text, tool calls.
+
+    Like Pi's AgentMessage, it is stamped with the time the call started (`started_at`), which is
+    what the stale-usage check compares with the latest compaction.
+    """
+    blocks: list[dict[str, Any]] = []
+    if completion.thinking:
+        blocks.append({"type": "thinking", "thinking": completion.thinking})
+    if completion.text:
+        blocks.append({"type": "text", "text": completion.text})
+    blocks += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
+    return MessageInput(
+        role="assistant", content=blocks, usage=usage_dict(completion), stop_reason=completion.stop_reason,
+        model=completion.model, provider=PROVIDER_NAME, api=API_NAME, silent=silent, created_at=started_at,
+    )
+
+
+def error_assistant_input(error: ProviderError, *, model_name: str) -> MessageInput:
+    """Return the assistant message that records a failed model call (stopReason error)."""
+    return MessageInput(
+        role="assistant", content=[], stop_reason="error", error_message=error.message or "The model call failed.",
+        model=model_name, provider=PROVIDER_NAME, api=API_NAME,
+    )
+
+
+def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageInput:
+    """Return a tool's answer as the toolResult message to store."""
+    return MessageInput(role="toolResult", content=[{"type": "text", "text": text}], tool_call_id=call.id,
+                        tool_name=call.name, is_error=is_error)
+
+
+@transaction.atomic
+def store_messages(session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False) -> list[Message]:
+    """Append messages; flush-turn messages are stored silent and flagged in the same transaction."""
+    rows = append_messages(session_id=session_id, messages=inputs, silent=flush_turn)
+    if flush_turn:
+        Message.objects.filter(pk__in=[row.pk for row in rows]).update(flush_turn=True)
+        for row in rows:
+            row.flush_turn = True
+    return rows
