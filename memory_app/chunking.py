@@ -155,3 +155,42 @@ def remap_lines(chunks: Sequence[Chunk], line_map: Sequence[int]) -> list[Chunk]
 def _map_line(line: int, line_map: Sequence[int]) -> int:
     """Return `line_map[line - 1]`, or `line` itself when the map does not reach it."""
     return line_map[line - 1] if 1 <= line <= len(line_map) else line
+
+
+def chunk_lines(
+    content: str, *, tokens: int, overlap: int, max_line_tokens: int | None = None
+) -> list[Chunk]:
+    """Split `content` into chunks of whole lines (a transcript: one line per message).
+
+    `chunk_markdown` cuts any line longer than the chunk size, so with small chunks a message is
+    spread over two chunks and no result shows it whole. Here a line is cut only when it is longer
+    than `max_line_tokens` (the embedder's limit; default `tokens`), and a line longer than
+    `tokens` forms a chunk of its own. Lines are grouped while they fit in `tokens`; `overlap`
+    repeats trailing lines of a chunk (whole lines) at the start of the next one as far as they
+    fit beside the next line, so a chunk never holds only repeated lines.
+    """
+    tokens = max(1, tokens)
+    overlap = min(max(0, overlap), tokens - 1)
+    max_chars = max(MIN_CHUNK_CHARS, tokens * CHARS_PER_TOKEN)
+    line_tokens = max(tokens, max_line_tokens or tokens)
+    line_chars = max(MIN_CHUNK_CHARS, line_tokens * CHARS_PER_TOKEN)
+    chunks: list[Chunk] = []
+    current: list[_Segment] = []
+    carried = 0  # leading segments of `current` repeated from the previous chunk
+    for line_no, line in enumerate(content.split("\n"), start=1):
+        for piece in _line_segments(line, max_chars=line_chars, tokens=line_tokens):
+            segment = _Segment(piece, line_no, estimate_string_chars(piece) + 1)
+            if len(current) > carried and _size(current) + segment.size > max_chars:
+                chunks.append(_make_chunk(current))
+                current = _carry_overlap(current, overlap * CHARS_PER_TOKEN)
+                carried = len(current)
+            while current and _size(current) + segment.size > max_chars:
+                current, carried = current[1:], carried - 1
+            current.append(segment)
+    if len(current) > carried:
+        chunks.append(_make_chunk(current))
+    return [chunk for chunk in chunks if not _is_blank(chunk.text)]
+
+
+def _size(segments: Sequence[_Segment]) -> int:
+    return sum(segment.size for segment in segments)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from memory_app.chunking import effective_chunk_tokens
+from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
 from memory_app.embeddings import Embedder
 from memory_app.models import FTS_ONLY_MODEL, Source
 from openclaw_site.assistant_settings import SettingsError, default_settings, validate_settings
@@ -34,9 +34,15 @@ def memory_search_settings(assistant: Assistant) -> dict[str, Any]:
 class Chunking:
     tokens: int
     overlap: int
+    # Transcripts: chunks of whole lines (messages); a line is cut only past this many tokens
+    # (`chunking.chunk_lines`). None: OpenClaw's `chunk_markdown`.
+    max_line_tokens: int | None = None
 
     def as_dict(self) -> dict[str, int]:
-        return {"tokens": self.tokens, "overlap": self.overlap}
+        result = {"tokens": self.tokens, "overlap": self.overlap}
+        if self.max_line_tokens is not None:
+            result["maxLineTokens"] = self.max_line_tokens
+        return result
 
 
 def configured_chunking(settings: dict[str, Any], source: str) -> Chunking:
@@ -65,7 +71,13 @@ def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunk
 
 
 def chunking_for(settings: dict[str, Any], source: str, embedder: Embedder | None) -> Chunking:
-    return effective_chunking(configured_chunking(settings, source), embedder)
+    chunking = effective_chunking(configured_chunking(settings, source), embedder)
+    if source != Source.SESSIONS:
+        return chunking
+    # A message is kept whole up to what the embedder reads (OpenClaw's chunk size at most).
+    max_input = embedder.max_input_tokens if embedder is not None else None
+    line_tokens = effective_chunk_tokens(max(DEFAULT_CHUNK_TOKENS, chunking.tokens), max_input)
+    return replace(chunking, max_line_tokens=max(chunking.tokens, line_tokens))
 
 
 def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from django.db.models import Count, Func, Q, Value
 from django.utils import timezone
 
 from memory_app import config
-from memory_app.chunking import Chunk, chunk_markdown
+from memory_app.chunking import Chunk, chunk_lines, chunk_markdown
 from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
 from memory_app.models import (
     FTS_ONLY_MODEL,
@@ -152,7 +152,11 @@ class _Piece:
 
 def prepare_chunks(entry: SourceEntry, chunking: config.Chunking) -> list[_Piece]:
     """Cut an entry into chunks, each with its per-line citations and its timestamp."""
-    chunks = chunk_markdown(entry.content, tokens=chunking.tokens, overlap=chunking.overlap)
+    if chunking.max_line_tokens is not None:
+        chunks = chunk_lines(entry.content, tokens=chunking.tokens, overlap=chunking.overlap,
+                             max_line_tokens=chunking.max_line_tokens)
+    else:
+        chunks = chunk_markdown(entry.content, tokens=chunking.tokens, overlap=chunking.overlap)
     lines = entry.content.split("\n")
     pieces = []
     for chunk in chunks:

@@ -48,7 +48,8 @@ from memory_app.ranking import (
     normalize_weights,
     sort_by_score,
 )
-from memory_app.snippets import SnippetPolicy, make_snippet
+from memory_app.dedup import shown_pieces, unseen_lines
+from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import TS_CONFIG, query_terms, to_tsquery_text
 from memory_app.vectors import distance_sql, vector_type
 from openclaw_site.models import Assistant
@@ -532,10 +533,29 @@ def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -
     if options.mmr:
         ranked = mmr_rerank(ranked, lambda_=options.mmr_lambda)
     kept = apply_min_score(ranked, min_score=options.min_score, text_weight=w_text,
-                           keyword_ids=keyword_ids, max_results=options.max_results)
+                           keyword_ids=keyword_ids, max_results=len(ranked))
     text_details = {row.id: row.detail for row in sides.text}
-    return [_result(r, rows[int(r.candidate.id)], snippets[int(r.candidate.id)], text_details, options)
-            for r in kept]
+    shown = _without_repeats(kept, rows, snippets, options, terms)
+    return [_result(r, rows[int(r.candidate.id)], snippet, text_details, options)
+            for r, snippet in shown[: options.max_results]]
+
+
+def _without_repeats(ranked: list[Ranked], rows: dict[int, _Row], snippets: dict[int, Snippet], options: SearchOptions,
+                     terms: Sequence[str]) -> list[tuple[Ranked, Snippet]]:
+    """Show each line once: a result keeps its lines not shown by a better one (`dedup`)."""
+    seen: dict[str, set[tuple[int, str]]] = {}
+    shown = []
+    for item in ranked:
+        row = rows[int(item.candidate.id)]
+        done = seen.setdefault(row.path, set())
+        fresh = unseen_lines(row.text, row.line_numbers, done)
+        if fresh is None:
+            continue
+        snippet = snippets[row.id] if fresh.text == row.text else make_snippet(
+            fresh.text, fresh.numbers, policy=options.snippet, terms=terms)
+        done.update(shown_pieces(fresh.text, fresh.numbers, snippet.start_line, snippet.end_line))
+        shown.append((item, snippet))
+    return shown
 
 
 def _fuse(sides: _Sides, query: str, options: SearchOptions,
