@@ -62,14 +62,18 @@ MAX_CANDIDATES = 200
 # hold them: rare ones alone, mid-frequency ones in pairs, common ones never.
 RARE_TERM_SHARE = 0.003
 COMMON_TERM_SHARE = 0.05
-MAX_PAIRED_TERMS = 8
+# Pairs among the rarest mid-frequency terms only: the GIN scan reads the posting lists of every
+# term in the selecting query, and a few thousand entries per term is what costs milliseconds
+# at 100k chunks (bench/search.py).
+MAX_PAIRED_TERMS = 3
 MIN_TERM_SHARE = 1e-4
 FREQUENCY_CACHE_SECONDS = 300.0
 MIN_ROWS_FOR_SELECTION = 5000
-# At most this many selected rows are ranked by ts_rank_cd per query (plus the vector side's).
-TEXT_POOL_ROWS = 1000
-# Of those, the best-covered rows whose ts_rank_cd is computed.
-RANK_ROWS = 200
+# At most this many selected rows are ranked per query (plus the vector side's); below
+# MIN_ROWS_FOR_SELECTION rows every match is ranked.
+TEXT_POOL_ROWS = 300
+# Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
+RANK_ROWS = 24
 _DEFAULT = object()
 
 
@@ -251,14 +255,37 @@ def _text_side(*, assistant_id: int, generation: int, sources: Sequence[str], te
     if not keep:
         return []
     frequencies = lexeme_frequencies()
-    weighted = [(term, q, frequencies.get(term.lower(), 0.0)) for term, q in keep]
-    selecting = _selecting_query(weighted)
     with _guarded(), connection.cursor() as cursor:
+        if frequencies:
+            weighted = [(term, q, frequencies.get(term.lower(), 0.0)) for term, q in keep]
+            selecting, pool_rows = _selecting_query(weighted), TEXT_POOL_ROWS
+        else:
+            weighted, selecting = _small_index_terms(cursor, assistant_id, generation, sources, keep)
+            pool_rows = MIN_ROWS_FOR_SELECTION
         ranked = _rank(cursor, assistant_id=assistant_id, generation=generation, sources=sources,
                        selecting=selecting, full=to_tsquery_text(t for t, _, _ in weighted),
                        term_queries=[q for _, q, _ in weighted], weights=[_term_weight(f) for _, _, f in weighted],
-                       limit=limit, also_ids=also_ids)
+                       limit=limit, also_ids=also_ids, pool_rows=pool_rows)
     return _text_scores(ranked, weighted)
+
+
+def _small_index_terms(cursor: Any, assistant_id: int, generation: int, sources: Sequence[str],
+                       keep: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str, float]], str]:
+    """Without statistics (a small table): each term's exact share of this assistant's chunks,
+    and a query that ranks every chunk holding any term.
+
+    Counting is cheap on a small index, and without it every term would weigh the same: a name
+    said in every other message as much as the one word that matters.
+    """
+    cursor.execute(
+        "WITH c AS (SELECT tsv FROM memory_app_memorychunk WHERE assistant_id = %s AND generation = %s "
+        "  AND source = ANY(%s) LIMIT %s) "
+        "SELECT (SELECT count(*) FROM c), ARRAY(SELECT (SELECT count(*) FROM c WHERE c.tsv @@ "
+        f"  to_tsquery('{TS_CONFIG}', t.q)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
+        [assistant_id, generation, list(sources), MIN_ROWS_FOR_SELECTION, [q for _, q in keep]])
+    total, counts = cursor.fetchone()
+    weighted = [(term, q, count / total if total else 0.0) for (term, q), count in zip(keep, counts)]
+    return weighted, " | ".join(f"({q})" for _, q in keep)
 
 
 _frequency_cache: tuple[float, dict[str, float]] = (0.0, {})
@@ -289,6 +316,13 @@ def lexeme_frequencies() -> dict[str, float]:
     return frequencies
 
 
+def forget_lexeme_frequencies() -> None:
+    """Drop the cached statistics, so the next search reads them again (after a bulk load and
+    ANALYZE: the LoCoMo evaluation and the benchmark)."""
+    global _frequency_cache
+    _frequency_cache = (0.0, {})
+
+
 def _selecting_query(weighted: Sequence[tuple[str, str, float]]) -> str:
     """Return the tsquery that picks which chunks get ranked (module docstring, step 2).
 
@@ -297,7 +331,8 @@ def _selecting_query(weighted: Sequence[tuple[str, str, float]]) -> str:
     Every term still counts in the rank.
     """
     rare = [q for _, q, f in weighted if f < RARE_TERM_SHARE]
-    mid = [q for _, q, f in weighted if RARE_TERM_SHARE <= f < COMMON_TERM_SHARE][:MAX_PAIRED_TERMS]
+    mid = [q for _, q, f in sorted(weighted, key=lambda w: w[2])
+           if RARE_TERM_SHARE <= f < COMMON_TERM_SHARE][:MAX_PAIRED_TERMS]
     clauses = [f"({q})" for q in rare]
     clauses += [f"(({a}) & ({b}))" for i, a in enumerate(mid) for b in mid[i + 1:]]
     if len(mid) == 1 and not rare:
@@ -309,34 +344,38 @@ def _selecting_query(weighted: Sequence[tuple[str, str, float]]) -> str:
 
 def _rank(cursor: Any, *, assistant_id: int, generation: int, sources: Sequence[str], selecting: str, full: str,
           term_queries: Sequence[str], weights: Sequence[float], limit: int,
-          also_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+          also_ids: Sequence[int], pool_rows: int = TEXT_POOL_ROWS) -> list[tuple[Any, ...]]:
     """Rank the selected pool by IDF-weighted term coverage, then `ts_rank_cd`; one round trip.
 
-    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd` runs on the
-    `RANK_ROWS` best-covered rows only.
+    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd` and the per-term
+    hits run only on the ``limit`` best-covered rows and the vector side's candidates.
     """
     cfg = TS_CONFIG
     n = len(term_queries)
     each = ", ".join(f"to_tsquery('{cfg}', %s) AS e{i}" for i in range(n))
-    hits = ", ".join(f"(p.tsv @@ q.e{i}) AS h{i}" for i in range(n))
-    cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s ELSE 0 END)" for i in range(n))
+
+    def cover(alias: str) -> str:
+        return " + ".join(f"(CASE WHEN {alias}.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
+
+    hits = ", ".join(f"k.tsv @@ q.e{i}" for i in range(n))
     sql = (
         f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS full_q, to_tsquery('{cfg}', %s) AS select_q, {each}), "
-        "pool AS (SELECT DISTINCT ON (u.id) u.id, u.tsv FROM ("
-        "  (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s AND c.generation = %s "
-        "    AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s) "
-        "  UNION ALL (SELECT c.id, c.tsv FROM memory_app_memorychunk c WHERE c.id = ANY(%s))) u ORDER BY u.id), "
-        f"scored AS (SELECT p.id, p.tsv, {hits}, ({cover})::float8 AS cover FROM pool p, q WHERE p.tsv @@ q.full_q "
-        "  ORDER BY cover DESC LIMIT %s), "
-        "ranked AS (SELECT s.*, ts_rank_cd(s.tsv, q.full_q) AS rank FROM scored s, q "
-        "  ORDER BY s.cover DESC, rank DESC LIMIT %s) "
-        f"SELECT {_COLUMNS}, r.rank, ARRAY[{', '.join(f'r.h{i}' for i in range(n))}]::boolean[] "
-        "FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id ORDER BY r.cover DESC, r.rank DESC, m.id"
+        "pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
+        "  AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s), "
+        f"best AS (SELECT p.id, p.tsv FROM pool p, q ORDER BY {cover('p')} DESC LIMIT %s), "
+        "picked AS (SELECT id, tsv FROM best UNION ALL SELECT c.id, c.tsv FROM memory_app_memorychunk c, q "
+        "  WHERE c.id = ANY(%s) AND c.tsv @@ q.full_q), "
+        f"ranked AS (SELECT k.id, ({cover('k')})::float8 AS cover, ts_rank_cd(k.tsv, q.full_q) AS rank, "
+        f"  ARRAY[{hits}]::boolean[] AS hits FROM picked k, q) "
+        f"SELECT {_COLUMNS}, r.rank, r.hits FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id "
+        "ORDER BY r.cover DESC, r.rank DESC, m.id"
     )
-    params = [full, selecting, *term_queries, assistant_id, generation, list(sources), TEXT_POOL_ROWS,
-              list(also_ids), *weights, max(RANK_ROWS, limit + len(also_ids)), limit + len(also_ids)]
+    params = [full, selecting, *term_queries, assistant_id, generation, list(sources), pool_rows,
+              *weights, max(RANK_ROWS, limit), list(also_ids), *weights]
     cursor.execute(sql, params)
-    return cursor.fetchall()
+    # A vector candidate that is also among the best-covered rows comes twice: keep it once.
+    seen: set[int] = set()
+    return [row for row in cursor.fetchall() if not (row[0] in seen or seen.add(row[0]))]
 
 
 def _term_weight(share: float) -> float:

@@ -15,13 +15,20 @@ def units(char: str) -> int:
 
 def utf16_len(text: str) -> int:
     """Return the JavaScript length of ``text``."""
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+    # Encoding runs in C: search cuts a snippet from every candidate of every query.
+    # "surrogatepass" counts a lone surrogate (possible in JSON input) as the one unit it is.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf16_head(text: str, limit: int) -> str:
     """Return the longest prefix of at most ``limit`` units."""
     if limit <= 0:
         return ""
+    length = utf16_len(text)
+    if length <= limit:
+        return text
+    if length == len(text):  # nothing above the BMP: units are characters
+        return text[:limit]
     used = 0
     for index, char in enumerate(text):
         used += units(char)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from django.db import connection
 from django.db.models import Avg
 from django.db.models.functions import Length
 from django.utils.text import slugify
@@ -39,7 +40,7 @@ from memory_app.evaluation import (
 )
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryChunk
-from memory_app.search import resolve_options
+from memory_app.search import forget_lexeme_frequencies, resolve_options
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
 from sessions_app.messages import MessageInput
@@ -233,6 +234,7 @@ def _evaluate_config(config: EvalConfig, corpora: Sequence[EvalCorpus], vectors:
     started = time.perf_counter()
     for corpus in corpora:
         _apply(corpus.assistant, config)
+    _refresh_statistics()
     chunks = MemoryChunk.objects.filter(assistant__in=[c.assistant for c in corpora])
     stats = {"chunks": chunks.count(), "mean_chunk_chars": round(
         chunks.aggregate(mean=Avg(Length("text")))["mean"] or 0)}
@@ -253,6 +255,15 @@ def _apply(assistant: Assistant, config: EvalConfig) -> None:
     assistant.settings = config.settings()
     assistant.save(update_fields=["settings"])
     reindex_assistant(assistant.pk)
+
+
+def _refresh_statistics() -> None:
+    """ANALYZE the chunk table, as autovacuum would after a load (the text side reads the lexeme
+    statistics, `search.lexeme_frequencies`); inside the evaluation's transaction it sees the
+    loaded rows and is rolled back with them."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_app_memorychunk")
+    forget_lexeme_frequencies()
 
 
 def _slug(sample: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory_app.embeddings import Embedder, get_embedder, reset_embedders
 from memory_app.evaluation import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
@@ -137,6 +137,9 @@ class Command(BaseCommand):
         EmbeddingCache.objects.bulk_create(
             [EmbeddingCache(provider_key=p, model=m, hash=h, dims=d, embedding=e) for p, m, h, d, e in kept],
             ignore_conflicts=True, batch_size=500)
+        # ANALYZE's row count is not transactional: count again now that the rows are gone.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_app_memorychunk")
         return run
 
 
