@@ -35,10 +35,10 @@ test: setup browser-deps
 test-fast: setup
 	$(PY) -m pytest -m "not browser and not slow"
 
-bench: setup
+bench: migrate
 	$(PY) bench/search.py
 
-eval: setup
+eval: migrate
 	$(PY) manage.py eval_locomo ../shared/data/locomo/locomo_dev5.json
 
 clean-db:
