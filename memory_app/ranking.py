@@ -107,7 +107,9 @@ def _merge_keyword_hit(existing: Candidate | None, hit: Candidate) -> Candidate:
     """Fold a keyword hit into the vector-side candidate with the same id, if any."""
     text_score = hit.text_score or 0.0
     if existing is None:
-        return replace(hit, vector_score=0.0, text_score=text_score)
+        # A keyword-only hit scores 0 on the vector side unless it carries its own similarity
+        # (our text side computes it, `search._text_side`).
+        return replace(hit, vector_score=hit.vector_score or 0.0, text_score=text_score)
     timestamp_ms = existing.timestamp_ms if existing.timestamp_ms is not None else hit.timestamp_ms
     return replace(
         existing,
@@ -302,25 +304,23 @@ def apply_min_score(
     results: Sequence[Ranked],
     *,
     min_score: float,
-    text_weight: float,
     keyword_ids: set[str],
     max_results: int,
 ) -> list[Ranked]:
-    """Keep results scoring at least `min_score`, rescuing keyword-only hits, and slice."""
-    # reference 4.7 step 8: if nothing passes and there were keyword hits, keep those with
-    # score >= min(minScore, textWeight), since a BM25-only hit scores at most textWeight (#29112).
-    # `text_weight` must be the normalised weight used by merge_hybrid.
+    """Keep results scoring at least `min_score`; keyword-backed ones below it fill the slots left.
+
+    Reference 4.7 step 8 keeps keyword hits (score >= min(minScore, textWeight)) only when
+    nothing passes (#29112), and upstream later let them fill spare slots (#92524). Here every
+    result that shares a query term with its chunk may fill a spare slot, after all the results
+    that passed, in rank order: a keyword match is evidence of relevance whatever the embedder's
+    similarity scale (MiniLM rates related conversation turns 0.3-0.5, so 0.35 hides half of
+    them: README, LoCoMo). A result with neither keyword nor score is still dropped, so a query
+    that matches nothing returns nothing.
+    """
     limit = max(0, max_results)
     strict = [ranked for ranked in results if ranked.score >= min_score]
-    if strict or not keyword_ids:
-        return strict[:limit]
-    floor = min(min_score, text_weight)
-    rescued = [
-        ranked
-        for ranked in results
-        if ranked.candidate.id in keyword_ids and ranked.score >= floor
-    ]
-    return rescued[:limit]
+    spare = [ranked for ranked in results if ranked.score < min_score and ranked.candidate.id in keyword_ids]
+    return (strict + spare)[:limit]
 
 
 def bm25_rank_to_score(rank: float) -> float:

@@ -197,15 +197,26 @@ class _Row:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _vector_side(*, assistant_id: int, generation: int, sources: Sequence[str], model: str,
-                 vector: Sequence[float], limit: int) -> list[_Row]:
+@dataclass(frozen=True)
+class _QueryVector:
+    """The query's embedding, with the model that made it and its SQL literal."""
+
+    values: Sequence[float]
+    model: str
+
+    @property
+    def literal(self) -> str:
+        return "[" + ",".join(repr(float(x)) for x in self.values) + "]"
+
+
+def _vector_side(*, assistant_id: int, generation: int, sources: Sequence[str], query_vector: _QueryVector,
+                 limit: int) -> list[_Row]:
     """Return the ``limit`` nearest chunks by cosine, through the HNSW index of their size.
 
     The assistant filter applies after the index scan; pgvector's iterative scan (set per
     connection, `configure_connection`) keeps reading the graph until ``limit`` rows pass it.
     """
-    dims = len(vector)
-    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    dims = len(query_vector.values)
     distance = distance_sql(dims, "(SELECT v FROM qv)")
     sql = (
         f"WITH qv AS (SELECT %s::{vector_type(dims)} AS v) "
@@ -214,7 +225,8 @@ def _vector_side(*, assistant_id: int, generation: int, sources: Sequence[str], 
         f"AND m.model = %s ORDER BY {distance} LIMIT %s"
     )
     with _guarded(), connection.cursor() as cursor:
-        cursor.execute(sql, [literal, assistant_id, generation, list(sources), model, limit])
+        cursor.execute(sql, [query_vector.literal, assistant_id, generation, list(sources), query_vector.model,
+                             limit])
         rows = cursor.fetchall()
     # relaxed_order may return slightly out of order: sort by the exact distance.
     rows.sort(key=lambda row: row[-1])
@@ -248,8 +260,13 @@ def _row(values: Sequence[Any], *, score: float, detail: dict[str, Any] | None =
 
 
 def _text_side(*, assistant_id: int, generation: int, sources: Sequence[str], terms: Sequence[str],
-               limit: int, also_ids: Sequence[int]) -> list[_Row]:
-    """Return the best ``limit`` chunks for an OR of the terms, scored 0..1 (module docstring)."""
+               limit: int, also_ids: Sequence[int], query_vector: _QueryVector | None = None) -> list[_Row]:
+    """Return the best ``limit`` chunks for an OR of the terms, scored 0..1 (module docstring).
+
+    With ``query_vector`` each row also carries its cosine similarity to the query
+    (``detail["cosine"]``), so a chunk the vector side did not reach is fused with its real
+    vector score instead of 0.
+    """
     keep = [(term, to_tsquery_text([term])) for term in terms]
     keep = [(term, q) for term, q in keep if q]
     if not keep:
@@ -265,7 +282,7 @@ def _text_side(*, assistant_id: int, generation: int, sources: Sequence[str], te
         ranked = _rank(cursor, assistant_id=assistant_id, generation=generation, sources=sources,
                        selecting=selecting, full=to_tsquery_text(t for t, _, _ in weighted),
                        term_queries=[q for _, q, _ in weighted], weights=[_term_weight(f) for _, _, f in weighted],
-                       limit=limit, also_ids=also_ids, pool_rows=pool_rows)
+                       limit=limit, also_ids=also_ids, pool_rows=pool_rows, query_vector=query_vector)
     return _text_scores(ranked, weighted)
 
 
@@ -344,11 +361,13 @@ def _selecting_query(weighted: Sequence[tuple[str, str, float]]) -> str:
 
 def _rank(cursor: Any, *, assistant_id: int, generation: int, sources: Sequence[str], selecting: str, full: str,
           term_queries: Sequence[str], weights: Sequence[float], limit: int,
-          also_ids: Sequence[int], pool_rows: int = TEXT_POOL_ROWS) -> list[tuple[Any, ...]]:
+          also_ids: Sequence[int], pool_rows: int = TEXT_POOL_ROWS,
+          query_vector: _QueryVector | None = None) -> list[tuple[Any, ...]]:
     """Rank the selected pool by IDF-weighted term coverage, then `ts_rank_cd`; one round trip.
 
-    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd` and the per-term
-    hits run only on the ``limit`` best-covered rows and the vector side's candidates.
+    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd`, the per-term hits
+    and the cosine to ``query_vector`` run only on the ``limit`` best-covered rows and the vector
+    side's candidates. Rows: the chunk columns, then cosine (or None), rank, hits.
     """
     cfg = TS_CONFIG
     n = len(term_queries)
@@ -358,6 +377,11 @@ def _rank(cursor: Any, *, assistant_id: int, generation: int, sources: Sequence[
         return " + ".join(f"(CASE WHEN {alias}.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
 
     hits = ", ".join(f"k.tsv @@ q.e{i}" for i in range(n))
+    cosine, cosine_params = "NULL::float8", []
+    if query_vector is not None:
+        dims = len(query_vector.values)
+        cosine = f"CASE WHEN m.dims = {dims} AND m.model = %s THEN 1 - ({distance_sql(dims)}) END"
+        cosine_params = [query_vector.model, query_vector.literal]
     sql = (
         f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS full_q, to_tsquery('{cfg}', %s) AS select_q, {each}), "
         "pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
@@ -367,11 +391,11 @@ def _rank(cursor: Any, *, assistant_id: int, generation: int, sources: Sequence[
         "  WHERE c.id = ANY(%s) AND c.tsv @@ q.full_q), "
         f"ranked AS (SELECT k.id, ({cover('k')})::float8 AS cover, ts_rank_cd(k.tsv, q.full_q) AS rank, "
         f"  ARRAY[{hits}]::boolean[] AS hits FROM picked k, q) "
-        f"SELECT {_COLUMNS}, r.rank, r.hits FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id "
+        f"SELECT {_COLUMNS}, {cosine}, r.rank, r.hits FROM ranked r JOIN memory_app_memorychunk m ON m.id = r.id "
         "ORDER BY r.cover DESC, r.rank DESC, m.id"
     )
     params = [full, selecting, *term_queries, assistant_id, generation, list(sources), pool_rows,
-              *weights, max(RANK_ROWS, limit), list(also_ids), *weights]
+              *weights, max(RANK_ROWS, limit), list(also_ids), *weights, *cosine_params]
     cursor.execute(sql, params)
     # A vector candidate that is also among the best-covered rows comes twice: keep it once.
     seen: set[int] = set()
@@ -387,6 +411,7 @@ def _text_scores(rows: Sequence[tuple[Any, ...]], weighted: Sequence[tuple[str, 
     if not rows:
         return []
     hits_by_row = [list(row[-1] or []) for row in rows]
+    cosines = [row[-3] for row in rows]
     # A term no candidate holds tells nothing about this query's chunks: it must not lower
     # every chunk's coverage (e.g. a word that never occurs in this assistant's index).
     present = [any(hits[i] for hits in hits_by_row) for i in range(len(weighted))]
@@ -394,13 +419,14 @@ def _text_scores(rows: Sequence[tuple[Any, ...]], weighted: Sequence[tuple[str, 
     total = sum(weights) or 1.0
     best = max(float(row[-2]) for row in rows) or 1.0
     result = []
-    for row, hits in zip(rows, hits_by_row):
+    for row, hits, cosine in zip(rows, hits_by_row, cosines):
         rank = float(row[-2])
         coverage = sum(w for w, hit in zip(weights, hits) if hit) / total
         score = coverage * (0.5 + 0.5 * rank / best)
         matched = [term for (term, _, _), hit in zip(weighted, hits) if hit]
-        result.append(_row(row[:-2], score=score, detail={"text_rank": rank, "matched_terms": matched,
-                                                          "coverage": round(coverage, 4)}))
+        detail = {"text_rank": rank, "matched_terms": matched, "coverage": round(coverage, 4),
+                  "cosine": None if cosine is None else float(cosine)}
+        result.append(_row(row[:-3], score=score, detail=detail))
     return result
 
 
@@ -411,6 +437,7 @@ def _text_scores(rows: Sequence[tuple[Any, ...]], weighted: Sequence[tuple[str, 
 class _Sides:
     vector: list[_Row] = field(default_factory=list)
     text: list[_Row] = field(default_factory=list)
+    query_vector: _QueryVector | None = None
     vector_ran: bool = False
     text_ran: bool = False
     fallback: str | None = None
@@ -512,7 +539,8 @@ def _run_sides(assistant: Assistant, state: IndexState, query: str, options: Sea
         try:
             also = [row.id for row in sides.vector] if options.mode == "hybrid" else []
             sides.text = _text_side(assistant_id=assistant.pk, generation=generation, sources=options.sources,
-                                    terms=query_terms(query), limit=limit, also_ids=also)
+                                    terms=query_terms(query), limit=limit, also_ids=also,
+                                    query_vector=sides.query_vector if options.mode == "hybrid" else None)
             sides.text_ran = True
         except DatabaseError as error:
             logger.warning("full-text search failed; answering from vectors: %s", error)
@@ -545,8 +573,9 @@ def _vectors(sides: _Sides, assistant: Assistant, state: IndexState, query: str,
         sides.fallback = "empty_query_vector"
         return
     started = time.perf_counter()
+    sides.query_vector = _QueryVector(vector, embedder.model)
     sides.vector = _vector_side(assistant_id=assistant.pk, generation=state.active_generation,
-                                sources=options.sources, model=embedder.model, vector=vector, limit=limit)
+                                sources=options.sources, query_vector=sides.query_vector, limit=limit)
     sides.vector_ran = True
     sides.timings["vector"] = _ms(started)
 
@@ -563,7 +592,7 @@ def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -
     rows = {row.id: row for row in [*sides.vector, *sides.text]}
     snippets = {rid: make_snippet(row.text, row.line_numbers, policy=options.snippet, terms=terms)
                 for rid, row in rows.items()}
-    ranked, keyword_ids, w_text = _fuse(sides, query, options, snippets)
+    ranked, keyword_ids = _fuse(sides, query, options, snippets)
     if options.decay:
         ranked = apply_temporal_decay(ranked, half_life_days=options.half_life_days,
                                       now_ms=int(now.timestamp() * 1000))
@@ -571,8 +600,7 @@ def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -
         ranked = sort_by_score(ranked)
     if options.mmr:
         ranked = mmr_rerank(ranked, lambda_=options.mmr_lambda)
-    kept = apply_min_score(ranked, min_score=options.min_score, text_weight=w_text,
-                           keyword_ids=keyword_ids, max_results=len(ranked))
+    kept = apply_min_score(ranked, min_score=options.min_score, keyword_ids=keyword_ids, max_results=len(ranked))
     text_details = {row.id: row.detail for row in sides.text}
     shown = _without_repeats(kept, rows, snippets, options, terms)
     return [_result(r, rows[int(r.candidate.id)], snippet, text_details, options)
@@ -598,23 +626,24 @@ def _without_repeats(ranked: list[Ranked], rows: dict[int, _Row], snippets: dict
 
 
 def _fuse(sides: _Sides, query: str, options: SearchOptions,
-          snippets: dict[int, Any]) -> tuple[list[Ranked], set[str], float]:
-    """Return the scored candidates, the keyword hit ids for the rescue, and the text weight."""
+          snippets: dict[int, Any]) -> tuple[list[Ranked], set[str]]:
+    """Return the scored candidates and the ids of the keyword-backed ones (`apply_min_score`)."""
     def cands(rows: list[_Row], side: str) -> list[Candidate]:
-        return [_candidate(r, vector_score=r.score if side == "v" else None,
+        # A text row carries its own cosine (`_text_side`): fused with it when vectors missed it.
+        return [_candidate(r, vector_score=r.score if side == "v" else r.detail.get("cosine"),
                            text_score=r.score if side == "t" else None, snippet=snippets[r.id].text) for r in rows]
 
     if sides.vector_ran and sides.text_ran:
         w_vector, w_text = normalize_weights(options.vector_weight, options.text_weight)
         merged = merge_hybrid(cands(sides.vector, "v"), cands(sides.text, "t"),
                               vector_weight=w_vector, text_weight=w_text)
-        return merged, {str(r.id) for r in sides.text}, w_text
+        return merged, {str(r.id) for r in sides.text}
     if sides.vector_ran:
-        return [Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0) for c in cands(sides.vector, "v")], set(), 0.0
+        return [Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0) for c in cands(sides.vector, "v")], set()
     # Text alone: OpenClaw's FTS-only ranking (reference 4.7 step 9), strict minScore.
     boosted = [Ranked(c, fts_only_boost(c.text_score or 0.0, query=query, text=c.text, path=c.path), 0.0,
                       c.text_score or 0.0) for c in cands(sides.text, "t")]
-    return boosted, set(), 1.0
+    return boosted, set()
 
 
 def citation(path: str, start: int, end: int) -> str:

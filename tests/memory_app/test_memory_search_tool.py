@@ -57,7 +57,8 @@ def test_max_results_and_min_score(notes) -> None:
     one = json.loads(memory_search({"query": "heron", "maxResults": 1, "minScore": 0}, assistant=notes))
     assert len(one["results"]) == 1
     none = json.loads(memory_search({"query": "heron", "minScore": 1, "corpus": "all"}, assistant=notes))
-    assert all(r["score"] >= 0.3 for r in none["results"])  # only the keyword rescue survives minScore 1
+    # Nothing scores 1: only keyword-backed results fill the slots.
+    assert none["results"] and all("heron" in r["snippet"].lower() for r in none["results"])
 
 
 def test_embedding_failure_answers_from_text_and_says_so(notes, fake_embeddings: FakeOpenAI) -> None:

@@ -255,40 +255,41 @@ def test_keyword_only_hit_is_rescued_when_nothing_passes() -> None:
     )
     assert [round(ranked.score, 2) for ranked in merged] == [0.21, 0.3]
 
-    kept = apply_min_score(
-        merged, min_score=0.35, text_weight=0.3, keyword_ids={"keyword-only"}, max_results=6
-    )
+    kept = apply_min_score(merged, min_score=0.35, keyword_ids={"keyword-only"}, max_results=6)
 
     assert _ids(kept) == ["keyword-only"]
 
 
-def test_min_score_is_strict_when_something_passes() -> None:
-    results = [_ranked("strong", 0.6), _ranked("keyword-only", 0.3), _ranked("weak", 0.1)]
-
-    kept = apply_min_score(
-        results, min_score=0.35, text_weight=0.3, keyword_ids={"keyword-only"}, max_results=6
-    )
-
-    assert _ids(kept) == ["strong"]
+def test_a_keyword_hit_keeps_its_own_vector_score() -> None:
+    # Our text side also reads the cosine of the rows the vector side did not reach.
+    merged = merge_hybrid([], [_candidate("k", vector_score=0.4, text_score=0.5)], vector_weight=0.7,
+                          text_weight=0.3)
+    assert [round(ranked.score, 2) for ranked in merged] == [0.43]
 
 
-def test_min_score_rescue_needs_keyword_hits_and_the_relaxed_floor() -> None:
-    results = [_ranked("k1", 0.3), _ranked("k2", 0.25), _ranked("v", 0.32)]
+def test_keyword_backed_results_fill_the_slots_left_after_the_strict_ones() -> None:
+    results = [_ranked("strong", 0.6), _ranked("weak", 0.34), _ranked("k1", 0.3), _ranked("k2", 0.05)]
 
-    assert apply_min_score(
-        results, min_score=0.35, text_weight=0.3, keyword_ids=set(), max_results=6
-    ) == []
-    assert _ids(apply_min_score(
-        results, min_score=0.35, text_weight=0.3, keyword_ids={"k1", "k2"}, max_results=6
-    )) == ["k1"]
+    kept = apply_min_score(results, min_score=0.35, keyword_ids={"strong", "k1", "k2"}, max_results=6)
+
+    assert _ids(kept) == ["strong", "k1", "k2"]
+    # Strict results come first even when a filler was ranked above one (after MMR, say).
+    reordered = [_ranked("k1", 0.3), _ranked("strong", 0.6)]
+    assert _ids(apply_min_score(reordered, min_score=0.35, keyword_ids={"k1"}, max_results=6)) == ["strong", "k1"]
+    assert _ids(apply_min_score(results, min_score=0.35, keyword_ids={"k1", "k2"}, max_results=2)) == ["strong", "k1"]
+
+
+def test_without_keyword_hits_min_score_is_strict() -> None:
+    results = [_ranked("v1", 0.34), _ranked("v2", 0.1)]
+
+    assert apply_min_score(results, min_score=0.35, keyword_ids=set(), max_results=6) == []
+    assert _ids(apply_min_score(results, min_score=0.3, keyword_ids=set(), max_results=6)) == ["v1"]
 
 
 def test_min_score_slices_to_max_results() -> None:
     results = [_ranked(str(index), 0.9 - index / 100) for index in range(10)]
 
-    kept = apply_min_score(
-        results, min_score=0.35, text_weight=0.3, keyword_ids=set(), max_results=6
-    )
+    kept = apply_min_score(results, min_score=0.35, keyword_ids=set(), max_results=6)
 
     assert _ids(kept) == ["0", "1", "2", "3", "4", "5"]
 
