@@ -59,7 +59,8 @@ from memory_app import config  # noqa: E402
 from memory_app.embeddings import LOCAL_BATCH_SIZE, LocalEmbedder, reset_embedders  # noqa: E402
 from memory_app.indexing import document_entry, prepare_chunks, reindex_assistant  # noqa: E402
 from memory_app.models import EmbeddingCache, IndexState, MemoryChunk, MemoryDocument, content_hash  # noqa: E402
-from memory_app.search import forget_lexeme_frequencies, resolve_options, run_search  # noqa: E402
+from memory_app.candidates import close_helpers, forget_lexeme_stats  # noqa: E402
+from memory_app.search import resolve_options, run_search  # noqa: E402
 from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
 from memory_app.vectors import create_index_sql, index_name  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
@@ -177,6 +178,7 @@ def bench_database() -> Iterator[None]:
     try:
         yield
     finally:
+        close_helpers()  # the search's helper connections would keep the database from being dropped
         connection.creation.destroy_test_db(original, verbosity=0)
 
 
@@ -215,7 +217,7 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
         cursor.execute("RESET maintenance_work_mem")
         cursor.execute("ANALYZE memory_app_memorychunk")
     # The text side reads lexeme statistics (cached per process): read the fresh ones.
-    forget_lexeme_frequencies()
+    forget_lexeme_stats()
     IndexState.objects.update_or_create(assistant=assistant, defaults={
         "fingerprint": config.fingerprint(assistant, _embedder()), "active_generation": 1})
 

@@ -11,6 +11,6 @@ class MemoryAppConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from memory_app import receivers  # noqa: F401  (connects the reindex-on-write receiver)
-        from memory_app.search import configure_connection
+        from memory_app.candidates import configure_connection
 
         connection_created.connect(configure_connection, dispatch_uid="memory_app.configure_connection")

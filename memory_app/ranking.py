@@ -108,7 +108,7 @@ def _merge_keyword_hit(existing: Candidate | None, hit: Candidate) -> Candidate:
     text_score = hit.text_score or 0.0
     if existing is None:
         # A keyword-only hit scores 0 on the vector side unless it carries its own similarity
-        # (our text side computes it, `search._text_side`).
+        # (our keyword query reads it, `candidates.keyword_matches`).
         return replace(hit, vector_score=hit.vector_score or 0.0, text_score=text_score)
     timestamp_ms = existing.timestamp_ms if existing.timestamp_ms is not None else hit.timestamp_ms
     return replace(

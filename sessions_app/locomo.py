@@ -40,7 +40,8 @@ from memory_app.evaluation import (
 )
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryChunk
-from memory_app.search import forget_lexeme_frequencies, resolve_options
+from memory_app.candidates import forget_lexeme_stats
+from memory_app.search import resolve_options
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
 from sessions_app.messages import MessageInput
@@ -259,11 +260,11 @@ def _apply(assistant: Assistant, config: EvalConfig) -> None:
 
 def _refresh_statistics() -> None:
     """ANALYZE the chunk table, as autovacuum would after a load (the text side reads the lexeme
-    statistics, `search.lexeme_frequencies`); inside the evaluation's transaction it sees the
+    statistics, `candidates.lexeme_stats`); inside the evaluation's transaction it sees the
     loaded rows and is rolled back with them."""
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_app_memorychunk")
-    forget_lexeme_frequencies()
+    forget_lexeme_stats()
 
 
 def _slug(sample: dict[str, Any]) -> str:

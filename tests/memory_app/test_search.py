@@ -108,10 +108,10 @@ def test_vector_only_when_full_text_fails(world, fake_embeddings, monkeypatch) -
 
     index(world.assistant, {"MEMORY.md": "Parking is behind building C."})
 
-    def broken(**kwargs):
+    def broken(*args, **kwargs):
         raise DatabaseError("text search configuration missing")
 
-    monkeypatch.setattr(search, "_text_side", broken)
+    monkeypatch.setattr(search, "keyword_matches", broken)
     response = hybrid_search(assistant=world.assistant, query="parking building", min_score=0)
     assert response.mode == "vector" and "fulltext_failed" in response.fallback
     assert [r.path for r in response.results] == ["MEMORY.md"]
@@ -264,12 +264,13 @@ def test_a_search_after_a_settings_change_queues_the_rebuild(world, fake_embeddi
 
 
 def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch) -> None:
-    from memory_app import search
+    from memory_app import candidates
 
     index(world.assistant, {f"memory/p{i}.md": f"project status update number {i}" for i in range(8)})
     index(world.assistant, {"memory/rare.md": "project status: the quokka migration is blocked"})
     # As ANALYZE would report them: "project" and "status" are in every chunk.
-    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"project": 1.0, "status": 1.0, "update": 0.9})
+    monkeypatch.setattr(candidates, "lexeme_stats",
+                        lambda: candidates.LexemeStats(rows=9, shares={"project": 1.0, "status": 1.0, "update": 0.9}))
     response = hybrid_search(assistant=world.assistant, query="quokka project status", mode="text", explain=True)
     assert [r.path for r in response.results] == ["memory/rare.md"]  # only the rare term selects
     assert set(response.results[0].explain["matched_terms"]) == {"quokka", "project", "status"}
@@ -282,28 +283,31 @@ def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch
     assert any(r.path != "memory/rare.md" and r.explain["text_score"] > 0 for r in hybrid.results)
 
 
-def test_mid_frequency_terms_select_in_pairs(world, fake_embeddings, monkeypatch) -> None:
-    from memory_app import search
+def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypatch) -> None:
+    from memory_app import candidates
 
     index(world.assistant, {"memory/a.md": "alpha only", "memory/b.md": "beta only", "memory/ab.md": "alpha beta"})
-    monkeypatch.setattr(search, "lexeme_frequencies", lambda: {"alpha": 0.01, "beta": 0.01, "only": 0.01})
+    monkeypatch.setattr(candidates, "lexeme_stats",
+                        lambda: candidates.LexemeStats(rows=1e6, shares={"alpha": 0.01, "beta": 0.01, "only": 0.01}))
     response = hybrid_search(assistant=world.assistant, query="alpha beta", mode="text", max_results=10)
     assert [r.path for r in response.results] == ["memory/ab.md"]
 
 
-def test_lexeme_frequencies_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
+def test_lexeme_stats_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
     from django.db import connection
 
-    from memory_app import search
+    from memory_app import candidates
 
     index(world.assistant, {f"memory/n{i}.md": f"common words here {i}" for i in range(30)})
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_app_memorychunk")
-    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
-    assert search.lexeme_frequencies() == {}  # 30 rows: too few for the statistics to matter
-    monkeypatch.setattr(search, "_frequency_cache", (0.0, {}))
-    monkeypatch.setattr(search, "MIN_ROWS_FOR_SELECTION", 10)
-    assert search.lexeme_frequencies()["common"] == pytest.approx(1.0)
+    candidates.forget_lexeme_stats()
+    assert candidates.lexeme_stats() is None  # 30 rows: too few for the statistics to matter
+    candidates.forget_lexeme_stats()
+    monkeypatch.setattr(candidates, "MIN_ROWS_FOR_SELECTION", 10)
+    stats = candidates.lexeme_stats()
+    assert stats.rows == 30 and stats.shares["common"] == pytest.approx(1.0)
+    candidates.forget_lexeme_stats()
 
 
 def test_session_and_memory_timestamps_in_explain(world, fake_embeddings) -> None:
