@@ -59,7 +59,7 @@ from memory_app import config  # noqa: E402
 from memory_app.embeddings import LOCAL_BATCH_SIZE, LocalEmbedder, reset_embedders  # noqa: E402
 from memory_app.indexing import document_entry, prepare_chunks, reindex_assistant  # noqa: E402
 from memory_app.models import EmbeddingCache, IndexState, MemoryChunk, MemoryDocument, content_hash  # noqa: E402
-from memory_app.candidates import close_helpers, forget_lexeme_stats  # noqa: E402
+from memory_app.candidates import forget_lexeme_stats  # noqa: E402
 from memory_app.search import resolve_options, run_search  # noqa: E402
 from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
 from memory_app.vectors import create_index_sql, index_name  # noqa: E402
@@ -178,7 +178,6 @@ def bench_database() -> Iterator[None]:
     try:
         yield
     finally:
-        close_helpers()  # the search's helper connections would keep the database from being dropped
         connection.creation.destroy_test_db(original, verbosity=0)
 
 

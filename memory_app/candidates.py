@@ -1,19 +1,19 @@
-"""The two candidate queries of a hybrid search (`search`, steps 1-2) and how they run together.
+"""The candidates of a hybrid search (`search`, steps 1-2): one statement for both sides.
 
-1. `nearest`: the query embedding against the active generation's chunks through the partial
+1. Vector side: the query embedding against the active generation's chunks through the partial
    HNSW index of its dimension (same cast and predicate as the index, `memory_app.vectors`).
-2. `keyword_matches`: the chunks that hold the query's terms (`textsearch.query_terms`).
-   Ranking every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word
-   like "her" is in a third of them), so the rows to rank are chosen first: chunks holding the rarest
-   terms, as many as keep the selection near `TEXT_POOL_ROWS` chunks, never one common term alone
-   (term shares come from Postgres' statistics, `lexeme_stats`), and of those the best-covered
-   `RANK_ROWS` are ranked. Every term counts in the rank.
+2. Keyword side: the chunks that hold the query's terms (`textsearch.query_terms`). Ranking
+   every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word like
+   "her" is in a third of them), so the rows to rank are chosen first: chunks holding the rarest
+   terms, as many as keep the selection near `TEXT_POOL_ROWS` chunks, never one common term
+   alone (term shares come from Postgres' statistics, `lexeme_stats`), and of those the
+   best-covered `RANK_ROWS`. Every term counts in the rank.
 
-Each query reads both scores of its rows: the vector query also each row's keyword hits and
-`ts_rank_cd`, the keyword query each row's cosine to the query. So a chunk found by one side is
-fused with its real score on the other, and the two queries do not wait for each other:
-`side_by_side` runs them at once on two database connections, and a hybrid search costs about
-the slower of the two rather than their sum (bench/search.py).
+Each side only picks ids; every picked chunk is then measured on both sides (its cosine to the
+query, its keyword rank and the terms it holds), so a chunk found by one side is fused with its
+real score on the other, not 0. Both sides run in one prepared statement: one round trip and
+no planning per search, which is what keeps hybrid search close to a pgvector-only query
+(bench/search.py).
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings as django_settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import connection, transaction
 
 from memory_app.textsearch import TS_CONFIG, to_tsquery_text
 from memory_app.vectors import distance_sql, vector_type
@@ -54,8 +53,6 @@ _FIELDS = ("id", "path", "source", "start_line", "end_line", "line_numbers", "te
 def _columns(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in _FIELDS)
 
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -235,77 +232,66 @@ def forget_lexeme_stats() -> None:
         _stats_cache = (-FREQUENCY_CACHE_SECONDS, None)
 
 
-# --- the two queries ---------------------------------------------------------------------------
+# --- the query -----------------------------------------------------------------------------------
 
 
-def _term_columns(terms: Terms | None, alias: str) -> tuple[str, str, list[Any]]:
-    """Return the SQL of a row's keyword rank and hits (the `q` CTE), the CTE itself, and its params."""
-    if terms is None:
-        return "NULL::float4, NULL::boolean[]", "", []
-    each = "".join(f", to_tsquery('{TS_CONFIG}', %s) AS e{i}" for i in range(len(terms.queries)))
-    hits = ", ".join(f"{alias}.tsv @@ q.e{i}" for i in range(len(terms.queries)))
-    cte = f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q{each})"
-    return (f"ts_rank_cd({alias}.tsv, q.full_q), ARRAY[{hits}]::boolean[]", cte,
-            [terms.full, terms.selecting, *terms.queries])
+def fetch_candidates(scope: Scope, *, query_vector: QueryVector | None, terms: Terms | None,
+                     limit: int) -> list[Row]:
+    """Return the vector side's ``limit`` nearest chunks and the keyword side's best-covered ones.
 
-
-def _cosine_column(query_vector: QueryVector | None) -> tuple[str, list[Any]]:
-    if query_vector is None:
-        return "NULL::float8", []
-    dims = len(query_vector.values)
-    return (f"CASE WHEN m.dims = {dims} AND m.model = %s THEN 1 - ({distance_sql(dims)}) END",
-            [query_vector.model, query_vector.literal])
-
-
-def nearest(scope: Scope, query_vector: QueryVector, *, limit: int, terms: Terms | None = None) -> list[Row]:
-    """Return the ``limit`` nearest chunks by cosine, through the HNSW index of their size.
-
-    The assistant filter applies after the index scan; pgvector's iterative scan (set per
-    connection, `configure_connection`) keeps reading the graph until ``limit`` rows pass it.
-    With ``terms`` each row also gets its keyword rank and hits.
+    One statement for both sides (module docstring): each side picks its ids, and every row
+    picked by either is measured on both (its cosine when there is a query vector, its keyword
+    rank and hits when there are terms).
     """
-    dims = len(query_vector.values)
-    distance = distance_sql(dims, "(SELECT v FROM qv)")
-    keyword, q_cte, q_params = _term_columns(terms, "n")
-    sql = (
-        f"WITH qv AS (SELECT %s::{vector_type(dims)} AS v){', ' + q_cte if q_cte else ''} "
-        f"SELECT {_columns('n')}, n.cosine, {keyword} FROM (SELECT {_columns('m')}, m.tsv, 1 - ({distance}) AS cosine "
-        f"  FROM memory_app_memorychunk m WHERE m.dims = {dims} AND m.assistant_id = %s AND m.generation = %s "
-        f"  AND m.source = ANY(%s) AND m.model = %s ORDER BY {distance} LIMIT %s) n{', q' if q_cte else ''}"
-    )
-    params = [query_vector.literal, *q_params, scope.assistant_id, scope.generation, list(scope.sources),
-              query_vector.model, limit]
-    with _guarded(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = [_row(values) for values in cursor.fetchall()]
-    # relaxed_order may return slightly out of order: sort by the exact similarity.
-    return sorted(rows, key=lambda row: -(row.cosine or 0.0))
+    if query_vector is None and terms is None:
+        return []
+    ctes, params, picks = [], [], []
+    if query_vector is not None:
+        dims = len(query_vector.values)
+        distance = distance_sql(dims, "(SELECT v FROM qv)")
+        ctes.append(f"qv AS (SELECT %s::{vector_type(dims)} AS v)")
+        ctes.append(f"near AS (SELECT m.id FROM memory_app_memorychunk m WHERE m.dims = {dims} "
+                    "AND m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) AND m.model = %s "
+                    f"ORDER BY {distance} LIMIT %s)")
+        params += [query_vector.literal, *_scope_params(scope), query_vector.model, limit]
+        picks.append("SELECT id FROM near")
+    if terms is not None:
+        n = len(terms.queries)
+        each = "".join(f", to_tsquery('{TS_CONFIG}', %s) AS e{i}" for i in range(n))
+        cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
+        ctes.append(f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q{each})")
+        ctes.append("pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
+                    "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s)")
+        ctes.append(f"best AS (SELECT p.id FROM pool p, q ORDER BY {cover} DESC LIMIT %s)")
+        params += [terms.full, terms.selecting, *terms.queries, *_scope_params(scope), terms.pool_rows,
+                   *terms.weights, max(RANK_ROWS, limit)]
+        picks.append("SELECT id FROM best")
+    measures, measure_params = _measures(query_vector, terms)
+    sql = (f"WITH {', '.join(ctes)} SELECT {_columns('m')}, {measures} FROM ({' UNION '.join(picks)}) picked "
+           f"JOIN memory_app_memorychunk m ON m.id = picked.id{', q' if terms is not None else ''}")
+    return [_row(values) for values in _fetch(sql, [*params, *measure_params])]
 
 
-def keyword_matches(scope: Scope, terms: Terms, *, limit: int,
-                    query_vector: QueryVector | None = None) -> list[Row]:
-    """Return the best-covered ``limit`` (at least `RANK_ROWS`) chunks holding the terms.
+def _scope_params(scope: Scope) -> list[Any]:
+    return [scope.assistant_id, scope.generation, list(scope.sources)]
 
-    Coverage needs only one `@@` per term and row; the costlier `ts_rank_cd`, the per-term hits
-    and the cosine to ``query_vector`` run only on the rows returned.
-    """
-    n = len(terms.queries)
-    cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
-    keyword, q_cte, q_params = _term_columns(terms, "m")
-    cosine, cosine_params = _cosine_column(query_vector)
-    sql = (
-        f"WITH {q_cte}, "
-        "pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
-        "  AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s), "
-        f"best AS (SELECT p.id, {cover} AS cover FROM pool p, q ORDER BY cover DESC LIMIT %s) "
-        f"SELECT {_columns('m')}, {cosine}, {keyword} FROM best b JOIN memory_app_memorychunk m ON m.id = b.id, q "
-        "ORDER BY b.cover DESC, m.id"
-    )
-    params = [*q_params, scope.assistant_id, scope.generation, list(scope.sources), terms.pool_rows,
-              *terms.weights, max(RANK_ROWS, limit), *cosine_params]
-    with _guarded(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [_row(values) for values in cursor.fetchall()]
+
+def _measures(query_vector: QueryVector | None, terms: Terms | None) -> tuple[str, list[Any]]:
+    """Return the SQL of a picked row's cosine, keyword rank and hits (NULL: not measured)."""
+    columns, params = [], []
+    if query_vector is not None:
+        dims = len(query_vector.values)
+        columns.append(f"CASE WHEN m.dims = {dims} AND m.model = %s "
+                       f"THEN 1 - ({distance_sql(dims, '(SELECT v FROM qv)')}) END")
+        params.append(query_vector.model)
+    else:
+        columns.append("NULL::float8")
+    if terms is not None:
+        hits = ", ".join(f"m.tsv @@ q.e{i}" for i in range(len(terms.queries)))
+        columns += ["ts_rank_cd(m.tsv, q.full_q)", f"ARRAY[{hits}]::boolean[]"]
+    else:
+        columns += ["NULL::float4", "NULL::boolean[]"]
+    return ", ".join(columns), params
 
 
 def _row(values: Sequence[Any]) -> Row:
@@ -315,81 +301,25 @@ def _row(values: Sequence[Any]) -> Row:
                text_rank=None if rank is None else float(rank), hits=None if hits is None else tuple(hits))
 
 
+def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Run the search's query as a prepared statement and return its rows.
+
+    Django's cursors bind parameters on the client, so Postgres would plan every search anew
+    (a third of the keyword side's time); a server-side cursor prepares each query shape once
+    per connection. Errors still surface as Django's.
+    """
+    import psycopg
+
+    with _guarded():
+        connection.ensure_connection()
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, params, prepare=True)
+            return cursor.fetchall()
+
+
 def _guarded() -> Any:
     """A savepoint when inside a transaction (a failed query must not break the caller's), else nothing."""
     return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
-
-
-# --- side by side --------------------------------------------------------------------------------
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def side_by_side(here: Callable[[], _T], there: Callable[[], Any]) -> tuple[_T, Any]:
-    """Run ``there`` on a helper thread's database connection while ``here`` runs on this one.
-
-    Inside a transaction the other connection could not see its uncommitted rows, so both run
-    here, one after the other; likewise with ``MEMORY_SEARCH_THREADS = 0``. A helper whose
-    connection broke (the server restarted) closes it and the query runs here instead.
-    """
-    pool = None if connection.in_atomic_block else _helpers()
-    if pool is None:
-        return here(), there()
-    future = pool.submit(_on_helper, there)
-    result = here()
-    outcome, value = future.result()
-    if outcome == "broken":
-        return result, there()
-    if outcome == "error":
-        raise value
-    return result, value
-
-
-def _on_helper(work: Callable[[], Any]) -> tuple[str, Any]:
-    try:
-        return "ok", work()
-    except (InterfaceError, OperationalError):
-        connection.close()
-        return "broken", None
-    except Exception as error:  # re-raised in the caller's thread
-        return "error", error
-
-
-def _helpers() -> ThreadPoolExecutor | None:
-    global _pool
-    threads = int(getattr(django_settings, "MEMORY_SEARCH_THREADS", 4))
-    if threads <= 0:
-        return None
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="search-side")
-        return _pool
-
-
-def close_helpers() -> None:
-    """Close the helper threads' database connections and stop them (tests, the benchmark).
-
-    A database cannot be dropped while a helper is connected to it. Each thread closes its own
-    connection: the barrier holds every task until one runs on each thread. (At exit nothing
-    needs doing: the server ends a connection whose process is gone.)
-    """
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is None:
-        return
-    threads = pool._max_workers
-    barrier = threading.Barrier(threads)
-
-    def close() -> None:
-        connection.close()
-        barrier.wait(timeout=10)
-
-    for future in [pool.submit(close) for _ in range(threads)]:
-        future.result()
-    pool.shutdown(wait=True)
-
 
 
 def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -406,4 +336,4 @@ def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 def _ef_search() -> int:
-    return int(getattr(django_settings, "MEMORY_HNSW_EF_SEARCH", 100))
+    return int(getattr(django_settings, "MEMORY_HNSW_EF_SEARCH", 150))

@@ -83,48 +83,20 @@ def _clamp_unit(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def merge_hybrid(
-    vector: Sequence[Candidate],
-    keyword: Sequence[Candidate],
-    *,
-    vector_weight: float,
-    text_weight: float,
-) -> list[Ranked]:
-    """Union both candidate lists by chunk id and score each as w_v*vector + w_t*text."""
-    # hybrid.ts `mergeHybridResults`: a side that did not see the chunk scores 0, the keyword
-    # snippet wins when non-empty, and raw side scores are not normalised (reference 4.7 step 6).
+def fuse_scores(candidates: Iterable[Candidate], *, vector_weight: float, text_weight: float) -> list[Ranked]:
+    """Score each candidate as w_v*vector + w_t*text, the weights normalised to sum 1.
+
+    hybrid.ts `mergeHybridResults` (reference 4.7 step 6) unions the two sides' lists by chunk id
+    and scores a side that did not see the chunk 0; our candidates carry both sides' scores
+    (`candidates`), so a missing score (None) means the side could not measure it. Raw side
+    scores are not normalised, as in OpenClaw.
+    """
     w_vector, w_text = normalize_weights(vector_weight, text_weight)
-    by_id: dict[str, Candidate] = {}
-    for item in vector:
-        by_id[item.id] = replace(item, vector_score=item.vector_score or 0.0, text_score=0.0)
-    for item in keyword:
-        existing = by_id.get(item.id)
-        by_id[item.id] = _merge_keyword_hit(existing, item)
-    return [_fuse(item, w_vector, w_text) for item in by_id.values()]
-
-
-def _merge_keyword_hit(existing: Candidate | None, hit: Candidate) -> Candidate:
-    """Fold a keyword hit into the vector-side candidate with the same id, if any."""
-    text_score = hit.text_score or 0.0
-    if existing is None:
-        # A keyword-only hit scores 0 on the vector side unless it carries its own similarity
-        # (our keyword query reads it, `candidates.keyword_matches`).
-        return replace(hit, vector_score=hit.vector_score or 0.0, text_score=text_score)
-    timestamp_ms = existing.timestamp_ms if existing.timestamp_ms is not None else hit.timestamp_ms
-    return replace(
-        existing,
-        text_score=text_score,
-        snippet=hit.snippet or existing.snippet,
-        timestamp_ms=timestamp_ms,
-    )
-
-
-def _fuse(item: Candidate, w_vector: float, w_text: float) -> Ranked:
-    """Return the weighted sum of a merged candidate's side scores."""
-    vector_score = item.vector_score or 0.0
-    text_score = item.text_score or 0.0
-    score = w_vector * vector_score + w_text * text_score
-    return Ranked(item, score, vector_score, text_score)
+    ranked = []
+    for item in candidates:
+        vector_score, text_score = item.vector_score or 0.0, item.text_score or 0.0
+        ranked.append(Ranked(item, w_vector * vector_score + w_text * text_score, vector_score, text_score))
+    return ranked
 
 
 def sort_by_score(results: Iterable[Ranked]) -> list[Ranked]:

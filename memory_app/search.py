@@ -30,7 +30,7 @@ from django.utils import timezone
 from memory_app import config
 from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
 from memory_app.models import IndexState, Source
-from memory_app.candidates import QueryVector, Row, Scope, Terms, keyword_matches, nearest, side_by_side, terms_for
+from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
 from memory_app.dedup import shown_pieces, unseen_lines
 from memory_app.ranking import (
     Candidate,
@@ -38,9 +38,8 @@ from memory_app.ranking import (
     apply_min_score,
     apply_temporal_decay,
     fts_only_boost,
-    merge_hybrid,
+    fuse_scores,
     mmr_rerank,
-    normalize_weights,
     sort_by_score,
 )
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
@@ -159,8 +158,7 @@ def _check(options: SearchOptions) -> None:
 
 @dataclass
 class _Sides:
-    vector: list[Row] = field(default_factory=list)
-    text: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     terms: Terms | None = None
     vector_ran: bool = False
     text_ran: bool = False
@@ -212,7 +210,9 @@ def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now:
         return SearchResponse(query=text, results=[], mode="none", requested_mode=options.mode,
                               fallback=None if text else "empty_query")
     sides = _run_sides(assistant, state, text, options, embedder, query_vector)
+    composing = time.perf_counter()
     results = _compose(sides, text, options, now or timezone.now())
+    sides.timings["compose"] = _ms(composing)
     sides.timings["total"] = _ms(started)
     return SearchResponse(query=text, results=results, mode=_mode_ran(sides), requested_mode=options.mode,
                           fallback=sides.fallback, provider=sides.provider, model=sides.model,
@@ -252,7 +252,7 @@ def _ms(started: float) -> float:
 
 def _run_sides(assistant: Assistant, state: IndexState, query: str, options: SearchOptions,
                embedder: Embedder | None, query_vector: Sequence[float] | None) -> _Sides:
-    """Run the vector and the keyword query the mode asks for, side by side when both run."""
+    """Fetch the candidates of the sides the mode asks for (both in one query, `candidates`)."""
     sides = _Sides()
     scope = Scope(assistant.pk, state.active_generation, tuple(options.sources))
     vector = None
@@ -260,30 +260,16 @@ def _run_sides(assistant: Assistant, state: IndexState, query: str, options: Sea
         vector = _query_vector(sides, state, query, embedder, query_vector)
     if options.mode in ("hybrid", "text") or vector is None:
         sides.terms = _terms(sides, scope, query)
-    limit, both = options.candidates, vector is not None and sides.text_ran
-
-    def vector_side() -> list[Row]:
-        started = time.perf_counter()
-        rows = nearest(scope, vector, limit=limit, terms=sides.terms if both else None)
-        sides.timings["vector"] = _ms(started)
-        return rows
-
-    def text_side() -> list[Row]:
-        started = time.perf_counter()
-        try:
-            return keyword_matches(scope, sides.terms, limit=limit, query_vector=vector if both else None)
-        except DatabaseError as error:
-            _text_failed(sides, error)
-            return []
-        finally:
-            sides.timings["text"] = _ms(started)
-
-    if vector is not None and sides.terms is not None:
-        sides.vector, sides.text = side_by_side(vector_side, text_side)
-    elif vector is not None:
-        sides.vector = vector_side()
-    elif sides.terms is not None:
-        sides.text = text_side()
+    started = time.perf_counter()
+    try:
+        sides.rows = fetch_candidates(scope, query_vector=vector, terms=sides.terms, limit=options.candidates)
+    except DatabaseError as error:
+        if sides.terms is None:
+            raise
+        _text_failed(sides, error)  # answer from vectors alone, if there are any
+        sides.terms = None
+        sides.rows = fetch_candidates(scope, query_vector=vector, terms=None, limit=options.candidates)
+    sides.timings["query"] = _ms(started)
     sides.vector_ran = vector is not None
     return sides
 
@@ -373,7 +359,7 @@ def _candidate(row: Row, *, vector_score: float | None, text_score: float | None
 
 def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -> list[SearchResult]:
     terms = query_terms(query)
-    rows = {row.id: row for row in [*sides.vector, *sides.text]}
+    rows = {row.id: row for row in sides.rows}
     keyword = _keyword_scores(list(rows.values()), sides.terms)
     # MMR compares snippets (OpenClaw); otherwise a snippet is made only for what is shown.
     snippets = {rid: make_snippet(row.text, row.line_numbers, policy=options.snippet, terms=terms).text
@@ -420,11 +406,10 @@ def _fuse(sides: _Sides, rows: dict[int, Row], keyword: dict[int, _KeywordScore]
                           snippet=snippets.get(row.id, ""))
 
     if sides.vector_ran and sides.text_ran:
-        w_vector, w_text = normalize_weights(options.vector_weight, options.text_weight)
-        return merge_hybrid([candidate(r) for r in sides.vector], [candidate(rows[rid]) for rid in keyword],
-                            vector_weight=w_vector, text_weight=w_text)
+        return fuse_scores(map(candidate, rows.values()), vector_weight=options.vector_weight,
+                           text_weight=options.text_weight)
     if sides.vector_ran:
-        return [Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0) for c in map(candidate, sides.vector)]
+        return [Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0) for c in map(candidate, rows.values())]
     # Text alone: OpenClaw's FTS-only ranking (reference 4.7 step 9), strict minScore.
     matched = [candidate(rows[rid]) for rid in keyword]
     return [Ranked(c, fts_only_boost(c.text_score or 0.0, query=query, text=c.text, path=c.path), 0.0,

@@ -10,6 +10,7 @@ starting at once get the same server.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,11 @@ def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, A
     if not was_running:
         _started_here.add(pgdata.resolve())
     socket_dir = str(server.get_postmaster_info().socket_path.parent)
+    if _tune(socket_dir) and not was_running:
+        # Only a server this process just started is restarted: nobody else is using it yet.
+        server.stop()
+        server.start()
+        socket_dir = str(server.get_postmaster_info().socket_path.parent)
     _ensure_database(socket_dir, name)
     return {
         "ENGINE": "django.db.backends.postgresql",
@@ -61,6 +67,37 @@ def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, A
         "PORT": "",
         "CONN_MAX_AGE": 0,
     }
+
+
+def shared_buffers_mb() -> int:
+    """Return the embedded server's buffer cache size: an eighth of RAM, 128 MB to 1 GB.
+
+    initdb's 128 MB holds the chunk table and its HNSW index only up to some 20k chunks; past
+    that every search reads pages back from the OS cache, and hybrid search (which touches both
+    the HNSW and the GIN index) slows down most (bench/search.py).
+    """
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 128
+    return max(128, min(1024, total // 8 // (1024 * 1024)))
+
+
+def _tune(socket_dir: str) -> bool:
+    """Set the embedded server's shared_buffers (`shared_buffers_mb`); return whether it needs a
+    restart to apply (ALTER SYSTEM keeps it in the data directory for later starts)."""
+    import psycopg
+
+    want = shared_buffers_mb()
+    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+        row = conn.execute("SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
+                           "WHERE name = 'shared_buffers'").fetchone()
+        if row[0] == want and not row[1]:
+            return False
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(want)}MB'")
+        conn.execute("SELECT pg_reload_conf()")
+        row = conn.execute("SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'").fetchone()
+        return row[0] != want
 
 
 def is_running(pgdata: Path) -> bool:

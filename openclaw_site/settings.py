@@ -45,10 +45,7 @@ try:
     EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 0, minimum=0)
     EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64, minimum=1)
     # pgvector HNSW search width (hnsw.ef_search): higher finds more true neighbours, slower.
-    MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100, minimum=1)
-    # Threads (each with its own database connection) that run a hybrid search's keyword query
-    # while the vector query runs; 0 runs the two one after the other.
-    MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4, minimum=0)
+    MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 150, minimum=1)
 
     # Background work and request limits.
     TASKS_SYNC = env_bool("OPENCLAW_TASKS_SYNC", False)

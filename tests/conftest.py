@@ -14,16 +14,6 @@ import pytest
 from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
 from tests.embedding_fixtures import fake_embeddings, local_embeddings, no_embeddings  # noqa: F401,E402
 
-@pytest.fixture(autouse=True)
-def _search_helpers_closed():
-    """Close the search's helper connections after each test (they would keep the test
-    database from being dropped); a no-op unless a test searched outside a transaction."""
-    yield
-    from memory_app.candidates import close_helpers
-
-    close_helpers()
-
-
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
 

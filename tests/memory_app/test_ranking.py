@@ -20,7 +20,7 @@ from memory_app.ranking import (
     fts_only_boost,
     is_evergreen,
     jaccard,
-    merge_hybrid,
+    fuse_scores,
     mmr_rerank,
     mmr_tokens,
     normalize_weights,
@@ -75,39 +75,23 @@ def test_normalize_weights() -> None:
     assert normalize_weights(math.nan, 0.0) == (0.7, 0.3)
 
 
-def test_merge_hybrid_unions_by_id_with_normalised_weights() -> None:
-    vector = [
-        _candidate("a", snippet="vec a", vector_score=0.8),
-        _candidate("b", snippet="vec b", vector_score=0.6),
-    ]
-    keyword = [
-        _candidate("b", snippet="kw b", text_score=0.5),
-        _candidate("c", snippet="kw c", text_score=1.0),
+def test_fuse_scores_weighs_both_sides_with_normalised_weights() -> None:
+    candidates = [
+        _candidate("a", vector_score=0.8),
+        _candidate("b", vector_score=0.6, text_score=0.5),
+        _candidate("c", text_score=1.0),
     ]
 
-    merged = merge_hybrid(vector, keyword, vector_weight=0.35, text_weight=0.15)  # -> 0.7 / 0.3
+    fused = fuse_scores(candidates, vector_weight=0.35, text_weight=0.15)  # -> 0.7 / 0.3
 
-    assert _ids(merged) == ["a", "b", "c"]
-    scores = {ranked.candidate.id: ranked for ranked in merged}
+    assert _ids(fused) == ["a", "b", "c"]
+    scores = {ranked.candidate.id: ranked for ranked in fused}
     assert scores["a"].score == pytest.approx(0.7 * 0.8)
     assert (scores["a"].vector_score, scores["a"].text_score) == (0.8, 0.0)
     assert scores["b"].score == pytest.approx(0.7 * 0.6 + 0.3 * 0.5)
     assert (scores["b"].vector_score, scores["b"].text_score) == (0.6, 0.5)
-    assert scores["b"].candidate.snippet == "kw b"  # keyword snippet wins
     assert scores["c"].score == pytest.approx(0.3)
     assert (scores["c"].vector_score, scores["c"].text_score) == (0.0, 1.0)
-
-
-def test_merge_hybrid_keeps_vector_snippet_when_keyword_snippet_is_empty() -> None:
-    merged = merge_hybrid(
-        [_candidate("a", snippet="vec a", vector_score=0.5)],
-        [_candidate("a", snippet="", text_score=0.5)],
-        vector_weight=0.7,
-        text_weight=0.3,
-    )
-
-    assert merged[0].candidate.snippet == "vec a"
-    assert merged[0].score == pytest.approx(0.5)
 
 
 # --- temporal decay -------------------------------------------------------------------------
@@ -247,9 +231,8 @@ def test_mmr_returns_everything_for_short_inputs() -> None:
 
 
 def test_keyword_only_hit_is_rescued_when_nothing_passes() -> None:
-    merged = merge_hybrid(
-        [_candidate("weak-vector", vector_score=0.3)],
-        [_candidate("keyword-only", text_score=1.0)],
+    merged = fuse_scores(
+        [_candidate("weak-vector", vector_score=0.3), _candidate("keyword-only", text_score=1.0)],
         vector_weight=0.7,
         text_weight=0.3,
     )
@@ -258,13 +241,6 @@ def test_keyword_only_hit_is_rescued_when_nothing_passes() -> None:
     kept = apply_min_score(merged, min_score=0.35, keyword_ids={"keyword-only"}, max_results=6)
 
     assert _ids(kept) == ["keyword-only"]
-
-
-def test_a_keyword_hit_keeps_its_own_vector_score() -> None:
-    # Our text side also reads the cosine of the rows the vector side did not reach.
-    merged = merge_hybrid([], [_candidate("k", vector_score=0.4, text_score=0.5)], vector_weight=0.7,
-                          text_weight=0.3)
-    assert [round(ranked.score, 2) for ranked in merged] == [0.43]
 
 
 def test_keyword_backed_results_fill_the_slots_left_after_the_strict_ones() -> None:

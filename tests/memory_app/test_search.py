@@ -108,10 +108,14 @@ def test_vector_only_when_full_text_fails(world, fake_embeddings, monkeypatch) -
 
     index(world.assistant, {"MEMORY.md": "Parking is behind building C."})
 
-    def broken(*args, **kwargs):
-        raise DatabaseError("text search configuration missing")
+    real = search.fetch_candidates
 
-    monkeypatch.setattr(search, "keyword_matches", broken)
+    def broken(scope, *, query_vector, terms, limit):
+        if terms is not None:
+            raise DatabaseError("text search configuration missing")
+        return real(scope, query_vector=query_vector, terms=terms, limit=limit)
+
+    monkeypatch.setattr(search, "fetch_candidates", broken)
     response = hybrid_search(assistant=world.assistant, query="parking building", min_score=0)
     assert response.mode == "vector" and "fulltext_failed" in response.fallback
     assert [r.path for r in response.results] == ["MEMORY.md"]
