@@ -19,8 +19,8 @@ HNSW_MAX_HALFVEC_DIMS = 4000
 # ada-002 (1536).
 PREBUILT_DIMS = (384, 1536)
 # HNSW build options. pgvector's default ef_construction (64) gives recall@10 0.91 at 100k
-# MiniLM chunks with ef_search 100; 128 gives 0.95, and 0.965 with the default ef_search 150,
-# for twice the build time (bench/search.py).
+# MiniLM chunks with ef_search 100; 128 gives 0.94-0.95 for twice the build time, and the default
+# ef_search of 200 (settings.MEMORY_HNSW_EF_SEARCH) 0.97 (bench/search.py).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 

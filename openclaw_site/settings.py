@@ -45,7 +45,7 @@ try:
     EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 0, minimum=0)
     EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64, minimum=1)
     # pgvector HNSW search width (hnsw.ef_search): higher finds more true neighbours, slower.
-    MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 150, minimum=1)
+    MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 200, minimum=1)
 
     # Background work and request limits.
     TASKS_SYNC = env_bool("OPENCLAW_TASKS_SYNC", False)

@@ -29,6 +29,21 @@ def test_pgvector_extension_is_installed():
 
 
 @pytest.mark.django_db
+def test_the_embedded_server_sizes_its_buffer_cache():
+    from django.conf import settings
+    from django.db import connection
+
+    from openclaw_site.db import shared_buffers_mb
+
+    if getattr(settings, "DATABASE_URL", None) or "pgdata" not in connection.settings_dict["HOST"]:
+        pytest.skip("an external PostgreSQL keeps its own configuration")
+    assert 128 <= shared_buffers_mb() <= 1024
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'")
+        assert cursor.fetchone()[0] == shared_buffers_mb()
+
+
+@pytest.mark.django_db
 def test_healthz_reports_each_dependency(client):
     body = client.get("/healthz").json()
     assert body["status"] == "ok"
