@@ -287,8 +287,10 @@ def _measures(query_vector: QueryVector | None, terms: Terms | None) -> tuple[st
     else:
         columns.append("NULL::float8")
     if terms is not None:
+        # A nearest chunk that holds no term gets neither (ranking it would cost the most).
         hits = ", ".join(f"m.tsv @@ q.e{i}" for i in range(len(terms.queries)))
-        columns += ["ts_rank_cd(m.tsv, q.full_q)", f"ARRAY[{hits}]::boolean[]"]
+        columns += ["CASE WHEN m.tsv @@ q.full_q THEN ts_rank_cd(m.tsv, q.full_q) END",
+                    f"CASE WHEN m.tsv @@ q.full_q THEN ARRAY[{hits}]::boolean[] END"]
     else:
         columns += ["NULL::float4", "NULL::boolean[]"]
     return ", ".join(columns), params
