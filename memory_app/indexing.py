@@ -204,7 +204,9 @@ def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *
         return _Vectors({})
     found = _cached(embedder, list(texts_by_hash))
     result = _Vectors(dict(found), cache_hits=len(found))
-    missing = [h for h in texts_by_hash if h not in found]
+    # By length: a batch of texts of about the same length pads least (what sentence-transformers
+    # does within one call, here across calls).
+    missing = sorted((h for h in texts_by_hash if h not in found), key=lambda h: len(texts_by_hash[h]))
     # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
     size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
     for start in range(0, len(missing), size):
