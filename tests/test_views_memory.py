@@ -5,23 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 
 from memory_app.models import MemoryDocument, MemoryRevision
 from tests import factories
+from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def is_full_page(response) -> bool:
-    return b"<html" in response.content
 
 
 def test_tree_groups_memory_daily_notes_newest_first_and_folders(world):

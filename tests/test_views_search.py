@@ -10,27 +10,16 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryDocument
 from tests import factories
+from tests.views_support import HX, is_full_page, signed_in
 from tests.embedding_fixtures import fake_embeddings  # noqa: F401  (fixture)
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def is_full_page(response) -> bool:
-    return b"<html" in response.content
 
 
 @pytest.fixture

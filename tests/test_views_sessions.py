@@ -9,26 +9,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
+from tests.views_support import HX, is_full_page, signed_in
 from tests.fake_openai import text_reply, tool_call_reply
 from tests.sessions_app.engine_fixtures import *  # noqa: F403  (llm, no_llm, router, chatter, usage...)
 from tests.sessions_app.engine_fixtures import SUMMARY_TEXT, assistant, chatter, router, tool_result, usage, user
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def signed_in(user_) -> Client:
-    client = Client()
-    client.force_login(user_)
-    return client
-
-
-def is_full_page(response) -> bool:
-    return b"<html" in response.content
 
 
 def small_window(assistant_, **compaction):

@@ -10,19 +10,9 @@ from django.test import Client
 from openclaw_site.auth import TEAM_SESSION_KEY, authenticate_api_key
 from openclaw_site.models import ApiKey, Assistant, Membership
 from tests import factories
+from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def is_full_page(response) -> bool:
-    return b"<html" in response.content
 
 
 # --- sign-in and teams -------------------------------------------------------------------------
