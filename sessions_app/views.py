@@ -96,28 +96,30 @@ def _runs(session: Session) -> list[CompactionRun]:
     return list(CompactionRun.objects.filter(session=session).select_related("entry")[:20])
 
 
+def _session_page(request: HttpRequest, session: Session, *, partial: str) -> HttpResponse:
+    """Render the session page, or the one part of it an htmx request asks for (`render_page`)."""
+    return render_page(request, "sessions/session.html", _page_context(request, session), partial=partial)
+
+
 @require_GET
 @team_view
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The session page: gauge, transcript, chat box, what the model sees, compaction."""
-    session = _session(request, pk)
-    return render_page(request, "sessions/session.html", _page_context(request, session), partial="live")
+    return _session_page(request, _session(request, pk), partial="live")
 
 
 @require_GET
 @team_view
 def session_gauge(request: HttpRequest, pk: int) -> HttpResponse:
     """The context gauge alone (refreshed after each turn and while a compaction runs)."""
-    session = _session(request, pk)
-    return render_page(request, "sessions/session.html", _page_context(request, session), partial="gauge")
+    return _session_page(request, _session(request, pk), partial="gauge")
 
 
 @require_GET
 @team_view
 def session_transcript(request: HttpRequest, pk: int) -> HttpResponse:
     """The transcript alone."""
-    session = _session(request, pk)
-    return render_page(request, "sessions/session.html", _page_context(request, session), partial="transcript")
+    return _session_page(request, _session(request, pk), partial="transcript")
 
 
 # Poll while maintenance is due, but not forever: a flush that keeps failing or a compaction that
@@ -136,15 +138,14 @@ def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
     session = _session(request, pk)
     if not is_htmx(request):
         return redirect("session", pk=session.pk)
-    return render_page(request, "sessions/session.html", _page_context(request, session), partial="refresh")
+    return _session_page(request, session, partial="refresh")
 
 
 @require_GET
 @team_view
 def session_runs(request: HttpRequest, pk: int) -> HttpResponse:
     """The compaction runs with their states and flush outcomes (polled while one is active)."""
-    session = _session(request, pk)
-    return render_page(request, "sessions/session.html", _page_context(request, session), partial="runs")
+    return _session_page(request, _session(request, pk), partial="runs")
 
 
 @require_GET
