@@ -331,7 +331,7 @@ def _keyword_scores(rows: Sequence[Row], terms: Terms | None) -> dict[int, _Keyw
     The IDF-weighted share of the query's terms the chunk holds, times its `ts_rank_cd` relative
     to the best candidate's (a weak best match does not get full marks just for being first).
     """
-    matching = list({row.id: row for row in rows if row.matches}.values())
+    matching = [row for row in rows if row.matches]
     if terms is None or not matching:
         return {}
     # A term no candidate holds tells nothing about this query's chunks: it must not lower
