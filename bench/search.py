@@ -111,7 +111,7 @@ def real_texts(path: Path, count: int, *, seed: int = 7) -> list[str]:
                 continue
             lines = [_turn_line(turn, speaker_a) for turn in turns]
             singles += lines
-            pairs += ["\n".join(lines[i:i + 2]) for i in range(0, len(lines) - 1, 2)]
+            pairs += ["\n".join(lines[i : i + 2]) for i in range(0, len(lines) - 1, 2)]
         for by_speaker in sample.get("observation", {}).values():
             singles += [f"- {fact[0]}" for facts in by_speaker.values() for fact in facts if fact]
         for summary in sample.get("session_summary", {}).values():
@@ -132,15 +132,22 @@ def real_texts(path: Path, count: int, *, seed: int = 7) -> list[str]:
 
 def questions(path: Path, count: int, *, seed: int = 11) -> list[str]:
     data = json.loads(path.read_text(encoding="utf-8"))
-    asked = list(dict.fromkeys(qa["question"] for sample in data for qa in sample["qa"] if qa.get("category") != 5))
+    asked = list(
+        dict.fromkeys(qa["question"] for sample in data for qa in sample["qa"] if qa.get("category") != 5)
+    )
     random.Random(seed).shuffle(asked)
     return asked[:count]
 
 
 def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
     """The raw encoder: what sentence-transformers alone does with the texts."""
-    return model.encode(list(texts), batch_size=LOCAL_BATCH_SIZE, normalize_embeddings=True,
-                        convert_to_numpy=True, show_progress_bar=False)
+    return model.encode(
+        list(texts),
+        batch_size=LOCAL_BATCH_SIZE,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
 
 
 def cached_embeddings(model: Any, texts: Sequence[str]) -> np.ndarray:
@@ -194,14 +201,27 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
     dims = vectors.shape[1]
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {index_name(dims)}")
-        cursor.execute("CREATE TEMP TABLE bench_stage (n int, path text, body text, itext text, hash text, emb text)")
+        cursor.execute(
+            "CREATE TEMP TABLE bench_stage (n int, path text, body text, itext text, hash text, emb text)"
+        )
         raw = cursor.cursor
         with raw.copy("COPY bench_stage (n, path, body, itext, hash, emb) FROM STDIN") as copy:
             for n, (text, vector) in enumerate(zip(texts, vectors)):
-                path = f"sessions/bench-{n // 50}.jsonl" if text.startswith(("User:", "Assistant:")) \
+                path = (
+                    f"sessions/bench-{n // 50}.jsonl"
+                    if text.startswith(("User:", "Assistant:"))
                     else f"memory/bench/{n // 50}.md"
-                copy.write_row((n, path, text, index_text(text), hashlib.sha256(text.encode()).hexdigest(),
-                                _vector_literal(vector)))
+                )
+                copy.write_row(
+                    (
+                        n,
+                        path,
+                        text,
+                        index_text(text),
+                        hashlib.sha256(text.encode()).hexdigest(),
+                        _vector_literal(vector),
+                    )
+                )
         cursor.execute(
             "INSERT INTO memory_app_memorychunk (assistant_id, source, generation, path, start_line, end_line, "
             "line_numbers, text, hash, source_hash, model, dims, embedding, tsv, timestamp, created_at) "
@@ -209,7 +229,8 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
             "n %% 50 + 1, n %% 50 + 1, ARRAY[n %% 50 + 1], body, hash, hash, %s, %s, emb::vector, "
             f"to_tsvector('{TS_CONFIG}', itext), now() - (n %% 400) * interval '1 day', now() "
             "FROM bench_stage ORDER BY n",
-            [assistant.pk, model, dims])
+            [assistant.pk, model, dims],
+        )
         cursor.execute("DROP TABLE bench_stage")
         cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute(create_index_sql(dims))
@@ -218,8 +239,10 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
         cursor.execute("VACUUM (ANALYZE) memory_app_memorychunk")
     # The text side reads lexeme statistics (cached per process): read the fresh ones.
     forget_lexeme_stats()
-    IndexState.objects.update_or_create(assistant=assistant, defaults={
-        "fingerprint": config.fingerprint(assistant, _embedder()), "active_generation": 1})
+    IndexState.objects.update_or_create(
+        assistant=assistant,
+        defaults={"fingerprint": config.fingerprint(assistant, _embedder()), "active_generation": 1},
+    )
 
 
 _EMBEDDER: LocalEmbedder | None = None
@@ -253,20 +276,33 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - started) * 1000, value
 
 
-def measure_latency(assistant: Assistant, queries: Sequence[str], query_vectors: np.ndarray,
-                    *, warmup: int = 20) -> Timings:
+def measure_latency(
+    assistant: Assistant, queries: Sequence[str], query_vectors: np.ndarray, *, warmup: int = 20
+) -> Timings:
     """Time each kind of search on every query, interleaved so load changes hit all kinds alike."""
     embedder = _embedder()
     base = resolve_options(assistant)
     kinds: dict[str, Callable[[str, np.ndarray], Any]] = {
         "hybrid (query vector given)": lambda q, v: run_search(
-            assistant=assistant, query=q, options=base, embedder=embedder, query_vector=v.tolist()),
+            assistant=assistant, query=q, options=base, embedder=embedder, query_vector=v.tolist()
+        ),
         "hybrid (embedding the query)": lambda q, v: run_search(
-            assistant=assistant, query=q, options=base, embedder=embedder),
+            assistant=assistant, query=q, options=base, embedder=embedder
+        ),
         "pgvector only": lambda q, v: run_search(
-            assistant=assistant, query=q, options=_mode(base, "vector"), embedder=embedder, query_vector=v.tolist()),
+            assistant=assistant,
+            query=q,
+            options=_mode(base, "vector"),
+            embedder=embedder,
+            query_vector=v.tolist(),
+        ),
         "text only": lambda q, v: run_search(
-            assistant=assistant, query=q, options=_mode(base, "text"), embedder=embedder, query_vector=v.tolist()),
+            assistant=assistant,
+            query=q,
+            options=_mode(base, "text"),
+            embedder=embedder,
+            query_vector=v.tolist(),
+        ),
     }
     for query, vector in list(zip(queries, query_vectors))[:warmup]:
         for run in kinds.values():
@@ -274,7 +310,7 @@ def measure_latency(assistant: Assistant, queries: Sequence[str], query_vectors:
     timings = Timings()
     names = list(kinds)
     for index, (query, vector) in enumerate(zip(queries, query_vectors)):
-        order = names[index % len(names):] + names[:index % len(names)]
+        order = names[index % len(names) :] + names[: index % len(names)]
         for name in order:
             ms, response = _timed(lambda: kinds[name](query, vector))
             timings.add(name, ms)
@@ -290,17 +326,30 @@ def _mode(options: Any, mode: str) -> Any:
     return replace(options, mode=mode)
 
 
-def hnsw_recall(assistant: Assistant, queries: Sequence[str], query_vectors: np.ndarray, vectors: np.ndarray,
-                *, k: int = 10) -> float:
+def hnsw_recall(
+    assistant: Assistant,
+    queries: Sequence[str],
+    query_vectors: np.ndarray,
+    vectors: np.ndarray,
+    *,
+    k: int = 10,
+) -> float:
     """Return the mean share of the exact top-k (numpy, all rows) that the indexed search returns."""
-    ids = np.array(MemoryChunk.objects.filter(assistant=assistant).order_by("id").values_list("id", flat=True))
+    ids = np.array(
+        MemoryChunk.objects.filter(assistant=assistant).order_by("id").values_list("id", flat=True)
+    )
     options = _mode(resolve_options(assistant, max_results=k, min_score=0.0), "vector")
     # Rows were inserted in order, so row i of ``vectors`` has the i-th smallest id.
     total = 0.0
     for query, vector in zip(queries, query_vectors):
         exact = set(ids[np.argsort(-(vectors @ vector), kind="stable")[:k]].tolist())
-        response = run_search(assistant=assistant, query=query, options=options, embedder=_embedder(),
-                              query_vector=vector.tolist())
+        response = run_search(
+            assistant=assistant,
+            query=query,
+            options=options,
+            embedder=_embedder(),
+            query_vector=vector.tolist(),
+        )
         total += len(exact & {r.chunk_id for r in response.results}) / k
     return total / len(queries)
 
@@ -324,12 +373,18 @@ def measure_indexing(team: Team, texts: Sequence[str], *, docs: int = 40, rounds
     assistant = new_assistant(team, "bench-indexing")
     per_doc = max(1, len(texts) // docs)
     for d in range(docs):
-        body = "\n\n".join(texts[d * per_doc:(d + 1) * per_doc])
-        MemoryDocument.objects.create(assistant=assistant, path=f"memory/notes-{d:03}.md", content=body,
-                                      content_hash=content_hash(body))
+        body = "\n\n".join(texts[d * per_doc : (d + 1) * per_doc])
+        MemoryDocument.objects.create(
+            assistant=assistant, path=f"memory/notes-{d:03}.md", content=body, content_hash=content_hash(body)
+        )
     chunking = config.chunking_for(config.memory_search_settings(assistant), "memory", embedder)
-    chunk_texts = list(dict.fromkeys(p.chunk.text for doc in MemoryDocument.objects.filter(assistant=assistant)
-                                     for p in prepare_chunks(document_entry(doc), chunking)))
+    chunk_texts = list(
+        dict.fromkeys(
+            p.chunk.text
+            for doc in MemoryDocument.objects.filter(assistant=assistant)
+            for p in prepare_chunks(document_entry(doc), chunking)
+        )
+    )
     raw_best, index_best = float("inf"), float("inf")
     for _ in range(rounds):
         # Each round starts from nothing: no rows, no index state, no cached vectors.
@@ -343,9 +398,13 @@ def measure_indexing(team: Team, texts: Sequence[str], *, docs: int = 40, rounds
         raw_best, index_best = min(raw_best, raw_ms), min(index_best, index_ms)
     again = reindex_assistant(assistant.pk)
     full = reindex_assistant(assistant.pk, full=True)
-    return Throughput(texts=len(chunk_texts), raw_per_s=len(chunk_texts) / raw_best * 1000,
-                      index_per_s=len(chunk_texts) / index_best * 1000, reindex_embedded=again.embedded,
-                      full_reindex_embedded=full.embedded)
+    return Throughput(
+        texts=len(chunk_texts),
+        raw_per_s=len(chunk_texts) / raw_best * 1000,
+        index_per_s=len(chunk_texts) / index_best * 1000,
+        reindex_embedded=again.embedded,
+        full_reindex_embedded=full.embedded,
+    )
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -353,7 +412,9 @@ def measure_indexing(team: Team, texts: Sequence[str], *, docs: int = 40, rounds
 
 def machine() -> str:
     try:
-        mem = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        mem = next(
+            line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+        )
         gib = int(mem.split()[1]) / 1024 / 1024
     except (OSError, StopIteration):
         gib = 0.0
@@ -364,8 +425,10 @@ def machine() -> str:
         pgvector = (cursor.fetchone() or ["?"])[0]
         cursor.execute("SHOW server_version")
         postgres = cursor.fetchone()[0]
-    return (f"{os.cpu_count()} cores, {gib:.0f} GiB, {platform.machine()}, no GPU (torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads); PostgreSQL {postgres}, pgvector {pgvector}")
+    return (
+        f"{os.cpu_count()} cores, {gib:.0f} GiB, {platform.machine()}, no GPU (torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads); PostgreSQL {postgres}, pgvector {pgvector}"
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -385,30 +448,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["indexing"] = measure_indexing(team, texts[: args.indexing_texts]).__dict__
         MemoryChunk.objects.all().delete()
         for size in args.sizes:
-            vectors = base_vectors[:size] if size <= len(texts) else noisy_copies(base_vectors, size // len(texts))
-            size_texts = texts[:size] if size <= len(texts) else [t for t in texts for _ in range(size // len(texts))]
+            vectors = (
+                base_vectors[:size] if size <= len(texts) else noisy_copies(base_vectors, size // len(texts))
+            )
+            size_texts = (
+                texts[:size] if size <= len(texts) else [t for t in texts for _ in range(size // len(texts))]
+            )
             assistant = new_assistant(team, f"bench-{size}")
             print(f"{len(size_texts)} chunks: loading ...", flush=True)
             load_ms, _ = _timed(lambda: bulk_load(assistant, size_texts, vectors, model=embedder.model))
             print(f"{len(size_texts)} chunks: searching ...", flush=True)
             timings = measure_latency(assistant, asked, query_vectors)
             recall = hnsw_recall(assistant, asked, query_vectors, vectors)
-            report["sizes"].append({
-                "chunks": len(size_texts), "load_seconds": round(load_ms / 1000, 1), "hnsw_recall_at_10": round(recall, 4),
-                "latency_ms": {name: {"p50": round(timings.pct(name, 50), 2), "p95": round(timings.pct(name, 95), 2)}
-                               for name in timings.samples},
-            })
+            report["sizes"].append(
+                {
+                    "chunks": len(size_texts),
+                    "load_seconds": round(load_ms / 1000, 1),
+                    "hnsw_recall_at_10": round(recall, 4),
+                    "latency_ms": {
+                        name: {"p50": round(timings.pct(name, 50), 2), "p95": round(timings.pct(name, 95), 2)}
+                        for name in timings.samples
+                    },
+                }
+            )
             MemoryChunk.objects.filter(assistant=assistant).delete()
     return report
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = [f"Machine: {report['machine']}", f"Queries: {report['queries']} LoCoMo questions per kind, interleaved", ""]
+    lines = [
+        f"Machine: {report['machine']}",
+        f"Queries: {report['queries']} LoCoMo questions per kind, interleaved",
+        "",
+    ]
     for size in report["sizes"]:
         lat = size["latency_ms"]
         vector_p95 = lat["pgvector only"]["p95"]
         hybrid_p95 = lat["hybrid (query vector given)"]["p95"]
-        lines.append(f"{size['chunks']:,} chunks in one assistant (bulk load + HNSW build {size['load_seconds']} s)")
+        lines.append(
+            f"{size['chunks']:,} chunks in one assistant (bulk load + HNSW build {size['load_seconds']} s)"
+        )
         lines.append(f"  {'search':<30} {'p50 ms':>8} {'p95 ms':>8}")
         for name, values in lat.items():
             lines.append(f"  {name:<30} {values['p50']:>8.1f} {values['p95']:>8.1f}")
@@ -416,10 +495,14 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"  HNSW recall@10 vs exact: {size['hnsw_recall_at_10']:.3f} (target >= 0.95)")
         lines.append("")
     ix = report["indexing"]
-    lines.append(f"Indexing {ix['texts']} chunk texts: raw encoder {ix['raw_per_s']:.1f}/s, indexer "
-                 f"{ix['index_per_s']:.1f}/s = {100 * ix['index_per_s'] / ix['raw_per_s']:.0f}% (target >= 85%)")
-    lines.append(f"Reindex of unchanged documents embedded {ix['reindex_embedded']} (incremental) and "
-                 f"{ix['full_reindex_embedded']} (full rebuild) texts (target 0)")
+    lines.append(
+        f"Indexing {ix['texts']} chunk texts: raw encoder {ix['raw_per_s']:.1f}/s, indexer "
+        f"{ix['index_per_s']:.1f}/s = {100 * ix['index_per_s'] / ix['raw_per_s']:.0f}% (target >= 85%)"
+    )
+    lines.append(
+        f"Reindex of unchanged documents embedded {ix['reindex_embedded']} (incremental) and "
+        f"{ix['full_reindex_embedded']} (full rebuild) texts (target 0)"
+    )
     return "\n".join(lines)
 
 

@@ -21,8 +21,11 @@ from openclaw_site.admin import ReadOnlyAdmin
 
 
 class MemoryDocumentForm(forms.ModelForm):
-    content = forms.CharField(required=False, strip=False,
-                              widget=forms.Textarea(attrs={"rows": 30, "cols": 110, "style": "font-family: monospace"}))
+    content = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 30, "cols": 110, "style": "font-family: monospace"}),
+    )
     # The hash the editor started from: a save over someone else's newer write is refused.
     base_hash = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -45,17 +48,25 @@ class MemoryDocumentForm(forms.ModelForm):
         # Browsers submit textareas with CRLF line endings; memory files use LF like OpenClaw's.
         content = self.cleaned_data.get("content", "").replace("\r\n", "\n")
         if len(content.encode()) > settings.MAX_MEMORY_DOCUMENT_BYTES:
-            raise forms.ValidationError(f"The document is larger than {settings.MAX_MEMORY_DOCUMENT_BYTES} bytes.")
+            raise forms.ValidationError(
+                f"The document is larger than {settings.MAX_MEMORY_DOCUMENT_BYTES} bytes."
+            )
         return content
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         base = cleaned.get("base_hash")
         if self.instance.pk and base:
-            current = MemoryDocument.objects.filter(pk=self.instance.pk).values_list("content_hash", flat=True).first()
+            current = (
+                MemoryDocument.objects.filter(pk=self.instance.pk)
+                .values_list("content_hash", flat=True)
+                .first()
+            )
             if current is not None and current != base:
-                raise forms.ValidationError("This document changed since you opened it; reload the page and "
-                                            "apply your edit again (the other version is in its revisions).")
+                raise forms.ValidationError(
+                    "This document changed since you opened it; reload the page and "
+                    "apply your edit again (the other version is in its revisions)."
+                )
         return cleaned
 
 
@@ -89,9 +100,15 @@ class MemoryDocumentAdmin(admin.ModelAdmin):
         # A document's identity is fixed; renaming is a new document plus a delete.
         return ["assistant", "path", "content_hash", "created_at", "updated_at"] if obj else []
 
-    def save_model(self, request: HttpRequest, obj: MemoryDocument, form: forms.ModelForm, change: bool) -> None:
-        document, _ = write_document(assistant=obj.assistant, path=obj.path, content=obj.content,
-                                     provenance=Provenance(author=Author.ADMIN, user=request.user))
+    def save_model(
+        self, request: HttpRequest, obj: MemoryDocument, form: forms.ModelForm, change: bool
+    ) -> None:
+        document, _ = write_document(
+            assistant=obj.assistant,
+            path=obj.path,
+            content=obj.content,
+            provenance=Provenance(author=Author.ADMIN, user=request.user),
+        )
         # The admin goes on to log and redirect with ``obj``: give it the saved row's identity.
         obj.pk, obj.content_hash = document.pk, document.content_hash
         obj.created_at, obj.updated_at = document.created_at, document.updated_at

@@ -47,12 +47,21 @@ TEXT_POOL_ROWS = 300
 # Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
 RANK_ROWS = 24
 
-_FIELDS = ("id", "path", "source", "start_line", "end_line", "line_numbers", "text", "timestamp", "session_pk")
+_FIELDS = (
+    "id",
+    "path",
+    "source",
+    "start_line",
+    "end_line",
+    "line_numbers",
+    "text",
+    "timestamp",
+    "session_pk",
+)
 
 
 def _columns(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in _FIELDS)
-
 
 
 @dataclass(frozen=True)
@@ -135,8 +144,13 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
     else:
         shares, selecting = _small_index_shares(scope, queries), " | ".join(f"({q})" for q in queries)
         pool_rows = MIN_ROWS_FOR_SELECTION
-    return Terms(words=tuple(w for w, _ in keep), queries=tuple(queries), shares=tuple(shares),
-                 selecting=selecting, pool_rows=pool_rows)
+    return Terms(
+        words=tuple(w for w, _ in keep),
+        queries=tuple(queries),
+        shares=tuple(shares),
+        selecting=selecting,
+        pool_rows=pool_rows,
+    )
 
 
 def _small_index_shares(scope: Scope, queries: Sequence[str]) -> list[float]:
@@ -151,7 +165,14 @@ def _small_index_shares(scope: Scope, queries: Sequence[str]) -> list[float]:
             "  AND source = ANY(%s) LIMIT %s) "
             "SELECT (SELECT count(*) FROM c), ARRAY(SELECT (SELECT count(*) FROM c WHERE c.tsv @@ "
             f"  to_tsquery('{TS_CONFIG}', t.q)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
-            [scope.assistant_id, scope.generation, list(scope.sources), MIN_ROWS_FOR_SELECTION, list(queries)])
+            [
+                scope.assistant_id,
+                scope.generation,
+                list(scope.sources),
+                MIN_ROWS_FOR_SELECTION,
+                list(queries),
+            ],
+        )
         total, counts = cursor.fetchone()
     return [count / total if total else 0.0 for count in counts]
 
@@ -212,7 +233,8 @@ def lexeme_stats() -> LexemeStats | None:
         cursor.execute(
             "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_stats s "
             "JOIN pg_class c ON c.relname = s.tablename "
-            "WHERE s.tablename = 'memory_app_memorychunk' AND s.attname = 'tsv' ORDER BY s.inherited LIMIT 1")
+            "WHERE s.tablename = 'memory_app_memorychunk' AND s.attname = 'tsv' ORDER BY s.inherited LIMIT 1"
+        )
         row = cursor.fetchone()
     # On a small index ranking every match is cheap, and a sample of a few rows says little.
     if row is not None and row[2] is not None and row[2] >= MIN_ROWS_FOR_SELECTION and row[0]:
@@ -235,8 +257,9 @@ def forget_lexeme_stats() -> None:
 # --- the query -----------------------------------------------------------------------------------
 
 
-def fetch_candidates(scope: Scope, *, query_vector: QueryVector | None, terms: Terms | None,
-                     limit: int) -> list[Row]:
+def fetch_candidates(
+    scope: Scope, *, query_vector: QueryVector | None, terms: Terms | None, limit: int
+) -> list[Row]:
     """Return the vector side's ``limit`` nearest chunks and the keyword side's best-covered ones.
 
     One statement for both sides (module docstring): each side picks its ids, and every row
@@ -250,25 +273,40 @@ def fetch_candidates(scope: Scope, *, query_vector: QueryVector | None, terms: T
         dims = len(query_vector.values)
         distance = distance_sql(dims, "(SELECT v FROM qv)")
         ctes.append(f"qv AS (SELECT %s::{vector_type(dims)} AS v)")
-        ctes.append(f"near AS (SELECT m.id FROM memory_app_memorychunk m WHERE m.dims = {dims} "
-                    "AND m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) AND m.model = %s "
-                    f"ORDER BY {distance} LIMIT %s)")
+        ctes.append(
+            f"near AS (SELECT m.id FROM memory_app_memorychunk m WHERE m.dims = {dims} "
+            "AND m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) AND m.model = %s "
+            f"ORDER BY {distance} LIMIT %s)"
+        )
         params += [query_vector.literal, *_scope_params(scope), query_vector.model, limit]
         picks.append("SELECT id FROM near")
     if terms is not None:
         n = len(terms.queries)
         each = "".join(f", to_tsquery('{TS_CONFIG}', %s) AS e{i}" for i in range(n))
         cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
-        ctes.append(f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q{each})")
-        ctes.append("pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
-                    "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s)")
+        ctes.append(
+            f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q{each})"
+        )
+        ctes.append(
+            "pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
+            "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s)"
+        )
         ctes.append(f"best AS (SELECT p.id FROM pool p, q ORDER BY {cover} DESC LIMIT %s)")
-        params += [terms.full, terms.selecting, *terms.queries, *_scope_params(scope), terms.pool_rows,
-                   *terms.weights, max(RANK_ROWS, limit)]
+        params += [
+            terms.full,
+            terms.selecting,
+            *terms.queries,
+            *_scope_params(scope),
+            terms.pool_rows,
+            *terms.weights,
+            max(RANK_ROWS, limit),
+        ]
         picks.append("SELECT id FROM best")
     measures, measure_params = _measures(query_vector, terms)
-    sql = (f"WITH {', '.join(ctes)} SELECT {_columns('m')}, {measures} FROM ({' UNION '.join(picks)}) picked "
-           f"JOIN memory_app_memorychunk m ON m.id = picked.id{', q' if terms is not None else ''}")
+    sql = (
+        f"WITH {', '.join(ctes)} SELECT {_columns('m')}, {measures} FROM ({' UNION '.join(picks)}) picked "
+        f"JOIN memory_app_memorychunk m ON m.id = picked.id{', q' if terms is not None else ''}"
+    )
     return [_row(values) for values in _fetch(sql, [*params, *measure_params])]
 
 
@@ -281,16 +319,20 @@ def _measures(query_vector: QueryVector | None, terms: Terms | None) -> tuple[st
     columns, params = [], []
     if query_vector is not None:
         dims = len(query_vector.values)
-        columns.append(f"CASE WHEN m.dims = {dims} AND m.model = %s "
-                       f"THEN 1 - ({distance_sql(dims, '(SELECT v FROM qv)')}) END")
+        columns.append(
+            f"CASE WHEN m.dims = {dims} AND m.model = %s "
+            f"THEN 1 - ({distance_sql(dims, '(SELECT v FROM qv)')}) END"
+        )
         params.append(query_vector.model)
     else:
         columns.append("NULL::float8")
     if terms is not None:
         # A nearest chunk that holds no term gets neither (ranking it would cost the most).
         hits = ", ".join(f"m.tsv @@ q.e{i}" for i in range(len(terms.queries)))
-        columns += ["CASE WHEN m.tsv @@ q.full_q THEN ts_rank_cd(m.tsv, q.full_q) END",
-                    f"CASE WHEN m.tsv @@ q.full_q THEN ARRAY[{hits}]::boolean[] END"]
+        columns += [
+            "CASE WHEN m.tsv @@ q.full_q THEN ts_rank_cd(m.tsv, q.full_q) END",
+            f"CASE WHEN m.tsv @@ q.full_q THEN ARRAY[{hits}]::boolean[] END",
+        ]
     else:
         columns += ["NULL::float4", "NULL::boolean[]"]
     return ", ".join(columns), params
@@ -299,8 +341,12 @@ def _measures(query_vector: QueryVector | None, terms: Terms | None) -> tuple[st
 def _row(values: Sequence[Any]) -> Row:
     """Build a row from the chunk columns followed by cosine, keyword rank and hits."""
     *columns, cosine, rank, hits = values
-    return Row(*columns, cosine=None if cosine is None else float(cosine),
-               text_rank=None if rank is None else float(rank), hits=None if hits is None else tuple(hits))
+    return Row(
+        *columns,
+        cosine=None if cosine is None else float(cosine),
+        text_rank=None if rank is None else float(rank),
+        hits=None if hits is None else tuple(hits),
+    )
 
 
 def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -333,8 +379,11 @@ def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-                       "set_config('hnsw.ef_search', %s, false)", [str(_ef_search())])
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+            "set_config('hnsw.ef_search', %s, false)",
+            [str(_ef_search())],
+        )
 
 
 def _ef_search() -> int:

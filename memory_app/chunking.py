@@ -96,10 +96,6 @@ def _line_segments(line: str, *, max_chars: int, tokens: int) -> list[str]:
     return segments
 
 
-
-
-
-
 def _make_chunk(entries: Sequence[_Segment]) -> Chunk:
     """Join the collected segments into a chunk (internal.ts `flush`)."""
     text = "\n".join(entry.text for entry in entries)

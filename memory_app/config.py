@@ -87,8 +87,12 @@ def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, An
     if embedder is None:
         identity = {"provider": "none", "providerKey": "none", "model": FTS_ONLY_MODEL, "dims": 0}
     else:
-        identity = {"provider": embedder.provider, "providerKey": embedder.provider_key,
-                    "model": embedder.model, "dims": embedder.dims}
+        identity = {
+            "provider": embedder.provider,
+            "providerKey": embedder.provider_key,
+            "model": embedder.model,
+            "dims": embedder.dims,
+        }
     sources = sorted(set(settings["sources"]) & set(Source.values))
     return {"version": INDEX_FORMAT_VERSION, **identity, "sources": sources, "chunking": chunks}
 

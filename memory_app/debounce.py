@@ -35,12 +35,16 @@ def request(*, assistant_id: int, source: str, key: str, delay_seconds: float) -
     return row.request_version
 
 
-def wait_turn(*, assistant_id: int, source: str, key: str, version: int,
-              sleep: Callable[[float], None] = time.sleep) -> bool:
+def wait_turn(
+    *, assistant_id: int, source: str, key: str, version: int, sleep: Callable[[float], None] = time.sleep
+) -> bool:
     """Sleep until the request is due; return False if a newer request superseded it."""
     while True:
-        row = IndexedSource.objects.filter(assistant_id=assistant_id, source=source, key=key).values(
-            "request_version", "due_at").first()
+        row = (
+            IndexedSource.objects.filter(assistant_id=assistant_id, source=source, key=key)
+            .values("request_version", "due_at")
+            .first()
+        )
         if row is None or row["request_version"] != version:
             return False
         remaining = (row["due_at"] - timezone.now()).total_seconds() if row["due_at"] else 0.0

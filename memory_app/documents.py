@@ -40,18 +40,34 @@ def _notify(assistant_id: int, path: str, document_id: int | None) -> None:
     )
 
 
-def _revision(document: MemoryDocument | None, *, assistant: Assistant, path: str, content: str,
-              action: str, provenance: Provenance) -> MemoryRevision:
+def _revision(
+    document: MemoryDocument | None,
+    *,
+    assistant: Assistant,
+    path: str,
+    content: str,
+    action: str,
+    provenance: Provenance,
+) -> MemoryRevision:
     return MemoryRevision.objects.create(
-        assistant=assistant, document=document, path=path, content=content, content_hash=content_hash(content),
-        action=action, author=provenance.author, user=provenance.user if getattr(provenance.user, "pk", None) else None,
-        session_pk=provenance.session_pk, message_pk=provenance.message_pk, note=provenance.note[:255],
+        assistant=assistant,
+        document=document,
+        path=path,
+        content=content,
+        content_hash=content_hash(content),
+        action=action,
+        author=provenance.author,
+        user=provenance.user if getattr(provenance.user, "pk", None) else None,
+        session_pk=provenance.session_pk,
+        message_pk=provenance.message_pk,
+        note=provenance.note[:255],
     )
 
 
 @transaction.atomic
-def write_document(*, assistant: Assistant, path: str, content: str, provenance: Provenance,
-                   expected_hash: str | None = None) -> tuple[MemoryDocument, MemoryRevision | None]:
+def write_document(
+    *, assistant: Assistant, path: str, content: str, provenance: Provenance, expected_hash: str | None = None
+) -> tuple[MemoryDocument, MemoryRevision | None]:
     """Create or replace a document; return it and its new revision (None if nothing changed)."""
     path = validate_memory_path(path)
     document = MemoryDocument.objects.select_for_update().filter(assistant=assistant, path=path).first()
@@ -65,7 +81,9 @@ def write_document(*, assistant: Assistant, path: str, content: str, provenance:
     document.content = content
     document.content_hash = content_hash(content)
     document.save()
-    revision = _revision(document, assistant=assistant, path=path, content=content, action=action, provenance=provenance)
+    revision = _revision(
+        document, assistant=assistant, path=path, content=content, action=action, provenance=provenance
+    )
     _notify(assistant.pk, path, document.pk)
     return document, revision
 
@@ -79,17 +97,26 @@ def appended_text(existing: str, addition: str) -> str:
 
 
 @transaction.atomic
-def append_to_document(*, assistant: Assistant, path: str, addition: str,
-                       provenance: Provenance) -> tuple[MemoryDocument, MemoryRevision]:
+def append_to_document(
+    *, assistant: Assistant, path: str, addition: str, provenance: Provenance
+) -> tuple[MemoryDocument, MemoryRevision]:
     """Append text to a document (creating it), under a row lock so concurrent appends both land."""
     path = validate_memory_path(path)
-    MemoryDocument.objects.get_or_create(assistant=assistant, path=path, defaults={"content_hash": content_hash("")})
+    MemoryDocument.objects.get_or_create(
+        assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
+    )
     document = MemoryDocument.objects.select_for_update().get(assistant=assistant, path=path)
     document.content = appended_text(document.content, addition)
     document.content_hash = content_hash(document.content)
     document.save()
-    revision = _revision(document, assistant=assistant, path=path, content=document.content,
-                         action=RevisionAction.APPEND, provenance=provenance)
+    revision = _revision(
+        document,
+        assistant=assistant,
+        path=path,
+        content=document.content,
+        action=RevisionAction.APPEND,
+        provenance=provenance,
+    )
     _notify(assistant.pk, path, document.pk)
     return document, revision
 
@@ -98,8 +125,14 @@ def append_to_document(*, assistant: Assistant, path: str, addition: str,
 def delete_document(*, document: MemoryDocument, provenance: Provenance) -> MemoryRevision:
     """Delete a document; its revisions stay, ending with a ``delete`` revision of the last text."""
     document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
-    revision = _revision(None, assistant=document.assistant, path=document.path, content=document.content,
-                         action=RevisionAction.DELETE, provenance=provenance)
+    revision = _revision(
+        None,
+        assistant=document.assistant,
+        path=document.path,
+        content=document.content,
+        action=RevisionAction.DELETE,
+        provenance=provenance,
+    )
     MemoryRevision.objects.filter(document=document).update(document=None)
     assistant_id, path = document.assistant_id, document.path
     document.delete()
@@ -108,8 +141,9 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
 
 
 @transaction.atomic
-def revert_document(*, document: MemoryDocument, revision: MemoryRevision,
-                    provenance: Provenance) -> tuple[MemoryDocument, MemoryRevision | None]:
+def revert_document(
+    *, document: MemoryDocument, revision: MemoryRevision, provenance: Provenance
+) -> tuple[MemoryDocument, MemoryRevision | None]:
     """Restore a document's text from one of its revisions (a new ``revert`` revision)."""
     document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
     if document.content == revision.content:
@@ -117,8 +151,14 @@ def revert_document(*, document: MemoryDocument, revision: MemoryRevision,
     document.content = revision.content
     document.content_hash = content_hash(revision.content)
     document.save()
-    new = _revision(document, assistant=document.assistant, path=document.path, content=document.content,
-                    action=RevisionAction.REVERT, provenance=provenance)
+    new = _revision(
+        document,
+        assistant=document.assistant,
+        path=document.path,
+        content=document.content,
+        action=RevisionAction.REVERT,
+        provenance=provenance,
+    )
     _notify(document.assistant_id, document.path, document.pk)
     return document, new
 
@@ -129,11 +169,18 @@ def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[s
     total = len(lines)
     first = max(1, start or 1)
     amount = max(1, count if count is not None else total)
-    selected = lines[first - 1:first - 1 + amount]
+    selected = lines[first - 1 : first - 1 + amount]
     return "\n".join(selected), first, len(selected), total
 
 
 __all__ = [
-    "Author", "Provenance", "StaleWrite", "append_to_document", "appended_text", "delete_document",
-    "read_lines", "revert_document", "write_document",
+    "Author",
+    "Provenance",
+    "StaleWrite",
+    "append_to_document",
+    "appended_text",
+    "delete_document",
+    "read_lines",
+    "revert_document",
+    "write_document",
 ]

@@ -144,9 +144,7 @@ class LocalEmbedder:
         return self.embed([text])[0]
 
 
-def batch_by_bytes(
-    texts: list[str], *, max_bytes: int = EMBEDDING_BATCH_MAX_BYTES
-) -> list[list[str]]:
+def batch_by_bytes(texts: list[str], *, max_bytes: int = EMBEDDING_BATCH_MAX_BYTES) -> list[list[str]]:
     """Group texts in order so each group's UTF-8 bytes sum to <= max_bytes.
 
     OpenClaw `buildEmbeddingBatches`: a single text larger than the limit gets its own batch.

@@ -94,8 +94,10 @@ def read_within(hits: Sequence[Hit], budget: int) -> list[tuple[Hit, str]]:
 
 def found_in(shown: Sequence[tuple[Hit, str]], turn: EvidenceTurn) -> bool:
     """Tell whether the turn's whole line is in a snippet read that cites its line."""
-    return any(hit.path == turn.path and hit.snippet_start <= turn.line <= hit.snippet_end and turn.text in text
-               for hit, text in shown)
+    return any(
+        hit.path == turn.path and hit.snippet_start <= turn.line <= hit.snippet_end and turn.text in text
+        for hit, text in shown
+    )
 
 
 def share(evidence: Sequence[EvidenceTurn], found: Callable[[EvidenceTurn], bool]) -> float:
@@ -112,15 +114,21 @@ class QuestionScore:
     results_read: int
 
 
-def score_question(question: EvalQuestion, hits: Sequence[Hit], *, ks: Sequence[int] = DEFAULT_KS,
-                   budget: int = DEFAULT_BUDGET_CHARS) -> QuestionScore:
+def score_question(
+    question: EvalQuestion,
+    hits: Sequence[Hit],
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    budget: int = DEFAULT_BUDGET_CHARS,
+) -> QuestionScore:
     """Return the question's recall@k for each k and its recall within ``budget`` characters."""
     shown = read_within(hits, budget)
     return QuestionScore(
         category=question.category,
         at_k={k: share(question.evidence, lambda turn, k=k: found_at_k(hits, turn, k)) for k in ks},
         in_budget=share(question.evidence, lambda turn: found_in(shown, turn)),
-        chars_read=sum(len(text) for _, text in shown), results_read=len(shown),
+        chars_read=sum(len(text) for _, text in shown),
+        results_read=len(shown),
     )
 
 
@@ -137,12 +145,19 @@ class MethodScores:
         groups: dict[str, list[QuestionScore]] = {"all": self.scores}
         for score in self.scores:
             groups.setdefault(str(score.category), []).append(score)
-        recall = {name: _means(group, ks) for name, group in sorted(groups.items(), key=lambda g: _group_order(g[0]))}
+        recall = {
+            name: _means(group, ks)
+            for name, group in sorted(groups.items(), key=lambda g: _group_order(g[0]))
+        }
         count = len(self.scores) or 1
-        return {"method": self.name, "questions": len(self.scores), "recall": recall,
-                "mean_chars_read": round(sum(s.chars_read for s in self.scores) / count),
-                "mean_results_read": round(sum(s.results_read for s in self.scores) / count, 1),
-                "ms_per_query": round(1000 * self.seconds / count, 1)}
+        return {
+            "method": self.name,
+            "questions": len(self.scores),
+            "recall": recall,
+            "mean_chars_read": round(sum(s.chars_read for s in self.scores) / count),
+            "mean_results_read": round(sum(s.results_read for s in self.scores) / count, 1),
+            "ms_per_query": round(1000 * self.seconds / count, 1),
+        }
 
 
 def _group_order(name: str) -> tuple[int, str]:
@@ -189,12 +204,27 @@ BASELINES = ("BM25 (rank_bm25)", "exact cosine")
 
 def search_method(name: str, *, corpus: EvalCorpus, options: SearchOptions, embedder: Embedder) -> Method:
     """Return a method that runs the real search with ``options`` and returns its hits."""
+
     def run(query: str, vector: Sequence[float]) -> list[Hit]:
-        response = run_search(assistant=corpus.assistant, query=query, options=options, now=corpus.now,
-                              embedder=embedder, query_vector=vector)
-        return [Hit(path=r.path, start_line=r.explain["chunk_lines"][0] if r.explain else r.start_line,
-                    end_line=r.explain["chunk_lines"][1] if r.explain else r.end_line, snippet=r.snippet,
-                    snippet_start=r.start_line, snippet_end=r.end_line) for r in response.results]
+        response = run_search(
+            assistant=corpus.assistant,
+            query=query,
+            options=options,
+            now=corpus.now,
+            embedder=embedder,
+            query_vector=vector,
+        )
+        return [
+            Hit(
+                path=r.path,
+                start_line=r.explain["chunk_lines"][0] if r.explain else r.start_line,
+                end_line=r.explain["chunk_lines"][1] if r.explain else r.end_line,
+                snippet=r.snippet,
+                snippet_start=r.start_line,
+                snippet_end=r.end_line,
+            )
+            for r in response.results
+        ]
 
     return Method(name, run)
 
@@ -213,9 +243,11 @@ class ChunkSet:
     @classmethod
     def load(cls, assistant: Assistant, *, model: str) -> ChunkSet:
         state = IndexState.objects.get(assistant=assistant)
-        rows = list(MemoryChunk.objects.filter(assistant=assistant, generation=state.active_generation)
-                    .order_by("id").values_list("path", "start_line", "end_line", "line_numbers", "text",
-                                                "embedding", "model"))
+        rows = list(
+            MemoryChunk.objects.filter(assistant=assistant, generation=state.active_generation)
+            .order_by("id")
+            .values_list("path", "start_line", "end_line", "line_numbers", "text", "embedding", "model")
+        )
         dims = max((len(r[5]) for r in rows if r[5] is not None and r[6] == model), default=1)
         vectors = np.zeros((len(rows), dims), dtype=np.float32)
         for index, row in enumerate(rows):
@@ -223,17 +255,33 @@ class ChunkSet:
                 vectors[index] = np.asarray(row[5], dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        return cls([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [list(r[3]) for r in rows],
-                   [r[4] for r in rows], vectors)
+        return cls(
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [list(r[3]) for r in rows],
+            [r[4] for r in rows],
+            vectors,
+        )
 
     def hits(self, order: Iterable[int], *, query: str, options: SearchOptions) -> list[Hit]:
         """Return the chunks in ``order`` as hits, each shown with the search's snippet policy."""
         terms = query_terms(query)
         result = []
         for index in order:
-            snippet = make_snippet(self.texts[index], self.line_numbers[index], policy=options.snippet, terms=terms)
-            result.append(Hit(path=self.paths[index], start_line=self.starts[index], end_line=self.ends[index],
-                              snippet=snippet.text, snippet_start=snippet.start_line, snippet_end=snippet.end_line))
+            snippet = make_snippet(
+                self.texts[index], self.line_numbers[index], policy=options.snippet, terms=terms
+            )
+            result.append(
+                Hit(
+                    path=self.paths[index],
+                    start_line=self.starts[index],
+                    end_line=self.ends[index],
+                    snippet=snippet.text,
+                    snippet_start=snippet.start_line,
+                    snippet_end=snippet.end_line,
+                )
+            )
         return result
 
 
@@ -258,6 +306,7 @@ def bm25_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
 
 def cosine_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
     """Return exact cosine similarity over the stored chunk embeddings (no index)."""
+
     def run(query: str, vector: Sequence[float]) -> list[Hit]:
         if not chunks.texts:
             return []
@@ -270,12 +319,21 @@ def cosine_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
     return Method(BASELINES[1], run)
 
 
-def corpus_methods(corpus: EvalCorpus, *, options: SearchOptions, embedder: Embedder,
-                   variants: Sequence[str] = tuple(SEARCH_VARIANTS)) -> list[Method]:
+def corpus_methods(
+    corpus: EvalCorpus,
+    *,
+    options: SearchOptions,
+    embedder: Embedder,
+    variants: Sequence[str] = tuple(SEARCH_VARIANTS),
+) -> list[Method]:
     """Return the search variants and the two baselines for one corpus, all with ``options``."""
     explained = replace(options, explain=True)
-    methods = [search_method(name, corpus=corpus, options=replace(explained, **SEARCH_VARIANTS[name]),
-                             embedder=embedder) for name in variants]
+    methods = [
+        search_method(
+            name, corpus=corpus, options=replace(explained, **SEARCH_VARIANTS[name]), embedder=embedder
+        )
+        for name in variants
+    ]
     chunks = ChunkSet.load(corpus.assistant, model=embedder.model)
     return [*methods, bm25_method(chunks, options=options), cosine_method(chunks, options=options)]
 
@@ -296,9 +354,15 @@ class QueryVectors:
         return self.cache[query]
 
 
-def evaluate(corpora: Sequence[EvalCorpus], *, options: SearchOptions, vectors: QueryVectors,
-             ks: Sequence[int] = DEFAULT_KS, budget: int = DEFAULT_BUDGET_CHARS,
-             variants: Sequence[str] = tuple(SEARCH_VARIANTS)) -> list[MethodScores]:
+def evaluate(
+    corpora: Sequence[EvalCorpus],
+    *,
+    options: SearchOptions,
+    vectors: QueryVectors,
+    ks: Sequence[int] = DEFAULT_KS,
+    budget: int = DEFAULT_BUDGET_CHARS,
+    variants: Sequence[str] = tuple(SEARCH_VARIANTS),
+) -> list[MethodScores]:
     """Ask every question of every corpus with every method; return the scores by method."""
     if options.max_results < max(ks):
         raise ValueError(f"max_results must be at least {max(ks)} to measure recall@{max(ks)}")
@@ -315,8 +379,9 @@ def evaluate(corpora: Sequence[EvalCorpus], *, options: SearchOptions, vectors: 
     return list(results.values())
 
 
-def format_table(summaries: Sequence[dict[str, Any]], *, metric: str, title: str,
-                 categories: dict[int, str]) -> str:
+def format_table(
+    summaries: Sequence[dict[str, Any]], *, metric: str, title: str, categories: dict[int, str]
+) -> str:
     """Return one metric (``at_5``, ``at_10``, ``in_budget``) as a text table by category."""
     groups = ["all", *[str(c) for c in sorted(categories)]]
     labels = ["all", *[f"{c} {categories[c]}" for c in sorted(categories)]]
@@ -324,6 +389,8 @@ def format_table(summaries: Sequence[dict[str, Any]], *, metric: str, title: str
     lines = [title, f"{'method':<{width}}  " + "  ".join(f"{label:>13}" for label in labels)]
     for summary in summaries:
         cells = [summary["recall"].get(group, {}).get(metric) for group in groups]
-        lines.append(f"{summary['method']:<{width}}  " + "  ".join(
-            f"{cell:>13.1f}" if cell is not None else f"{'-':>13}" for cell in cells))
+        lines.append(
+            f"{summary['method']:<{width}}  "
+            + "  ".join(f"{cell:>13.1f}" if cell is not None else f"{'-':>13}" for cell in cells)
+        )
     return "\n".join(lines)

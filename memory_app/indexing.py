@@ -117,19 +117,31 @@ class IndexOutcome:
         self.embedding_error = self.embedding_error or other.embedding_error
 
     def as_dict(self) -> dict[str, Any]:
-        return {"entries": self.entries, "skipped": self.skipped, "chunks_written": self.chunks_written,
-                "embedded": self.embedded, "cache_hits": self.cache_hits,
-                "embedding_error": self.embedding_error, "generations": self.generations,
-                "full_reindex_scheduled": self.full_reindex_scheduled, "note": self.note}
+        return {
+            "entries": self.entries,
+            "skipped": self.skipped,
+            "chunks_written": self.chunks_written,
+            "embedded": self.embedded,
+            "cache_hits": self.cache_hits,
+            "embedding_error": self.embedding_error,
+            "generations": self.generations,
+            "full_reindex_scheduled": self.full_reindex_scheduled,
+            "note": self.note,
+        }
 
 
 # --- entries ---------------------------------------------------------------------------------
 
 
 def document_entry(document: MemoryDocument) -> SourceEntry:
-    return SourceEntry(source=Source.MEMORY, path=document.path, content=document.content,
-                       source_hash=document.content_hash, document_id=document.pk,
-                       timestamp=document.updated_at)
+    return SourceEntry(
+        source=Source.MEMORY,
+        path=document.path,
+        content=document.content,
+        source_hash=document.content_hash,
+        document_id=document.pk,
+        timestamp=document.updated_at,
+    )
 
 
 def _is_current(entry: SourceEntry) -> bool:
@@ -153,16 +165,25 @@ class _Piece:
 def prepare_chunks(entry: SourceEntry, chunking: config.Chunking) -> list[_Piece]:
     """Cut an entry into chunks, each with its per-line citations and its timestamp."""
     if chunking.max_line_tokens is not None:
-        chunks = chunk_lines(entry.content, tokens=chunking.tokens, overlap=chunking.overlap,
-                             max_line_tokens=chunking.max_line_tokens)
+        chunks = chunk_lines(
+            entry.content,
+            tokens=chunking.tokens,
+            overlap=chunking.overlap,
+            max_line_tokens=chunking.max_line_tokens,
+        )
     else:
         chunks = chunk_markdown(entry.content, tokens=chunking.tokens, overlap=chunking.overlap)
     lines = entry.content.split("\n")
     pieces = []
     for chunk in chunks:
         content_lines = chunk_line_numbers(chunk.text, start_line=chunk.start_line, source_lines=lines)
-        pieces.append(_Piece(_cite(chunk, content_lines, entry), _map(content_lines, entry.line_map),
-                             _newest(content_lines, entry)))
+        pieces.append(
+            _Piece(
+                _cite(chunk, content_lines, entry),
+                _map(content_lines, entry.line_map),
+                _newest(content_lines, entry),
+            )
+        )
     return pieces
 
 
@@ -197,8 +218,9 @@ class _Vectors:
     error: str | None = None
 
 
-def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *,
-                     progress: ProgressCallback | None = None) -> _Vectors:
+def embed_with_cache(
+    embedder: Embedder | None, texts_by_hash: dict[str, str], *, progress: ProgressCallback | None = None
+) -> _Vectors:
     """Return vectors for the texts, embedding only those the cache lacks (reference 4.4)."""
     if embedder is None or not texts_by_hash:
         return _Vectors({})
@@ -210,12 +232,14 @@ def embed_with_cache(embedder: Embedder | None, texts_by_hash: dict[str, str], *
     # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
     size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
     for start in range(0, len(missing), size):
-        group = missing[start:start + size]
+        group = missing[start : start + size]
         try:
             vectors = embedder.embed([texts_by_hash[h] for h in group])
         except EmbeddingError as error:
             result.error = error.message
-            logger.warning("embedding failed; %d chunks stored for full-text only: %s", len(missing) - start, error)
+            logger.warning(
+                "embedding failed; %d chunks stored for full-text only: %s", len(missing) - start, error
+            )
             break
         _store_cache(embedder, group, vectors)
         result.by_hash.update(zip(group, vectors))
@@ -229,16 +253,26 @@ def _cached(embedder: Embedder, hashes: list[str]) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {}
     for start in range(0, len(hashes), CACHE_LOOKUP_BATCH):
         rows = EmbeddingCache.objects.filter(
-            provider_key=embedder.provider_key, model=embedder.model, dims=embedder.dims,
-            hash__in=hashes[start:start + CACHE_LOOKUP_BATCH],
+            provider_key=embedder.provider_key,
+            model=embedder.model,
+            dims=embedder.dims,
+            hash__in=hashes[start : start + CACHE_LOOKUP_BATCH],
         ).values_list("hash", "embedding")
         found.update((h, list(vector)) for h, vector in rows)
     return found
 
 
 def _store_cache(embedder: Embedder, hashes: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
-    rows = [EmbeddingCache(provider_key=embedder.provider_key, model=embedder.model, hash=h,
-                           dims=len(vector), embedding=list(vector)) for h, vector in zip(hashes, vectors)]
+    rows = [
+        EmbeddingCache(
+            provider_key=embedder.provider_key,
+            model=embedder.model,
+            hash=h,
+            dims=len(vector),
+            embedding=list(vector),
+        )
+        for h, vector in zip(hashes, vectors)
+    ]
     # Two workers may embed the same text at once; the first row wins, both vectors are equal.
     EmbeddingCache.objects.bulk_create(rows, ignore_conflicts=True)
 
@@ -257,41 +291,65 @@ def is_up_to_date(assistant_id: int, entry: SourceEntry, generation: int, embedd
     """Tell whether the stored rows already come from this exact source text and embedder."""
     model = embedder.model if embedder is not None else FTS_ONLY_MODEL
     counts = MemoryChunk.objects.filter(_rows_filter(assistant_id, entry, generation)).aggregate(
-        total=Count("id"), stale=Count("id", filter=~Q(source_hash=entry.source_hash) | ~Q(model=model)),
+        total=Count("id"),
+        stale=Count("id", filter=~Q(source_hash=entry.source_hash) | ~Q(model=model)),
     )
     return counts["total"] > 0 and counts["stale"] == 0
 
 
 def _tsvector(text: str) -> Func:
-    return Func(Value(TS_CONFIG), Value(index_text(text)), function="to_tsvector",
-                output_field=SearchVectorField())
+    return Func(
+        Value(TS_CONFIG), Value(index_text(text)), function="to_tsvector", output_field=SearchVectorField()
+    )
 
 
-def _build_rows(assistant_id: int, entry: SourceEntry, generation: int, pieces: Sequence[_Piece],
-                vectors: dict[str, list[float]], embedder: Embedder | None) -> list[MemoryChunk]:
+def _build_rows(
+    assistant_id: int,
+    entry: SourceEntry,
+    generation: int,
+    pieces: Sequence[_Piece],
+    vectors: dict[str, list[float]],
+    embedder: Embedder | None,
+) -> list[MemoryChunk]:
     rows = []
     for piece in pieces:
         vector = vectors.get(piece.chunk.hash)
-        rows.append(MemoryChunk(
-            assistant_id=assistant_id, source=entry.source, generation=generation,
-            document_id=entry.document_id, session_pk=entry.session_pk, path=entry.path,
-            start_line=piece.chunk.start_line, end_line=piece.chunk.end_line,
-            line_numbers=piece.line_numbers, text=piece.chunk.text, hash=piece.chunk.hash,
-            source_hash=entry.source_hash,
-            model=embedder.model if vector is not None and embedder is not None else FTS_ONLY_MODEL,
-            dims=len(vector) if vector is not None else 0, embedding=vector,
-            tsv=_tsvector(piece.chunk.text), timestamp=piece.timestamp,
-        ))
+        rows.append(
+            MemoryChunk(
+                assistant_id=assistant_id,
+                source=entry.source,
+                generation=generation,
+                document_id=entry.document_id,
+                session_pk=entry.session_pk,
+                path=entry.path,
+                start_line=piece.chunk.start_line,
+                end_line=piece.chunk.end_line,
+                line_numbers=piece.line_numbers,
+                text=piece.chunk.text,
+                hash=piece.chunk.hash,
+                source_hash=entry.source_hash,
+                model=embedder.model if vector is not None and embedder is not None else FTS_ONLY_MODEL,
+                dims=len(vector) if vector is not None else 0,
+                embedding=vector,
+                tsv=_tsvector(piece.chunk.text),
+                timestamp=piece.timestamp,
+            )
+        )
     return rows
 
 
-def _write_entry(assistant_id: int, entry: SourceEntry, generations: Sequence[int],
-                 rows_by_generation: dict[int, list[MemoryChunk]]) -> bool:
+def _write_entry(
+    assistant_id: int,
+    entry: SourceEntry,
+    generations: Sequence[int],
+    rows_by_generation: dict[int, list[MemoryChunk]],
+) -> bool:
     """Replace the entry's rows in every target generation at once; False if the entry went stale."""
     with transaction.atomic():
         live = _live_generations_shared(assistant_id)
-        ticket, _ = IndexedSource.objects.get_or_create(assistant_id=assistant_id, source=entry.source,
-                                                        key=_key(entry))
+        ticket, _ = IndexedSource.objects.get_or_create(
+            assistant_id=assistant_id, source=entry.source, key=_key(entry)
+        )
         ticket = IndexedSource.objects.select_for_update().get(pk=ticket.pk)
         # A slower run that read older text must not overwrite a newer run's rows.
         if not _is_current(entry) or (entry.upto and ticket.indexed_upto > entry.upto):
@@ -314,7 +372,9 @@ def _live_generations_shared(assistant_id: int) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT active_generation, building_generation FROM memory_app_indexstate "
-            "WHERE assistant_id = %s FOR SHARE", [assistant_id])
+            "WHERE assistant_id = %s FOR SHARE",
+            [assistant_id],
+        )
         row = cursor.fetchone()
     return {g for g in (row or ()) if g}
 
@@ -362,24 +422,40 @@ def start_build(assistant: Assistant, current: dict[str, Any]) -> IndexState:
 # --- public entry points ---------------------------------------------------------------------
 
 
-def index_entries(assistant: Assistant, entries: Sequence[SourceEntry], *, embedder: Embedder | None,
-                  current: dict[str, Any], generations: Sequence[int], force: bool = False,
-                  progress: ProgressCallback | None = None) -> IndexOutcome:
+def index_entries(
+    assistant: Assistant,
+    entries: Sequence[SourceEntry],
+    *,
+    embedder: Embedder | None,
+    current: dict[str, Any],
+    generations: Sequence[int],
+    force: bool = False,
+    progress: ProgressCallback | None = None,
+) -> IndexOutcome:
     """Index entries into the given generations: chunk, embed what the cache lacks, replace rows."""
     outcome = IndexOutcome(generations=list(generations))
     settings = config.memory_search_settings(assistant)
-    todo = [e for e in entries if force or not all(
-        is_up_to_date(assistant.pk, e, g, embedder) for g in generations)]
+    todo = [
+        e
+        for e in entries
+        if force or not all(is_up_to_date(assistant.pk, e, g, embedder) for g in generations)
+    ]
     outcome.skipped = len(entries) - len(todo)
     prepared = {id(e): prepare_chunks(e, config.chunking_for(settings, e.source, embedder)) for e in todo}
     texts = {p.chunk.hash: p.chunk.text for pieces in prepared.values() for p in pieces}
     vectors = embed_with_cache(embedder, texts, progress=progress)
-    outcome.embedded, outcome.cache_hits, outcome.embedding_error = vectors.embedded, vectors.cache_hits, vectors.error
+    outcome.embedded, outcome.cache_hits, outcome.embedding_error = (
+        vectors.embedded,
+        vectors.cache_hits,
+        vectors.error,
+    )
     if vectors.error:
         IndexState.objects.filter(assistant=assistant).update(last_error=f"embedding failed: {vectors.error}")
     for entry in todo:
         pieces = prepared[id(entry)]
-        rows = {g: _build_rows(assistant.pk, entry, g, pieces, vectors.by_hash, embedder) for g in generations}
+        rows = {
+            g: _build_rows(assistant.pk, entry, g, pieces, vectors.by_hash, embedder) for g in generations
+        }
         if _write_entry(assistant.pk, entry, generations, rows):
             outcome.entries += 1
             outcome.chunks_written += len(pieces) * len(generations)
@@ -402,14 +478,16 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
         state = start_build(assistant, current)
         _enqueue_full_reindex(assistant.pk)
         generations = target_generations(state, current)
-        outcome = index_entries(assistant, [entry], embedder=embedder, current=current,
-                                generations=generations, force=force)
+        outcome = index_entries(
+            assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
+        )
         outcome.full_reindex_scheduled = True
         return outcome
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]))
-    return index_entries(assistant, [entry], embedder=embedder, current=current, generations=generations,
-                         force=force)
+    return index_entries(
+        assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
+    )
 
 
 def _enqueue_full_reindex(assistant_id: int) -> None:
@@ -426,8 +504,9 @@ def index_document(document_id: int) -> IndexOutcome:
     return index_entry(document.assistant, document_entry(document))
 
 
-def remove_entry_rows(*, assistant_id: int, source: str, path: str | None = None,
-                      session_pk: int | None = None) -> int:
+def remove_entry_rows(
+    *, assistant_id: int, source: str, path: str | None = None, session_pk: int | None = None
+) -> int:
     """Delete every generation's rows of a deleted document or session; return how many."""
     rows = MemoryChunk.objects.filter(assistant_id=assistant_id, source=source)
     rows = rows.filter(session_pk=session_pk) if session_pk is not None else rows.filter(path=path)
@@ -478,8 +557,9 @@ def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
     IndexState.objects.filter(assistant_id=assistant_id).update(progress=progress, updated_at=timezone.now())
 
 
-def reindex_assistant(assistant_id: int, *, full: bool = False,
-                      progress: ProgressCallback | None = None) -> IndexOutcome:
+def reindex_assistant(
+    assistant_id: int, *, full: bool = False, progress: ProgressCallback | None = None
+) -> IndexOutcome:
     """Bring an assistant's index up to date; a full run (or a new fingerprint) builds a new
     generation and swaps it in when complete."""
     assistant = Assistant.objects.get(pk=assistant_id)
@@ -502,8 +582,15 @@ def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str
         progress(data)
 
 
-def _run(assistant: Assistant, *, generations: list[int], current: dict[str, Any], embedder: Embedder | None,
-         phase: str, progress: ProgressCallback | None) -> IndexOutcome:
+def _run(
+    assistant: Assistant,
+    *,
+    generations: list[int],
+    current: dict[str, Any],
+    embedder: Embedder | None,
+    phase: str,
+    progress: ProgressCallback | None,
+) -> IndexOutcome:
     """Index every entry into ``generations`` in groups, reporting progress after each group."""
     sources = current["sources"]
     # A new generation starts empty: every entry must be written, changed or not.
@@ -511,28 +598,61 @@ def _run(assistant: Assistant, *, generations: list[int], current: dict[str, Any
     total = _count_entries(assistant, sources, changed_only=changed_only)
     outcome = IndexOutcome(generations=generations)
     done = 0
-    _report(assistant.pk, progress, {"phase": phase, "done": 0, "total": total, "generation": generations[-1]})
+    _report(
+        assistant.pk, progress, {"phase": phase, "done": 0, "total": total, "generation": generations[-1]}
+    )
     for group in _groups(_entries(assistant, sources, changed_only=changed_only), REINDEX_GROUP_SIZE):
-        outcome.add(index_entries(assistant, group, embedder=embedder, current=current, generations=generations))
+        outcome.add(
+            index_entries(assistant, group, embedder=embedder, current=current, generations=generations)
+        )
         done += len(group)
-        _report(assistant.pk, progress, {"phase": phase, "done": done, "total": total,
-                                         "generation": generations[-1], "embedded": outcome.embedded})
+        _report(
+            assistant.pk,
+            progress,
+            {
+                "phase": phase,
+                "done": done,
+                "total": total,
+                "generation": generations[-1],
+                "embedded": outcome.embedded,
+            },
+        )
     return outcome
 
 
-def _incremental(assistant: Assistant, state: IndexState, current: dict[str, Any], embedder: Embedder | None,
-                 progress: ProgressCallback | None) -> IndexOutcome:
+def _incremental(
+    assistant: Assistant,
+    state: IndexState,
+    current: dict[str, Any],
+    embedder: Embedder | None,
+    progress: ProgressCallback | None,
+) -> IndexOutcome:
     if state.building_generation and state.building_fingerprint != current:
         _abandon_build(assistant)
     generations = target_generations(get_state(assistant, current), current)
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]))
-    outcome = _run(assistant, generations=generations, current=current, embedder=embedder,
-                   phase="indexing", progress=progress)
+    outcome = _run(
+        assistant,
+        generations=generations,
+        current=current,
+        embedder=embedder,
+        phase="indexing",
+        progress=progress,
+    )
     removed = _remove_orphans(assistant, current["sources"])
-    _report(assistant.pk, progress, {"phase": "done", "done": outcome.entries + outcome.skipped,
-                                     "total": outcome.entries + outcome.skipped, "removed": removed,
-                                     "generation": generations[0], "embedded": outcome.embedded})
+    _report(
+        assistant.pk,
+        progress,
+        {
+            "phase": "done",
+            "done": outcome.entries + outcome.skipped,
+            "total": outcome.entries + outcome.skipped,
+            "removed": removed,
+            "generation": generations[0],
+            "embedded": outcome.embedded,
+        },
+    )
     return outcome
 
 
@@ -545,18 +665,36 @@ def _abandon_build(assistant: Assistant) -> None:
         state.save(update_fields=["building_generation", "building_fingerprint", "updated_at"])
 
 
-def _rebuild(assistant: Assistant, current: dict[str, Any], embedder: Embedder | None,
-             progress: ProgressCallback | None) -> IndexOutcome:
+def _rebuild(
+    assistant: Assistant,
+    current: dict[str, Any],
+    embedder: Embedder | None,
+    progress: ProgressCallback | None,
+) -> IndexOutcome:
     state = start_build(assistant, current)
     generation = state.building_generation
     assert generation is not None
-    outcome = _run(assistant, generations=[generation], current=current, embedder=embedder,
-                   phase="building", progress=progress)
+    outcome = _run(
+        assistant,
+        generations=[generation],
+        current=current,
+        embedder=embedder,
+        phase="building",
+        progress=progress,
+    )
     if _swap(assistant, generation, current):
         _remove_orphans(assistant, current["sources"])
-        _report(assistant.pk, progress, {"phase": "done", "done": outcome.entries + outcome.skipped,
-                                         "total": outcome.entries + outcome.skipped, "generation": generation,
-                                         "embedded": outcome.embedded})
+        _report(
+            assistant.pk,
+            progress,
+            {
+                "phase": "done",
+                "done": outcome.entries + outcome.skipped,
+                "total": outcome.entries + outcome.skipped,
+                "generation": generation,
+                "embedded": outcome.embedded,
+            },
+        )
     outcome.generations = [generation]
     return outcome
 

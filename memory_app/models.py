@@ -29,7 +29,9 @@ class MemoryDocument(models.Model):
 
     class Meta:
         ordering = ["assistant", "path"]
-        constraints = [models.UniqueConstraint(fields=["assistant", "path"], name="memory_document_path_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "path"], name="memory_document_path_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.assistant}:{self.path}"
@@ -80,7 +82,9 @@ class MemoryRevision(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(author__in=Author.values), name="revision_author_valid"),
+            models.CheckConstraint(
+                condition=models.Q(author__in=Author.values), name="revision_author_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -146,7 +150,9 @@ class MemoryChunk(models.Model):
             GinIndex(fields=["tsv"], name="memchunk_tsv_gin"),
         ]
         constraints = [
-            models.CheckConstraint(condition=models.Q(source__in=Source.values), name="memchunk_source_valid"),
+            models.CheckConstraint(
+                condition=models.Q(source__in=Source.values), name="memchunk_source_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -165,7 +171,9 @@ class EmbeddingCache(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["provider_key", "model", "hash"], name="embedding_cache_key_unique"),
+            models.UniqueConstraint(
+                fields=["provider_key", "model", "hash"], name="embedding_cache_key_unique"
+            ),
         ]
 
     def __str__(self) -> str:

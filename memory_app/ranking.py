@@ -27,9 +27,7 @@ DAY_MS = 24 * 60 * 60 * 1000
 # temporal-decay.ts `DATED_MEMORY_PATH_RE`.
 _DATED_MEMORY_PATH_RE = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
 # mmr.ts `CJK_RE`: CJK ideographs (+Ext A), hiragana, katakana, Hangul syllables and jamo.
-_MMR_CJK_RE = re.compile(
-    "[\u3040-\u309f\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u1100-\u11ff]"
-)
+_MMR_CJK_RE = re.compile("[\u3040-\u309f\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u1100-\u11ff]")
 _MMR_ASCII_RE = re.compile(r"[a-z0-9_]+")
 # manager-search.ts `FTS_QUERY_TOKEN_RE` = /[\p{L}\p{N}_]+/gu; Python's \w is letters, numbers, _.
 _SEARCH_TOKEN_RE = re.compile(r"\w+")
@@ -151,9 +149,7 @@ def _normalize_path(path: str) -> str:
     return normalized[2:] if normalized.startswith("./") else normalized
 
 
-def apply_temporal_decay(
-    results: Sequence[Ranked], *, half_life_days: float, now_ms: int
-) -> list[Ranked]:
+def apply_temporal_decay(results: Sequence[Ranked], *, half_life_days: float, now_ms: int) -> list[Ranked]:
     """Multiply each score by its age decay, then sort by score, highest first."""
     decayed = []
     for ranked in results:
@@ -325,8 +321,6 @@ def fts_only_boost(text_score: float, *, query: str, text: str, path: str) -> fl
 def _search_tokens(text: str) -> list[str]:
     """Return the lowercased `[\\p{L}\\p{N}_]+` tokens of `text`."""
     return [token.lower() for token in _SEARCH_TOKEN_RE.findall(text)]
-
-
 
 
 def truncate_snippet(text: str, max_chars: int = SNIPPET_MAX_CHARS) -> str:

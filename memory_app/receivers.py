@@ -19,12 +19,22 @@ from openclaw_site.tasks import enqueue
 
 
 @receiver(memory_document_changed, dispatch_uid="memory_app.schedule_document_index")
-def schedule_document_index(sender: Any, *, assistant_id: int, path: str, document_id: int | None,
-                            **kwargs: Any) -> None:
+def schedule_document_index(
+    sender: Any, *, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
+) -> None:
     """Queue a debounced reindex of the changed document, or drop a deleted one's chunks."""
     if document_id is None:
         remove_entry_rows(assistant_id=assistant_id, source=Source.MEMORY, path=path)
         return
-    version = debounce.request(assistant_id=assistant_id, source=Source.MEMORY, key=path,
-                               delay_seconds=settings.MEMORY_INDEX_DEBOUNCE_SECONDS)
-    enqueue("memory_app.tasks.reindex_document", document_id, version, task_name=f"index-doc-{document_id}-{version}")
+    version = debounce.request(
+        assistant_id=assistant_id,
+        source=Source.MEMORY,
+        key=path,
+        delay_seconds=settings.MEMORY_INDEX_DEBOUNCE_SECONDS,
+    )
+    enqueue(
+        "memory_app.tasks.reindex_document",
+        document_id,
+        version,
+        task_name=f"index-doc-{document_id}-{version}",
+    )

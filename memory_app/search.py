@@ -112,12 +112,20 @@ def resolve_options(assistant: Assistant, **overrides: Any) -> SearchOptions:
     s = config.memory_search_settings(assistant)
     query, hybrid = s["query"], s["query"]["hybrid"]
     base = SearchOptions(
-        max_results=query["maxResults"], min_score=query["minScore"], sources=tuple(config.indexed_sources(assistant)),
-        mode="hybrid" if hybrid["enabled"] else "vector", vector_weight=hybrid["vectorWeight"],
-        text_weight=hybrid["textWeight"], candidate_multiplier=hybrid["candidateMultiplier"],
-        mmr=hybrid["mmr"]["enabled"], mmr_lambda=hybrid["mmr"]["lambda"], decay=hybrid["temporalDecay"]["enabled"],
+        max_results=query["maxResults"],
+        min_score=query["minScore"],
+        sources=tuple(config.indexed_sources(assistant)),
+        mode="hybrid" if hybrid["enabled"] else "vector",
+        vector_weight=hybrid["vectorWeight"],
+        text_weight=hybrid["textWeight"],
+        candidate_multiplier=hybrid["candidateMultiplier"],
+        mmr=hybrid["mmr"]["enabled"],
+        mmr_lambda=hybrid["mmr"]["lambda"],
+        decay=hybrid["temporalDecay"]["enabled"],
         half_life_days=hybrid["temporalDecay"]["halfLifeDays"],
-        snippet=SnippetPolicy(max_chars=query.get("snippetMaxChars", 700), mode=query.get("snippetMode", "head")),
+        snippet=SnippetPolicy(
+            max_chars=query.get("snippetMaxChars", 700), mode=query.get("snippetMode", "head")
+        ),
     )
     return _override(base, {k: v for k, v in overrides.items() if v is not None})
 
@@ -126,8 +134,10 @@ def _override(base: SearchOptions, overrides: dict[str, Any]) -> SearchOptions:
     snippet = base.snippet
     if "snippet_max_chars" in overrides or "snippet_mode" in overrides:
         try:
-            snippet = SnippetPolicy(max_chars=int(overrides.pop("snippet_max_chars", snippet.max_chars)),
-                                    mode=overrides.pop("snippet_mode", snippet.mode))
+            snippet = SnippetPolicy(
+                max_chars=int(overrides.pop("snippet_max_chars", snippet.max_chars)),
+                mode=overrides.pop("snippet_mode", snippet.mode),
+            )
         except ValueError as error:
             raise SearchOptionError(str(error)) from None
     options = replace(base, snippet=snippet, **overrides)
@@ -168,34 +178,72 @@ class _Sides:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def hybrid_search(*, assistant: Assistant, query: str, max_results: int | None = None,
-                  min_score: float | None = None, sources: Sequence[str] | None = None, mode: str | None = None,
-                  vector_weight: float | None = None, text_weight: float | None = None,
-                  candidate_multiplier: float | None = None, mmr: bool | None = None,
-                  mmr_lambda: float | None = None, decay: bool | None = None,
-                  half_life_days: float | None = None, snippet_max_chars: int | None = None,
-                  snippet_mode: str | None = None, explain: bool = False, now: datetime | None = None,
-                  embedder: Any = _DEFAULT, query_vector: Sequence[float] | None = None) -> SearchResponse:
+def hybrid_search(
+    *,
+    assistant: Assistant,
+    query: str,
+    max_results: int | None = None,
+    min_score: float | None = None,
+    sources: Sequence[str] | None = None,
+    mode: str | None = None,
+    vector_weight: float | None = None,
+    text_weight: float | None = None,
+    candidate_multiplier: float | None = None,
+    mmr: bool | None = None,
+    mmr_lambda: float | None = None,
+    decay: bool | None = None,
+    half_life_days: float | None = None,
+    snippet_max_chars: int | None = None,
+    snippet_mode: str | None = None,
+    explain: bool = False,
+    now: datetime | None = None,
+    embedder: Any = _DEFAULT,
+    query_vector: Sequence[float] | None = None,
+) -> SearchResponse:
     """Search an assistant's memory and transcripts; every knob defaults to its settings.
 
     ``embedder`` replaces the configured one (None: no embedder); ``query_vector`` skips the
     query embedding (the benchmark measures the search without it).
     """
     options = resolve_options(
-        assistant, max_results=max_results, min_score=min_score, sources=tuple(sources) if sources else None,
-        mode=mode, vector_weight=vector_weight, text_weight=text_weight, candidate_multiplier=candidate_multiplier,
-        mmr=mmr, mmr_lambda=mmr_lambda, decay=decay, half_life_days=half_life_days,
-        snippet_max_chars=snippet_max_chars, snippet_mode=snippet_mode, explain=explain or None,
+        assistant,
+        max_results=max_results,
+        min_score=min_score,
+        sources=tuple(sources) if sources else None,
+        mode=mode,
+        vector_weight=vector_weight,
+        text_weight=text_weight,
+        candidate_multiplier=candidate_multiplier,
+        mmr=mmr,
+        mmr_lambda=mmr_lambda,
+        decay=decay,
+        half_life_days=half_life_days,
+        snippet_max_chars=snippet_max_chars,
+        snippet_mode=snippet_mode,
+        explain=explain or None,
     )
     configured = embedder is _DEFAULT
-    return run_search(assistant=assistant, query=query, options=options, now=now,
-                      embedder=get_embedder() if configured else embedder, query_vector=query_vector,
-                      maintain=configured)
+    return run_search(
+        assistant=assistant,
+        query=query,
+        options=options,
+        now=now,
+        embedder=get_embedder() if configured else embedder,
+        query_vector=query_vector,
+        maintain=configured,
+    )
 
 
-def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now: datetime | None = None,
-               embedder: Embedder | None, query_vector: Sequence[float] | None = None,
-               maintain: bool = False) -> SearchResponse:
+def run_search(
+    *,
+    assistant: Assistant,
+    query: str,
+    options: SearchOptions,
+    now: datetime | None = None,
+    embedder: Embedder | None,
+    query_vector: Sequence[float] | None = None,
+    maintain: bool = False,
+) -> SearchResponse:
     """Run a search with fully resolved options (see `hybrid_search`).
 
     ``maintain`` (the configured embedder is in use): an index that is missing or was built with
@@ -207,20 +255,33 @@ def run_search(*, assistant: Assistant, query: str, options: SearchOptions, now:
     if maintain:
         state = _queue_reindex_if_stale(assistant, state, embedder)
     if not text or state is None:
-        return SearchResponse(query=text, results=[], mode="none", requested_mode=options.mode,
-                              fallback=None if text else "empty_query")
+        return SearchResponse(
+            query=text,
+            results=[],
+            mode="none",
+            requested_mode=options.mode,
+            fallback=None if text else "empty_query",
+        )
     sides = _run_sides(assistant, state, text, options, embedder, query_vector)
     composing = time.perf_counter()
     results = _compose(sides, text, options, now or timezone.now())
     sides.timings["compose"] = _ms(composing)
     sides.timings["total"] = _ms(started)
-    return SearchResponse(query=text, results=results, mode=_mode_ran(sides), requested_mode=options.mode,
-                          fallback=sides.fallback, provider=sides.provider, model=sides.model,
-                          timings_ms=sides.timings)
+    return SearchResponse(
+        query=text,
+        results=results,
+        mode=_mode_ran(sides),
+        requested_mode=options.mode,
+        fallback=sides.fallback,
+        provider=sides.provider,
+        model=sides.model,
+        timings_ms=sides.timings,
+    )
 
 
-def _queue_reindex_if_stale(assistant: Assistant, state: IndexState | None,
-                            embedder: Embedder | None) -> IndexState | None:
+def _queue_reindex_if_stale(
+    assistant: Assistant, state: IndexState | None, embedder: Embedder | None
+) -> IndexState | None:
     """Queue a reindex when the index is missing or built for another fingerprint; return the state."""
     from memory_app.indexing import get_state, start_build
     from openclaw_site.tasks import enqueue
@@ -250,8 +311,14 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def _run_sides(assistant: Assistant, state: IndexState, query: str, options: SearchOptions,
-               embedder: Embedder | None, query_vector: Sequence[float] | None) -> _Sides:
+def _run_sides(
+    assistant: Assistant,
+    state: IndexState,
+    query: str,
+    options: SearchOptions,
+    embedder: Embedder | None,
+    query_vector: Sequence[float] | None,
+) -> _Sides:
     """Fetch the candidates of the sides the mode asks for (both in one query, `candidates`)."""
     sides = _Sides()
     scope = Scope(assistant.pk, state.active_generation, tuple(options.sources))
@@ -291,8 +358,9 @@ def _text_failed(sides: _Sides, error: DatabaseError) -> None:
     sides.fallback = sides.fallback or f"fulltext_failed: {error}"
 
 
-def _query_vector(sides: _Sides, state: IndexState, query: str, embedder: Embedder | None,
-                  given: Sequence[float] | None) -> QueryVector | None:
+def _query_vector(
+    sides: _Sides, state: IndexState, query: str, embedder: Embedder | None, given: Sequence[float] | None
+) -> QueryVector | None:
     """Return the query's embedding, or None with the reason text answers alone."""
     if embedder is None:
         sides.fallback = "no_embedder"
@@ -344,17 +412,31 @@ def _keyword_scores(rows: Sequence[Row], terms: Terms | None) -> dict[int, _Keyw
     for row in matching:
         coverage = sum(w for w, hit in zip(weights, row.hits) if hit) / total
         rank = row.text_rank or 0.0
-        scores[row.id] = _KeywordScore(score=coverage * (0.5 + 0.5 * rank / best), rank=rank,
-                                       matched=[word for word, hit in zip(terms.words, row.hits) if hit],
-                                       coverage=round(coverage, 4))
+        scores[row.id] = _KeywordScore(
+            score=coverage * (0.5 + 0.5 * rank / best),
+            rank=rank,
+            matched=[word for word, hit in zip(terms.words, row.hits) if hit],
+            coverage=round(coverage, 4),
+        )
     return scores
 
 
 def _candidate(row: Row, *, vector_score: float | None, text_score: float | None, snippet: str) -> Candidate:
-    timestamp = int(row.timestamp.timestamp() * 1000) if row.timestamp and row.source != Source.MEMORY else None
-    return Candidate(id=str(row.id), path=row.path, source=row.source, start_line=row.start_line,
-                     end_line=row.end_line, text=row.text, snippet=snippet, vector_score=vector_score,
-                     text_score=text_score, timestamp_ms=timestamp)
+    timestamp = (
+        int(row.timestamp.timestamp() * 1000) if row.timestamp and row.source != Source.MEMORY else None
+    )
+    return Candidate(
+        id=str(row.id),
+        path=row.path,
+        source=row.source,
+        start_line=row.start_line,
+        end_line=row.end_line,
+        text=row.text,
+        snippet=snippet,
+        vector_score=vector_score,
+        text_score=text_score,
+        timestamp_ms=timestamp,
+    )
 
 
 def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -> list[SearchResult]:
@@ -362,24 +444,34 @@ def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -
     rows = {row.id: row for row in sides.rows}
     keyword = _keyword_scores(list(rows.values()), sides.terms)
     # MMR compares snippets (OpenClaw); otherwise a snippet is made only for what is shown.
-    snippets = {rid: make_snippet(row.text, row.line_numbers, policy=options.snippet, terms=terms).text
-                for rid, row in rows.items()} if options.mmr else {}
+    snippets = (
+        {
+            rid: make_snippet(row.text, row.line_numbers, policy=options.snippet, terms=terms).text
+            for rid, row in rows.items()
+        }
+        if options.mmr
+        else {}
+    )
     ranked = _fuse(sides, rows, keyword, query, options, snippets)
     if options.decay:
-        ranked = apply_temporal_decay(ranked, half_life_days=options.half_life_days,
-                                      now_ms=int(now.timestamp() * 1000))
+        ranked = apply_temporal_decay(
+            ranked, half_life_days=options.half_life_days, now_ms=int(now.timestamp() * 1000)
+        )
     else:
         ranked = sort_by_score(ranked)
     if options.mmr:
         ranked = mmr_rerank(ranked, lambda_=options.mmr_lambda)
     keyword_ids = {str(rid) for rid in keyword} if sides.vector_ran and sides.text_ran else set()
-    kept = apply_min_score(ranked, min_score=options.min_score, keyword_ids=keyword_ids, max_results=len(ranked))
+    kept = apply_min_score(
+        ranked, min_score=options.min_score, keyword_ids=keyword_ids, max_results=len(ranked)
+    )
     shown = _without_repeats(kept, rows, options, terms, limit=options.max_results)
     return [_result(r, rows[int(r.candidate.id)], snippet, keyword, options) for r, snippet in shown]
 
 
-def _without_repeats(ranked: list[Ranked], rows: dict[int, Row], options: SearchOptions, terms: Sequence[str],
-                     *, limit: int) -> list[tuple[Ranked, Snippet]]:
+def _without_repeats(
+    ranked: list[Ranked], rows: dict[int, Row], options: SearchOptions, terms: Sequence[str], *, limit: int
+) -> list[tuple[Ranked, Snippet]]:
     """Show each line once: a result keeps its lines not shown by a better one (`dedup`)."""
     seen: dict[str, set[tuple[int, str]]] = {}
     shown = []
@@ -397,23 +489,47 @@ def _without_repeats(ranked: list[Ranked], rows: dict[int, Row], options: Search
     return shown
 
 
-def _fuse(sides: _Sides, rows: dict[int, Row], keyword: dict[int, _KeywordScore], query: str,
-          options: SearchOptions, snippets: dict[int, str]) -> list[Ranked]:
+def _fuse(
+    sides: _Sides,
+    rows: dict[int, Row],
+    keyword: dict[int, _KeywordScore],
+    query: str,
+    options: SearchOptions,
+    snippets: dict[int, str],
+) -> list[Ranked]:
     """Return every candidate scored as the sides that ran allow (reference 4.7 steps 6 and 9)."""
+
     def candidate(row: Row) -> Candidate:
         text = keyword.get(row.id)
-        return _candidate(row, vector_score=row.cosine, text_score=text.score if text else None,
-                          snippet=snippets.get(row.id, ""))
+        return _candidate(
+            row,
+            vector_score=row.cosine,
+            text_score=text.score if text else None,
+            snippet=snippets.get(row.id, ""),
+        )
 
     if sides.vector_ran and sides.text_ran:
-        return fuse_scores(map(candidate, rows.values()), vector_weight=options.vector_weight,
-                           text_weight=options.text_weight)
+        return fuse_scores(
+            map(candidate, rows.values()),
+            vector_weight=options.vector_weight,
+            text_weight=options.text_weight,
+        )
     if sides.vector_ran:
-        return [Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0) for c in map(candidate, rows.values())]
+        return [
+            Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0)
+            for c in map(candidate, rows.values())
+        ]
     # Text alone: OpenClaw's FTS-only ranking (reference 4.7 step 9), strict minScore.
     matched = [candidate(rows[rid]) for rid in keyword]
-    return [Ranked(c, fts_only_boost(c.text_score or 0.0, query=query, text=c.text, path=c.path), 0.0,
-                   c.text_score or 0.0) for c in matched]
+    return [
+        Ranked(
+            c,
+            fts_only_boost(c.text_score or 0.0, query=query, text=c.text, path=c.path),
+            0.0,
+            c.text_score or 0.0,
+        )
+        for c in matched
+    ]
 
 
 def citation(path: str, start: int, end: int) -> str:
@@ -421,19 +537,32 @@ def citation(path: str, start: int, end: int) -> str:
     return f"{path}#L{start}" if start == end else f"{path}#L{start}-L{end}"
 
 
-def _result(ranked: Ranked, row: Row, snippet: Snippet, keyword: dict[int, _KeywordScore],
-            options: SearchOptions) -> SearchResult:
+def _result(
+    ranked: Ranked, row: Row, snippet: Snippet, keyword: dict[int, _KeywordScore], options: SearchOptions
+) -> SearchResult:
     explain = None
     if options.explain:
         text = keyword.get(row.id)
         explain = {
-            "vector_score": round(ranked.vector_score, 6), "text_score": round(ranked.text_score, 6),
-            "decay_multiplier": round(ranked.decay_multiplier, 6), "mmr_position": ranked.mmr_position,
-            "text_rank": text.rank if text else None, "matched_terms": text.matched if text else [],
-            "chunk_id": row.id, "chunk_lines": [row.start_line, row.end_line],
+            "vector_score": round(ranked.vector_score, 6),
+            "text_score": round(ranked.text_score, 6),
+            "decay_multiplier": round(ranked.decay_multiplier, 6),
+            "mmr_position": ranked.mmr_position,
+            "text_rank": text.rank if text else None,
+            "matched_terms": text.matched if text else [],
+            "chunk_id": row.id,
+            "chunk_lines": [row.start_line, row.end_line],
             "timestamp": row.timestamp.isoformat() if row.timestamp else None,
         }
-    return SearchResult(path=row.path, source=row.source, start_line=snippet.start_line, end_line=snippet.end_line,
-                        score=round(ranked.score, 6), snippet=snippet.text,
-                        citation=citation(row.path, snippet.start_line, snippet.end_line), chunk_id=row.id,
-                        session_id=row.session_pk, explain=explain)
+    return SearchResult(
+        path=row.path,
+        source=row.source,
+        start_line=snippet.start_line,
+        end_line=snippet.end_line,
+        score=round(ranked.score, 6),
+        snippet=snippet.text,
+        citation=citation(row.path, snippet.start_line, snippet.end_line),
+        chunk_id=row.id,
+        session_id=row.session_pk,
+        explain=explain,
+    )

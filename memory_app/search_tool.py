@@ -79,7 +79,8 @@ def memory_search(arguments: dict[str, Any], *, assistant: Assistant, session_ke
         return json_result({"results": [], "citations": "off", "debug": _debug(started, 0, "n/a")})
     try:
         response = hybrid_search(
-            assistant=assistant, query=query,
+            assistant=assistant,
+            query=query,
             max_results=min(100, max(1, max_results)) if max_results is not None else None,
             min_score=min(1.0, max(0.0, min_score)) if min_score is not None else None,
         )
@@ -105,20 +106,33 @@ def _number(value: Any, *, integer: bool = False) -> float | int | None:
     return int(number) if integer else number
 
 
-def _payload(response: SearchResponse, with_citations: bool, max_results: Any, started: float) -> dict[str, Any]:
+def _payload(
+    response: SearchResponse, with_citations: bool, max_results: Any, started: float
+) -> dict[str, Any]:
     results = sorted(response.results, key=lambda r: (-r.score, r.path))
     results = results[: max(1, max_results or TOOL_DEFAULT_MAX_RESULTS)]
     items = []
     for result in results:
-        item: dict[str, Any] = {"path": result.path, "startLine": result.start_line, "endLine": result.end_line,
-                                "score": result.score, "snippet": result.snippet, "source": result.source}
+        item: dict[str, Any] = {
+            "path": result.path,
+            "startLine": result.start_line,
+            "endLine": result.end_line,
+            "score": result.score,
+            "snippet": result.snippet,
+            "source": result.source,
+        }
         if with_citations:
             item["snippet"] = f"{result.snippet.strip()}\n\nSource: {result.citation}"
             item["citation"] = result.citation
         item["corpus"] = "memory"
         items.append(item)
-    payload: dict[str, Any] = {"results": items, "provider": response.provider, "model": response.model,
-                               "citations": "on" if with_citations else "off", "mode": response.mode}
+    payload: dict[str, Any] = {
+        "results": items,
+        "provider": response.provider,
+        "model": response.model,
+        "citations": "on" if with_citations else "off",
+        "mode": response.mode,
+    }
     if response.fallback:
         payload["fallback"] = response.fallback
     payload["debug"] = _debug(started, len(items), response.mode)
@@ -126,18 +140,31 @@ def _payload(response: SearchResponse, with_citations: bool, max_results: Any, s
 
 
 def _debug(started: float, hits: int, mode: str) -> dict[str, Any]:
-    return {"backend": "builtin", "effectiveMode": mode, "searchMs": round((time.perf_counter() - started) * 1000),
-            "hits": hits}
+    return {
+        "backend": "builtin",
+        "effectiveMode": mode,
+        "searchMs": round((time.perf_counter() - started) * 1000),
+        "hits": hits,
+    }
 
 
 def _unavailable(error: str, started: float) -> dict[str, Any]:
     """OpenClaw's failure answer; the warning tells quota problems apart (reference 4.10)."""
     quota = bool(_QUOTA_RE.search(error))
     return {
-        "results": [], "disabled": True, "unavailable": True, "error": error,
-        "warning": ("Memory search is unavailable because the embedding provider quota is exhausted."
-                    if quota else "Memory search is unavailable due to an embedding/provider error."),
-        "action": ("Top up or switch embedding provider, then retry memory_search."
-                   if quota else "Check embedding provider configuration and retry memory_search."),
+        "results": [],
+        "disabled": True,
+        "unavailable": True,
+        "error": error,
+        "warning": (
+            "Memory search is unavailable because the embedding provider quota is exhausted."
+            if quota
+            else "Memory search is unavailable due to an embedding/provider error."
+        ),
+        "action": (
+            "Top up or switch embedding provider, then retry memory_search."
+            if quota
+            else "Check embedding provider configuration and retry memory_search."
+        ),
         "debug": _debug(started, 0, "n/a"),
     }

@@ -76,8 +76,9 @@ def _line(lines: Sequence[str], line_no: int) -> str:
     return lines[line_no - 1] if 1 <= line_no <= len(lines) else ""
 
 
-def make_snippet(text: str, line_numbers: Sequence[int], *, policy: SnippetPolicy,
-                 terms: Sequence[str] = ()) -> Snippet:
+def make_snippet(
+    text: str, line_numbers: Sequence[int], *, policy: SnippetPolicy, terms: Sequence[str] = ()
+) -> Snippet:
     """Cut a result's snippet from its chunk text according to ``policy``."""
     pieces = text.split("\n")
     numbers = list(line_numbers) if len(line_numbers) == len(pieces) else _spread(line_numbers, len(pieces))
@@ -133,7 +134,7 @@ def _best_window(pieces: Sequence[str], terms: Sequence[str], max_chars: int) ->
 
 def _grow(first: int, last: int, sizes: Sequence[int], max_chars: int) -> tuple[int, int]:
     """Add neighbouring lines (the following one first) while the window still fits."""
-    total = sum(sizes[first:last + 1]) - 1
+    total = sum(sizes[first : last + 1]) - 1
     grown = True
     while grown:
         grown = False
@@ -144,9 +145,10 @@ def _grow(first: int, last: int, sizes: Sequence[int], max_chars: int) -> tuple[
     return first, last
 
 
-def _window_snippet(pieces: Sequence[str], numbers: Sequence[int], first: int, last: int,
-                    max_chars: int, terms: Sequence[str]) -> Snippet:
-    text = "\n".join(pieces[first:last + 1])
+def _window_snippet(
+    pieces: Sequence[str], numbers: Sequence[int], first: int, last: int, max_chars: int, terms: Sequence[str]
+) -> Snippet:
+    text = "\n".join(pieces[first : last + 1])
     if utf16_len(text) > max_chars:  # one line longer than the budget: cut around its first hit
         text = _around_first_hit(text, terms, max_chars)
     return Snippet(text, numbers[first], numbers[last])

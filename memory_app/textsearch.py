@@ -142,9 +142,7 @@ def _identifier_parts_of(identifiers: Iterable[str]) -> list[str]:
     for identifier in identifiers:
         segments = [seg for seg in _SEGMENT_SPLIT_RE.split(identifier) if _WORD_RE.search(seg)]
         candidates = [*segments, *_PLAIN_WORD_RE.findall(identifier)]
-        parts.extend(
-            part for part in candidates if part != identifier and not _CJK_RUN_RE.search(part)
-        )
+        parts.extend(part for part in candidates if part != identifier and not _CJK_RUN_RE.search(part))
     return parts
 
 

@@ -22,9 +22,7 @@ MIN_CORRECTION_RATIO = 0.5
 MAX_CORRECTION_RATIO = 2.0
 
 # src/utils/cjk-chars.ts `NON_LATIN_RE`: CJK, kana, Hangul, Yi, compatibility ideographs, Ext B+.
-_NON_LATIN_RE = re.compile(
-    "[\u2e80-\u9fff\ua000-\ua4ff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
-)
+_NON_LATIN_RE = re.compile("[\u2e80-\u9fff\ua000-\ua4ff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
 _ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite")
 
@@ -123,9 +121,7 @@ def _tool_arguments_json(block: Mapping[str, Any]) -> str:
     """Serialise tool-call arguments the way JSON.stringify does (compact, raw unicode)."""
     arguments = block.get("arguments")
     try:
-        return json.dumps(
-            {} if arguments is None else arguments, separators=(",", ":"), ensure_ascii=False
-        )
+        return json.dumps({} if arguments is None else arguments, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
         return str(arguments)
 

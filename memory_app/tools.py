@@ -66,8 +66,9 @@ def json_result(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
-def run_memory_tool(name: str, arguments: dict[str, Any], *, assistant: Assistant,
-                    session_key: str | None = None) -> str:
+def run_memory_tool(
+    name: str, arguments: dict[str, Any], *, assistant: Assistant, session_key: str | None = None
+) -> str:
     """Run one memory tool call for an assistant and return the tool-result text.
 
     `session_key` is the calling session's key (memory_search's citations mode reads it).
@@ -128,7 +129,7 @@ def build_memory_read(
     file_lines = content.split("\n")
     first = max(1, start or 1)
     requested = max(1, count if count is not None else default_lines)
-    selected = file_lines[first - 1:first - 1 + requested]
+    selected = file_lines[first - 1 : first - 1 + requested]
     text, included, hard_cut = _fit_lines(selected, max(1, max_chars))
     more_remain = first - 1 + len(selected) < len(file_lines)
     cap_truncated = hard_cut or included < len(selected)
@@ -136,7 +137,9 @@ def build_memory_read(
     truncated = cap_truncated or more_remain
     if truncated and text:
         text += _continuation_notice(next_from)
-    return MemoryRead(text=text, path=path, start=first, lines=included, truncated=truncated, next_from=next_from)
+    return MemoryRead(
+        text=text, path=path, start=first, lines=included, truncated=truncated, next_from=next_from
+    )
 
 
 def _fit_lines(lines: list[str], max_chars: int) -> tuple[str, int, bool]:

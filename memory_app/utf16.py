@@ -45,7 +45,7 @@ def utf16_tail(text: str, limit: int) -> str:
     for index in range(len(text) - 1, -1, -1):
         used += units(text[index])
         if used > limit:
-            return text[index + 1:]
+            return text[index + 1 :]
     return text
 
 
@@ -56,7 +56,7 @@ def utf16_slices(text: str, step: int) -> list[str]:
     for index, char in enumerate(text):
         used += units(char)
         if used >= step:
-            pieces.append(text[start:index + 1])
+            pieces.append(text[start : index + 1])
             start, used = index + 1, 0
     if start < len(text):
         pieces.append(text[start:])

@@ -56,7 +56,9 @@ def ensure_vector_index(dims: int) -> None:
     if not is_indexable(dims):
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE tablename = %s AND indexname = %s", [TABLE, index_name(dims)])
+        cursor.execute(
+            "SELECT 1 FROM pg_indexes WHERE tablename = %s AND indexname = %s", [TABLE, index_name(dims)]
+        )
         if cursor.fetchone() is None:
             cursor.execute(create_index_sql(dims))
 

@@ -50,6 +50,7 @@ def document_url(assistant: Assistant, path: str) -> str:
 
 # --- the tree ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Folder:
     """A folder of the memory tree with its documents and subfolders."""
@@ -92,11 +93,16 @@ def memory_tree(assistant: Assistant) -> MemoryTree:
 def memory_index(request: HttpRequest, slug: str) -> HttpResponse:
     """The assistant's memory documents as a tree."""
     assistant = get_assistant(request, slug)
-    return render_page(request, "memory/tree.html", {"assistant": assistant, "tree": memory_tree(assistant),
-                                                     "tab": "memory"}, partial="tree")
+    return render_page(
+        request,
+        "memory/tree.html",
+        {"assistant": assistant, "tree": memory_tree(assistant), "tab": "memory"},
+        partial="tree",
+    )
 
 
 # --- one document -----------------------------------------------------------------------------
+
 
 def _line_range(request: HttpRequest) -> tuple[int, int] | None:
     """The ``?from=&lines=`` range a search citation points at (1-based, inclusive)."""
@@ -144,24 +150,39 @@ def memory_document(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     document = _document(assistant, path)
     revisions = _revisions(assistant, path)
     highlight = _line_range(request)
-    return render_page(request, "memory/document.html", {
-        "assistant": assistant, "document": document, "lines": _numbered_lines(document.content, highlight),
-        "highlight": highlight, "revisions": revisions, "revision_links": revision_links(assistant, revisions),
-        "tab": "memory", "index": index_status(assistant, document),
-    }, partial="document-body")
+    return render_page(
+        request,
+        "memory/document.html",
+        {
+            "assistant": assistant,
+            "document": document,
+            "lines": _numbered_lines(document.content, highlight),
+            "highlight": highlight,
+            "revisions": revisions,
+            "revision_links": revision_links(assistant, revisions),
+            "tab": "memory",
+            "index": index_status(assistant, document),
+        },
+        partial="document-body",
+    )
 
 
 class DocumentForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false"}), required=False,
-                              strip=False)
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false"}), required=False, strip=False
+    )
     expected_hash = forms.CharField(widget=forms.HiddenInput, required=False)
 
 
 class NewDocumentForm(forms.Form):
-    path = forms.CharField(max_length=255, help_text="MEMORY.md, or memory/<name>.md (folders allowed).",
-                           widget=forms.TextInput(attrs={"placeholder": "memory/projects.md", "autocomplete": "off"}))
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}), required=False,
-                              strip=False)
+    path = forms.CharField(
+        max_length=255,
+        help_text="MEMORY.md, or memory/<name>.md (folders allowed).",
+        widget=forms.TextInput(attrs={"placeholder": "memory/projects.md", "autocomplete": "off"}),
+    )
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}), required=False, strip=False
+    )
 
     def __init__(self, *args: Any, assistant: Assistant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -184,7 +205,9 @@ def _check_size(form: forms.Form) -> None:
     content = form.cleaned_data.get("content") or ""
     size = len(content.encode())
     if size > settings.MAX_MEMORY_DOCUMENT_BYTES:
-        form.add_error("content", f"The document is {size} bytes; the limit is {settings.MAX_MEMORY_DOCUMENT_BYTES}.")
+        form.add_error(
+            "content", f"The document is {size} bytes; the limit is {settings.MAX_MEMORY_DOCUMENT_BYTES}."
+        )
 
 
 @require_http_methods(["GET", "POST"])
@@ -196,24 +219,40 @@ def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     request.web.require(Role.MEMBER)
     if request.method == "GET":
         form = DocumentForm(initial={"content": document.content, "expected_hash": document.content_hash})
-        return render_page(request, "memory/edit.html", {"assistant": assistant, "document": document, "form": form,
-                                                         "tab": "memory"}, partial="edit-form")
+        return render_page(
+            request,
+            "memory/edit.html",
+            {"assistant": assistant, "document": document, "form": form, "tab": "memory"},
+            partial="edit-form",
+        )
     form = DocumentForm(request.POST)
     if form.is_valid():
         _check_size(form)
     if form.is_valid():
         try:
-            _, revision = write_document(assistant=assistant, path=path, content=form.cleaned_data["content"],
-                                         provenance=_provenance(request),
-                                         expected_hash=form.cleaned_data["expected_hash"] or None)
+            _, revision = write_document(
+                assistant=assistant,
+                path=path,
+                content=form.cleaned_data["content"],
+                provenance=_provenance(request),
+                expected_hash=form.cleaned_data["expected_hash"] or None,
+            )
         except StaleWrite:
-            form.add_error("content", "Someone saved this document after you opened it. Copy your text, reload, "
-                                      "and apply your change again; nothing was saved.")
+            form.add_error(
+                "content",
+                "Someone saved this document after you opened it. Copy your text, reload, "
+                "and apply your change again; nothing was saved.",
+            )
         else:
             messages.success(request, f"Saved {path}." if revision else f"No changes to {path}.")
             return _redirect(request, document_url(assistant, path))
-    return render_page(request, "memory/edit.html", {"assistant": assistant, "document": document, "form": form,
-                                                     "tab": "memory"}, partial="edit-form", status=UNPROCESSABLE)
+    return render_page(
+        request,
+        "memory/edit.html",
+        {"assistant": assistant, "document": document, "form": form, "tab": "memory"},
+        partial="edit-form",
+        status=UNPROCESSABLE,
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -230,13 +269,23 @@ def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
             _check_size(form)
         if form.is_valid():
             path = form.cleaned_data["path"]
-            write_document(assistant=assistant, path=path, content=form.cleaned_data["content"],
-                           provenance=_provenance(request), expected_hash="")
+            write_document(
+                assistant=assistant,
+                path=path,
+                content=form.cleaned_data["content"],
+                provenance=_provenance(request),
+                expected_hash="",
+            )
             messages.success(request, f"Created {path}.")
             return _redirect(request, document_url(assistant, path))
         status = UNPROCESSABLE
-    return render_page(request, "memory/new.html", {"assistant": assistant, "form": form, "tab": "memory"},
-                       partial="new-form", status=status)
+    return render_page(
+        request,
+        "memory/new.html",
+        {"assistant": assistant, "form": form, "tab": "memory"},
+        partial="new-form",
+        status=status,
+    )
 
 
 @require_POST
@@ -253,6 +302,7 @@ def memory_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
 
 # --- revisions --------------------------------------------------------------------------------
 
+
 def _revision(assistant: Assistant, pk: int) -> MemoryRevision:
     revision = MemoryRevision.objects.filter(assistant=assistant, pk=pk).select_related("user").first()
     if revision is None:
@@ -261,9 +311,14 @@ def _revision(assistant: Assistant, pk: int) -> MemoryRevision:
 
 
 def _diff(before: str, after: str, *, before_name: str, after_name: str) -> list[tuple[str, str]]:
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm="", n=3)
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), before_name, after_name, lineterm="", n=3
+    )
     kinds = {"+": "add", "-": "del", "@": "hunk"}
-    return [(kinds.get(line[:1], "ctx") if not line.startswith(("+++", "---")) else "file", line) for line in lines]
+    return [
+        (kinds.get(line[:1], "ctx") if not line.startswith(("+++", "---")) else "file", line)
+        for line in lines
+    ]
 
 
 @require_GET
@@ -272,16 +327,35 @@ def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """One revision: its text and what it changed against the revision before it."""
     assistant = get_assistant(request, slug)
     revision = _revision(assistant, pk)
-    previous = MemoryRevision.objects.filter(assistant=assistant, path=revision.path, created_at__lte=revision.created_at,
-                                             pk__lt=revision.pk).order_by("-created_at", "-pk").first()
+    previous = (
+        MemoryRevision.objects.filter(
+            assistant=assistant, path=revision.path, created_at__lte=revision.created_at, pk__lt=revision.pk
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
     document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
-    diff = _diff(previous.content if previous else "", revision.content,
-                 before_name=f"revision {previous.pk}" if previous else "(nothing)", after_name=f"revision {revision.pk}")
-    return render_page(request, "memory/revision.html", {
-        "assistant": assistant, "revision": revision, "previous": previous, "document": document, "diff": diff,
-        "link": revision_links(assistant, [revision]).get(revision.pk), "tab": "memory",
-        "is_current": document is not None and document.content_hash == revision.content_hash,
-    }, partial="revision-body")
+    diff = _diff(
+        previous.content if previous else "",
+        revision.content,
+        before_name=f"revision {previous.pk}" if previous else "(nothing)",
+        after_name=f"revision {revision.pk}",
+    )
+    return render_page(
+        request,
+        "memory/revision.html",
+        {
+            "assistant": assistant,
+            "revision": revision,
+            "previous": previous,
+            "document": document,
+            "diff": diff,
+            "link": revision_links(assistant, [revision]).get(revision.pk),
+            "tab": "memory",
+            "is_current": document is not None and document.content_hash == revision.content_hash,
+        },
+        partial="revision-body",
+    )
 
 
 @require_POST
@@ -294,8 +368,13 @@ def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
     note = f"reverted to revision {revision.pk}"
     if document is None:
-        write_document(assistant=assistant, path=revision.path, content=revision.content,
-                       provenance=_provenance(request, note), expected_hash="")
+        write_document(
+            assistant=assistant,
+            path=revision.path,
+            content=revision.content,
+            provenance=_provenance(request, note),
+            expected_hash="",
+        )
     else:
         revert_document(document=document, revision=revision, provenance=_provenance(request, note))
     messages.success(request, f"{revision.path} now has the text of revision {revision.pk}.")
@@ -315,8 +394,14 @@ def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
     assistant = get_assistant(request, slug)
     request.web.require(Role.MEMBER)
     full = request.POST.get("full") == "on"
-    enqueue_tracked("memory_app.tasks.reindex_assistant", assistant.pk, full, team=assistant.team_id,
-                    kind="reindex", object_ids={"assistant": assistant.pk})
+    enqueue_tracked(
+        "memory_app.tasks.reindex_assistant",
+        assistant.pk,
+        full,
+        team=assistant.team_id,
+        kind="reindex",
+        object_ids={"assistant": assistant.pk},
+    )
     messages.success(request, f"{'Full reindex' if full else 'Reindex'} of {assistant.name} queued.")
     return _redirect(request, reverse("jobs"))
 
@@ -328,11 +413,16 @@ def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:
     assistant = get_assistant(request, slug)
     live = set(MemoryDocument.objects.filter(assistant=assistant).values_list("path", flat=True))
     latest: dict[str, MemoryRevision] = {}
-    for revision in MemoryRevision.objects.filter(assistant=assistant, action="delete").select_related("user"):
+    for revision in MemoryRevision.objects.filter(assistant=assistant, action="delete").select_related(
+        "user"
+    ):
         if revision.path not in live and revision.path not in latest:
             latest[revision.path] = revision
-    return render_page(request, "memory/deleted.html", {"assistant": assistant, "deleted": list(latest.values()),
-                                                        "tab": "memory"})
+    return render_page(
+        request,
+        "memory/deleted.html",
+        {"assistant": assistant, "deleted": list(latest.values()), "tab": "memory"},
+    )
 
 
 # --- index status ----------------------------------------------------------------------------
@@ -352,15 +442,24 @@ def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, An
     state = IndexState.objects.filter(assistant=assistant).first()
     if not document.content.strip():
         return {"indexed": True, "chunks": 0, "text_only": False, "error": ""}
-    chunks = MemoryChunk.objects.filter(assistant=assistant, source=Source.MEMORY, path=document.path,
-                                        generation=state.active_generation if state else 1)
+    chunks = MemoryChunk.objects.filter(
+        assistant=assistant,
+        source=Source.MEMORY,
+        path=document.path,
+        generation=state.active_generation if state else 1,
+    )
     total = chunks.count()
     current = total > 0 and not chunks.exclude(source_hash=document.content_hash).exists()
     text_only = current and chunks.filter(model=FTS_ONLY_MODEL).exists()
     # Poll for a couple of minutes after a save; past that a worker is not picking the task up.
     recent = timezone.now() - document.updated_at < INDEX_POLL_WINDOW
-    return {"indexed": current, "chunks": total, "text_only": text_only, "recent": recent,
-            "error": (state.last_error if state else "") if not current else ""}
+    return {
+        "indexed": current,
+        "chunks": total,
+        "text_only": text_only,
+        "recent": recent,
+        "error": (state.last_error if state else "") if not current else "",
+    }
 
 
 @require_GET
@@ -369,20 +468,40 @@ def memory_index_status(request: HttpRequest, slug: str, path: str) -> HttpRespo
     """The little "indexed / indexing…" badge of a document, polled while a reindex runs."""
     assistant = get_assistant(request, slug)
     document = _document(assistant, path)
-    return render_page(request, "memory/document.html", {
-        "assistant": assistant, "document": document, "index": index_status(assistant, document), "tab": "memory",
-        "lines": _numbered_lines(document.content, None), "revisions": [], "revision_links": {},
-    }, partial="index-status")
+    return render_page(
+        request,
+        "memory/document.html",
+        {
+            "assistant": assistant,
+            "document": document,
+            "index": index_status(assistant, document),
+            "tab": "memory",
+            "lines": _numbered_lines(document.content, None),
+            "revisions": [],
+            "revision_links": {},
+        },
+        partial="index-status",
+    )
 
 
 # --- search -----------------------------------------------------------------------------------
 
+
 class SearchForm(forms.Form):
-    q = forms.CharField(label="Query", max_length=2000, required=False,
-                        widget=forms.TextInput(attrs={"type": "search", "autocomplete": "off",
-                                                      "placeholder": "What did we decide about…"}))
-    sources = forms.MultipleChoiceField(choices=[("memory", "Memory"), ("sessions", "Past sessions")],
-                                        widget=forms.CheckboxSelectMultiple, required=False, label="Look in")
+    q = forms.CharField(
+        label="Query",
+        max_length=2000,
+        required=False,
+        widget=forms.TextInput(
+            attrs={"type": "search", "autocomplete": "off", "placeholder": "What did we decide about…"}
+        ),
+    )
+    sources = forms.MultipleChoiceField(
+        choices=[("memory", "Memory"), ("sessions", "Past sessions")],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Look in",
+    )
     mmr = forms.BooleanField(required=False, label="Diversify (MMR)")
     decay = forms.BooleanField(required=False, label="Prefer recent (decay)")
     # Present when the whole form was submitted; a bare ?q= link uses the assistant's settings.
@@ -392,9 +511,12 @@ class SearchForm(forms.Form):
 def _search_defaults(assistant: Assistant) -> dict[str, Any]:
     settings = assistant.settings.get("memorySearch", {})
     hybrid = settings.get("query", {}).get("hybrid", {})
-    return {"sources": settings.get("sources", ["memory", "sessions"]),
-            "mmr": hybrid.get("mmr", {}).get("enabled", False),
-            "decay": hybrid.get("temporalDecay", {}).get("enabled", False), "opts": "1"}
+    return {
+        "sources": settings.get("sources", ["memory", "sessions"]),
+        "mmr": hybrid.get("mmr", {}).get("enabled", False),
+        "decay": hybrid.get("temporalDecay", {}).get("enabled", False),
+        "opts": "1",
+    }
 
 
 def _search_form(request: HttpRequest, assistant: Assistant) -> SearchForm:
@@ -446,15 +568,38 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_valid() and form.cleaned_data["q"].strip():
         data = form.cleaned_data
         try:
-            response = hybrid_search(assistant=assistant, query=data["q"], sources=data["sources"] or None,
-                                     mmr=data["mmr"], decay=data["decay"], explain=True)
+            response = hybrid_search(
+                assistant=assistant,
+                query=data["q"],
+                sources=data["sources"] or None,
+                mmr=data["mmr"],
+                decay=data["decay"],
+                explain=True,
+            )
         except SearchOptionError as problem:
             error = str(problem)
         if response is not None:
             titles = _session_titles(assistant, response.results)
-            results = [ResultView(result=r, url=_result_url(assistant, r), label=r.citation,
-                                  session_title=titles.get(r.session_id, "")) for r in response.results]
-    return render_page(request, "memory/search.html", {
-        "assistant": assistant, "form": form, "response": response, "results": results, "error": error,
-        "query": form.cleaned_data.get("q", "") if form.is_valid() else "", "tab": "search",
-    }, partial="results")
+            results = [
+                ResultView(
+                    result=r,
+                    url=_result_url(assistant, r),
+                    label=r.citation,
+                    session_title=titles.get(r.session_id, ""),
+                )
+                for r in response.results
+            ]
+    return render_page(
+        request,
+        "memory/search.html",
+        {
+            "assistant": assistant,
+            "form": form,
+            "response": response,
+            "results": results,
+            "error": error,
+            "query": form.cleaned_data.get("q", "") if form.is_valid() else "",
+            "tab": "search",
+        },
+        partial="results",
+    )

@@ -52,8 +52,17 @@ class MembershipAdmin(admin.ModelAdmin):
 class AssistantAdminForm(forms.ModelForm):
     class Meta:
         model = Assistant
-        fields = ["team", "slug", "name", "model", "context_window", "system_prompt", "timezone",
-                  "workspace_access", "settings"]
+        fields = [
+            "team",
+            "slug",
+            "name",
+            "model",
+            "context_window",
+            "system_prompt",
+            "timezone",
+            "workspace_access",
+            "settings",
+        ]
 
     def clean_settings(self) -> dict[str, Any]:
         """Validate like the API does: unknown keys, wrong types and ranges name their path."""
@@ -87,8 +96,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
     """A new key's secret is rendered once, in the response to the add form, and never stored."""
 
     form = ApiKeyAdminForm
-    list_display = ["name", "team", "key_prefix", "scopes", "active", "created_at", "expires_at", "last_used_at",
-                    "revoked_at"]
+    list_display = [
+        "name",
+        "team",
+        "key_prefix",
+        "scopes",
+        "active",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["team", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix", "team__slug"]
     actions = ["revoke_keys"]
@@ -116,12 +134,19 @@ class ApiKeyAdmin(admin.ModelAdmin):
             request._api_key_secret = secret  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
 
-    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+    def response_add(
+        self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
+    ) -> HttpResponse:
         secret = getattr(request, "_api_key_secret", None)
         if secret is None:
             return super().response_add(request, obj, post_url_continue)
-        context = {**self.admin_site.each_context(request), "title": "API key created", "key": obj,
-                   "secret": secret, "opts": self.model._meta}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "API key created",
+            "key": obj,
+            "secret": secret,
+            "opts": self.model._meta,
+        }
         response = TemplateResponse(request, "admin/openclaw_site/apikey/secret.html", context)
         response["Cache-Control"] = "no-store"
         return response

@@ -223,11 +223,14 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
     session_tokens = sessions.get("tokens") or chunking["tokens"]
     session_overlap = sessions.get("overlap") if sessions.get("overlap") is not None else chunking["overlap"]
     if session_overlap >= session_tokens:
-        raise SettingsError("settings.memorySearch.chunking.sessions.overlap",
-                            "must be less than the sessions chunk tokens")
+        raise SettingsError(
+            "settings.memorySearch.chunking.sessions.overlap", "must be less than the sessions chunk tokens"
+        )
     flush_bytes = settings["compaction"]["memoryFlush"]["forceFlushTranscriptBytes"]
     if isinstance(flush_bytes, str) and parse_byte_size(flush_bytes) is None:
-        raise SettingsError("settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be bytes like 2097152 or '2mb'")
+        raise SettingsError(
+            "settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be bytes like 2097152 or '2mb'"
+        )
     if isinstance(flush_bytes, int) and flush_bytes < 0:
         raise SettingsError("settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be at least 0")
 

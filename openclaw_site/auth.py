@@ -20,7 +20,9 @@ from openclaw_site.models import API_KEY_PREFIX, ApiKey, Membership, Role, Scope
 
 ROLE_SCOPES: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({Scope.SESSIONS_READ, Scope.MEMORY_READ}),
-    Role.MEMBER: frozenset({Scope.SESSIONS_READ, Scope.SESSIONS_WRITE, Scope.MEMORY_READ, Scope.MEMORY_WRITE}),
+    Role.MEMBER: frozenset(
+        {Scope.SESSIONS_READ, Scope.SESSIONS_WRITE, Scope.MEMORY_READ, Scope.MEMORY_WRITE}
+    ),
     Role.ADMIN: frozenset(Scope.values),
 }
 
@@ -62,7 +64,7 @@ def authenticate_api_key(raw: str) -> ApiKey:
     """Return the active key for a presented secret, or raise a 401 ApiError."""
     if not raw.startswith(API_KEY_PREFIX) or raw.count("_") < 2:
         raise ApiError("invalid_api_key", "The API key is malformed.", status_code=401)
-    prefix = raw[len(API_KEY_PREFIX):].split("_", 1)[0]
+    prefix = raw[len(API_KEY_PREFIX) :].split("_", 1)[0]
     key = ApiKey.objects.select_related("team").filter(prefix=prefix).first()
     if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(raw)):
         raise ApiError("invalid_api_key", "The API key is not valid.", status_code=401)
@@ -95,7 +97,9 @@ def memberships_of(user: AbstractBaseUser) -> list[Membership]:
     return list(Membership.objects.filter(user=user).select_related("team").order_by("team__slug"))
 
 
-def resolve_user_team(user: AbstractBaseUser, *, requested_slug: str | None, session_team_id: Any) -> Membership | None:
+def resolve_user_team(
+    user: AbstractBaseUser, *, requested_slug: str | None, session_team_id: Any
+) -> Membership | None:
     """Pick the membership a signed-in user acts through: the X-Team header, the switcher, or the only one."""
     memberships = memberships_of(user)
     if requested_slug:
@@ -114,15 +118,23 @@ def team_context_for(request: Request) -> TeamContext:
         key = user.api_key
         return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
     if user is None or not getattr(user, "is_authenticated", False):
-        raise ApiError("not_authenticated", "Authentication required: send 'Authorization: Bearer <api key>' or sign in.", status_code=401)
+        raise ApiError(
+            "not_authenticated",
+            "Authentication required: send 'Authorization: Bearer <api key>' or sign in.",
+            status_code=401,
+        )
     membership = resolve_user_team(
         user,
         requested_slug=request.META.get("HTTP_X_TEAM"),
         session_team_id=request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None,
     )
     if membership is None:
-        raise ApiError("no_team", "You are not a member of any team (or of the team named in X-Team).", status_code=403)
-    return TeamContext(team=membership.team, scopes=ROLE_SCOPES[membership.role], user=user, role=membership.role)
+        raise ApiError(
+            "no_team", "You are not a member of any team (or of the team named in X-Team).", status_code=403
+        )
+    return TeamContext(
+        team=membership.team, scopes=ROLE_SCOPES[membership.role], user=user, role=membership.role
+    )
 
 
 class IsTeamMember(permissions.BasePermission):
@@ -135,7 +147,9 @@ class IsTeamMember(permissions.BasePermission):
         if scopes and not any(context.has_scope(scope) for scope in scopes):
             wanted = "' or '".join(scopes)
             raise ApiError(
-                "insufficient_scope", f"This request needs the '{wanted}' scope.", status_code=403,
+                "insufficient_scope",
+                f"This request needs the '{wanted}' scope.",
+                status_code=403,
                 details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
             )
         return True
@@ -157,4 +171,3 @@ def required_scopes(view: Any, method: str) -> tuple[str, ...]:
     if scope is None:
         return ()
     return (scope,) if isinstance(scope, str) else tuple(scope)
-

@@ -90,13 +90,17 @@ def _tune(socket_dir: str) -> bool:
 
     want = shared_buffers_mb()
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
-        row = conn.execute("SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
-                           "WHERE name = 'shared_buffers'").fetchone()
+        row = conn.execute(
+            "SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
+            "WHERE name = 'shared_buffers'"
+        ).fetchone()
         if row[0] == want and not row[1]:
             return False
         conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(want)}MB'")
         conn.execute("SELECT pg_reload_conf()")
-        row = conn.execute("SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'").fetchone()
+        row = conn.execute(
+            "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
         return row[0] != want
 
 

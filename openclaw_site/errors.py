@@ -16,7 +16,9 @@ logger = logging.getLogger(__name__)
 class ApiError(exceptions.APIException):
     """A domain error with a stable code; raise it from services and views alike."""
 
-    def __init__(self, code: str, message: str, *, status_code: int = 400, details: dict[str, Any] | None = None):
+    def __init__(
+        self, code: str, message: str, *, status_code: int = 400, details: dict[str, Any] | None = None
+    ):
         super().__init__(detail=message, code=code)
         self.status_code = status_code
         self.code = code
@@ -31,7 +33,10 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 
 _DRF_CODES: dict[type, tuple[str, str]] = {
     exceptions.ParseError: ("malformed_json", "The request body is not valid JSON."),
-    exceptions.NotAuthenticated: ("not_authenticated", "Authentication required: send 'Authorization: Bearer <api key>' or sign in."),
+    exceptions.NotAuthenticated: (
+        "not_authenticated",
+        "Authentication required: send 'Authorization: Bearer <api key>' or sign in.",
+    ),
     exceptions.AuthenticationFailed: ("authentication_failed", ""),
     exceptions.PermissionDenied: ("permission_denied", ""),
     exceptions.NotFound: ("not_found", "Not found."),
@@ -45,7 +50,9 @@ _DRF_CODES: dict[type, tuple[str, str]] = {
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler that renders every error in our shape."""
     if isinstance(exc, RequestDataTooBig):
-        return Response(error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        return Response(
+            error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
     if isinstance(exc, ApiError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
     from rest_framework.views import exception_handler  # rest_framework.views imports our auth classes
@@ -84,11 +91,15 @@ class ApiErrorMiddleware:
         if response.status_code == 404:
             return JsonResponse(error_body("not_found", f"No endpoint at {request.path}."), status=404)
         if response.status_code == 405:
-            return JsonResponse(error_body("method_not_allowed", f"{request.method} is not allowed here."), status=405)
+            return JsonResponse(
+                error_body("method_not_allowed", f"{request.method} is not allowed here."), status=405
+            )
         if response.status_code == 413:
             return JsonResponse(error_body("payload_too_large", "The request body is too large."), status=413)
         if response.status_code >= 500:
-            return JsonResponse(error_body("server_error", "Internal server error."), status=response.status_code)
+            return JsonResponse(
+                error_body("server_error", "Internal server error."), status=response.status_code
+            )
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:

@@ -121,20 +121,29 @@ def _merge_into(target: dict[str, Any], path: str, value: Any) -> None:
 def _form_field(path: str, spec: Field) -> forms.Field:
     """Return the form field for one schema leaf; the label is OpenClaw's key name."""
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
-    common: dict[str, Any] = {"label": path.rsplit(".", 1)[-1], "help_text": HELP.get(path, ""), "required": False}
+    common: dict[str, Any] = {
+        "label": path.rsplit(".", 1)[-1],
+        "help_text": HELP.get(path, ""),
+        "required": False,
+    }
     if bool in kinds:
         return forms.BooleanField(**common)
     if spec.choices:
         return forms.ChoiceField(choices=[(c, c) for c in spec.choices], **common)
     if path == "memorySearch.sources":
-        return forms.MultipleChoiceField(choices=[("memory", "memory"), ("sessions", "sessions")],
-                                         widget=forms.CheckboxSelectMultiple, **common)
+        return forms.MultipleChoiceField(
+            choices=[("memory", "memory"), ("sessions", "sessions")],
+            widget=forms.CheckboxSelectMultiple,
+            **common,
+        )
     # No min/max here: the ranges live in validate_settings, whose message shows next to the field.
     if kinds == (int,):
         return forms.IntegerField(**common)
     if float in kinds and str not in kinds:
         return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any"}), **common)
-    widget = forms.Textarea(attrs={"rows": 3}) if path.rsplit(".", 1)[-1] in _TEXTAREA_KEYS else forms.TextInput
+    widget = (
+        forms.Textarea(attrs={"rows": 3}) if path.rsplit(".", 1)[-1] in _TEXTAREA_KEYS else forms.TextInput
+    )
     return forms.CharField(widget=widget, strip=True, **common)
 
 
@@ -210,10 +219,16 @@ class SettingsForm(forms.Form):
             paths = [p for p in self.leaves if p.startswith(prefix + ".") and not p.startswith(later)]
             groups: dict[str, list[tuple[str, Any]]] = {}
             for path in paths:
-                parent = path[len(prefix) + 1:].rpartition(".")[0]
+                parent = path[len(prefix) + 1 :].rpartition(".")[0]
                 groups.setdefault(parent, []).append((path, self[path]))
-            result.append({"title": title, "slug": prefix.replace(".", "-"), "prefix": prefix,
-                           "groups": [{"name": name, "fields": fields} for name, fields in groups.items()]})
+            result.append(
+                {
+                    "title": title,
+                    "slug": prefix.replace(".", "-"),
+                    "prefix": prefix,
+                    "groups": [{"name": name, "fields": fields} for name, fields in groups.items()],
+                }
+            )
         return result
 
 
@@ -246,8 +261,10 @@ class AssistantForm(forms.ModelForm):
 class AssistantCreateForm(AssistantForm):
     class Meta(AssistantForm.Meta):
         fields = ["slug", "name", "model", "context_window", "system_prompt", "timezone", "workspace_access"]
-        help_texts = {**AssistantForm.Meta.help_texts,
-                      "slug": "Short name used in URLs, the API and exports: letters, digits, - and _."}
+        help_texts = {
+            **AssistantForm.Meta.help_texts,
+            "slug": "Short name used in URLs, the API and exports: letters, digits, - and _.",
+        }
 
     def __init__(self, *args: Any, team: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -272,12 +289,16 @@ SCOPE_HELP = {
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="Who or what uses this key, for example 'CI ingest'.")
     scopes = forms.MultipleChoiceField(
-        choices=[(s.value, f"{s.value} — {SCOPE_HELP[s]}") for s in Scope], widget=forms.CheckboxSelectMultiple,
+        choices=[(s.value, f"{s.value} — {SCOPE_HELP[s]}") for s in Scope],
+        widget=forms.CheckboxSelectMultiple,
         initial=[Scope.SESSIONS_READ, Scope.MEMORY_READ],
         error_messages={"required": "Pick at least one scope."},
     )
     expires_in_days = forms.IntegerField(
-        required=False, min_value=1, max_value=3650, label="Expires in (days)",
+        required=False,
+        min_value=1,
+        max_value=3650,
+        label="Expires in (days)",
         help_text="Empty: never expires.",
     )
 

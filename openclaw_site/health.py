@@ -39,7 +39,9 @@ def _model() -> dict[str, Any]:
         "configured": configured,
         "model": settings.LLM_MODEL or None,
         "offline": not configured,
-        "hint": None if configured else "Set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let assistants reply.",
+        "hint": None
+        if configured
+        else "Set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let assistants reply.",
     }
 
 
@@ -61,6 +63,11 @@ def _search_mode(status: dict[str, Any]) -> str:
 def healthz(request: HttpRequest) -> JsonResponse:
     """Report each dependency; 503 when the database or the broker is down."""
     deep = request.GET.get("deep") in ("1", "true")
-    checks = {"database": _database(), "broker": _broker(), "embedder": _embedder(load=deep), "model": _model()}
+    checks = {
+        "database": _database(),
+        "broker": _broker(),
+        "embedder": _embedder(load=deep),
+        "model": _model(),
+    }
     ok = checks["database"]["ok"] and checks["broker"]["ok"]
     return JsonResponse({"status": "ok" if ok else "degraded", "checks": checks}, status=200 if ok else 503)

@@ -43,13 +43,17 @@ def check_key(key: str | None) -> str | None:
         return None
     key = key.strip()
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise ApiError("invalid_idempotency_key", f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters.",
-                       details={"field": "Idempotency-Key"})
+        raise ApiError(
+            "invalid_idempotency_key",
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters.",
+            details={"field": "Idempotency-Key"},
+        )
     return key
 
 
-def run_idempotent(*, team: Team, key: str | None, fingerprint: str,
-                   action: Callable[[], StoredResponse]) -> StoredResponse:
+def run_idempotent(
+    *, team: Team, key: str | None, fingerprint: str, action: Callable[[], StoredResponse]
+) -> StoredResponse:
     """Run ``action`` once per (team, key); replay its response for the same request, 409 for another."""
     if key is None:
         return action()
@@ -60,8 +64,13 @@ def run_idempotent(*, team: Team, key: str | None, fingerprint: str,
             return _replay(record, fingerprint)
         response = action()
         if 200 <= response.status < 300:
-            IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
-                                             status_code=response.status, response_body=response.body)
+            IdempotencyRecord.objects.create(
+                team=team,
+                key=key,
+                request_fingerprint=fingerprint,
+                status_code=response.status,
+                response_body=response.body,
+            )
         return response
 
 
@@ -70,13 +79,15 @@ def _replay(record: IdempotencyRecord, fingerprint: str) -> StoredResponse:
         raise ApiError(
             "idempotency_conflict",
             "This Idempotency-Key was already used for a different request; use a new key.",
-            status_code=409, details={"idempotency_key": record.key},
+            status_code=409,
+            details={"idempotency_key": record.key},
         )
     return StoredResponse(status=record.status_code, body=record.response_body, replayed=True)
 
 
-def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerprint: str,
-                                       action: Callable[[], StoredResponse]) -> StoredResponse:
+def run_idempotent_outside_transaction(
+    *, team: Team, key: str | None, fingerprint: str, action: Callable[[], StoredResponse]
+) -> StoredResponse:
     """Like `run_idempotent`, for actions that must not run inside one transaction (model calls).
 
     An assistant turn commits each message as it happens, so it cannot share the record's
@@ -91,6 +102,11 @@ def run_idempotent_outside_transaction(*, team: Team, key: str | None, fingerpri
         if record is not None:
             return _replay(record, fingerprint)
         response = action()
-        IdempotencyRecord.objects.create(team=team, key=key, request_fingerprint=fingerprint,
-                                         status_code=response.status, response_body=response.body)
+        IdempotencyRecord.objects.create(
+            team=team,
+            key=key,
+            request_fingerprint=fingerprint,
+            status_code=response.status,
+            response_body=response.body,
+        )
         return response

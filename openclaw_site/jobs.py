@@ -73,7 +73,9 @@ def _owner_lookups() -> dict[str, Callable[[int], int | None]]:
 
     def team_of(model: Any, path: str) -> Callable[[int], int | None]:
         # Cached per page view: a burst of tasks usually names the same few sessions.
-        return lru_cache(maxsize=None)(lambda pk: model.objects.filter(pk=pk).values_list(path, flat=True).first())
+        return lru_cache(maxsize=None)(
+            lambda pk: model.objects.filter(pk=pk).values_list(path, flat=True).first()
+        )
 
     return {
         "session_id": team_of(Session, "assistant__team_id"),
@@ -92,8 +94,9 @@ def _parameter_names(func: str) -> tuple[str, ...]:
         return ()
 
 
-def task_team_id(func: str, args: Any, kwargs: Any,
-                 lookups: dict[str, Callable[[int], int | None]] | None = None) -> int | None:
+def task_team_id(
+    func: str, args: Any, kwargs: Any, lookups: dict[str, Callable[[int], int | None]] | None = None
+) -> int | None:
     """Return the id of the team a task works for, from its id arguments; None if unknown."""
     named = dict(zip(_parameter_names(func), args or ()))
     named.update(kwargs or {})
@@ -117,11 +120,22 @@ def tracked_jobs(team: Team, *, limit: int) -> list[JobRow]:
     for record in TaskRecord.objects.filter(team=team).order_by("-created_at")[:limit]:
         status = task_status(record)
         progress = status["progress"] or {}
-        rows.append(JobRow(id=record.task_id, name=record.kind, func=record.kind, state=status["state"],
-                           started=status["started_at"] or record.created_at, stopped=status["finished_at"],
-                           error=status["error"] or "", result=status["result"], attempts=status["attempts"] or 0,
-                           progress_done=progress.get("done"), progress_total=progress.get("total"),
-                           progress_message=str(progress.get("message", ""))))
+        rows.append(
+            JobRow(
+                id=record.task_id,
+                name=record.kind,
+                func=record.kind,
+                state=status["state"],
+                started=status["started_at"] or record.created_at,
+                stopped=status["finished_at"],
+                error=status["error"] or "",
+                result=status["result"],
+                attempts=status["attempts"] or 0,
+                progress_done=progress.get("done"),
+                progress_total=progress.get("total"),
+                progress_message=str(progress.get("message", "")),
+            )
+        )
     return rows
 
 
@@ -140,8 +154,11 @@ def team_jobs(team: Team, *, limit: int = 100) -> list[JobRow]:
     """Return the team's tracked and untracked tasks, queued and running first, then newest first."""
     rows = tracked_jobs(team, limit=limit) + untracked_jobs(team)
     active = [row for row in rows if row.state in ("queued", "running")]
-    done = sorted((row for row in rows if row not in active), key=lambda row: row.stopped or row.started or timezone.now(),
-                  reverse=True)
+    done = sorted(
+        (row for row in rows if row not in active),
+        key=lambda row: row.stopped or row.started or timezone.now(),
+        reverse=True,
+    )
     return (active + done)[:limit]
 
 
@@ -154,17 +171,39 @@ def untracked_jobs(team: Team) -> list[JobRow]:
     lookups = _owner_lookups()
     for queued in OrmQ.objects.order_by("-id")[:RECENT_TASKS]:
         package = queued.task
-        if task_team_id(str(package.get("func", "")), package.get("args"), package.get("kwargs"), lookups) != team.pk:
+        if (
+            task_team_id(str(package.get("func", "")), package.get("args"), package.get("kwargs"), lookups)
+            != team.pk
+        ):
             continue
         running = queued.lock is not None and queued.lock > now
-        rows.append(JobRow(id=str(package.get("id", "")), name=str(package.get("name") or ""),
-                           func=str(package.get("func", "")), state="running" if running else "queued",
-                           started=package.get("started"), stopped=None, error="", result=None, attempts=0))
+        rows.append(
+            JobRow(
+                id=str(package.get("id", "")),
+                name=str(package.get("name") or ""),
+                func=str(package.get("func", "")),
+                state="running" if running else "queued",
+                started=package.get("started"),
+                stopped=None,
+                error="",
+                result=None,
+                attempts=0,
+            )
+        )
     for task in Task.objects.order_by("-stopped")[:RECENT_TASKS]:
         if task_team_id(task.func, task.args, task.kwargs, lookups) != team.pk:
             continue
-        rows.append(JobRow(id=task.id, name=task.name, func=task.func,
-                           state="succeeded" if task.success else "failed", started=task.started,
-                           stopped=task.stopped, error="" if task.success else _error_text(task.result),
-                           result=task.result if task.success else None, attempts=task.attempt_count))
+        rows.append(
+            JobRow(
+                id=task.id,
+                name=task.name,
+                func=task.func,
+                state="succeeded" if task.success else "failed",
+                started=task.started,
+                stopped=task.stopped,
+                error="" if task.success else _error_text(task.result),
+                result=task.result if task.success else None,
+                attempts=task.attempt_count,
+            )
+        )
     return rows

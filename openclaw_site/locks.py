@@ -26,7 +26,9 @@ def xact_lock(name: str) -> None:
 
 
 @contextmanager
-def session_lock(name: str, *, timeout_seconds: float | None = None, poll_seconds: float = 0.1) -> Iterator[None]:
+def session_lock(
+    name: str, *, timeout_seconds: float | None = None, poll_seconds: float = 0.1
+) -> Iterator[None]:
     """Hold a lock across transactions; raise LockTimeout after ``timeout_seconds``.
 
     The lock lives on a connection of its own: Django may close its connection in between
@@ -42,10 +44,14 @@ def session_lock(name: str, *, timeout_seconds: float | None = None, poll_second
         lock_connection.close()  # closing the session releases its advisory locks
 
 
-def _wait_for_lock(lock_connection: Any, name: str, *, timeout_seconds: float | None, poll_seconds: float) -> None:
+def _wait_for_lock(
+    lock_connection: Any, name: str, *, timeout_seconds: float | None, poll_seconds: float
+) -> None:
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     while True:
-        row = lock_connection.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+        row = lock_connection.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]
+        ).fetchone()
         if row[0]:
             return
         if deadline is not None and time.monotonic() >= deadline:

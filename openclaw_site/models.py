@@ -114,7 +114,9 @@ class Assistant(models.Model):
     context_window = models.PositiveIntegerField(default=200000, validators=[MinValueValidator(16000)])
     system_prompt = models.TextField(blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
-    workspace_access = models.CharField(max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW)
+    workspace_access = models.CharField(
+        max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW
+    )
     settings = models.JSONField(default=default_settings)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -126,7 +128,9 @@ class Assistant(models.Model):
             models.CheckConstraint(
                 condition=models.Q(workspace_access__in=WorkspaceAccess.values), name="assistant_access_valid"
             ),
-            models.CheckConstraint(condition=models.Q(context_window__gte=16000), name="assistant_window_min"),
+            models.CheckConstraint(
+                condition=models.Q(context_window__gte=16000), name="assistant_window_min"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -179,7 +183,9 @@ class TaskRecord(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"
+            ),
         ]
 
     def __str__(self) -> str:

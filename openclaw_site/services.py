@@ -53,8 +53,12 @@ def assistant_create(*, team: Team, slug: str, name: str, settings: Any = None, 
 
 
 def _assistant_exists(slug: str) -> ApiError:
-    return ApiError("assistant_exists", f"The team already has an assistant {slug!r}.", status_code=409,
-                    details={"field": "slug"})
+    return ApiError(
+        "assistant_exists",
+        f"The team already has an assistant {slug!r}.",
+        status_code=409,
+        details={"field": "slug"},
+    )
 
 
 @transaction.atomic
@@ -79,13 +83,17 @@ def assistant_delete(*, assistant: Assistant) -> None:
 
 
 @transaction.atomic
-def api_key_create(*, team: Team, name: str, scopes: list[str], expires_at: datetime | None = None,
-                   created_by: Any = None) -> tuple[ApiKey, str]:
+def api_key_create(
+    *, team: Team, name: str, scopes: list[str], expires_at: datetime | None = None, created_by: Any = None
+) -> tuple[ApiKey, str]:
     """Create an API key and return it with its secret, which is shown once and never stored."""
     if expires_at is not None and expires_at <= timezone.now():
-        raise ApiError("validation_error", "expires_at must be in the future.", details={"field": "expires_at"})
-    key, secret = ApiKey.generate(team=team, name=name, scopes=sorted(set(scopes)),
-                                  expires_at=expires_at, created_by=created_by)
+        raise ApiError(
+            "validation_error", "expires_at must be in the future.", details={"field": "expires_at"}
+        )
+    key, secret = ApiKey.generate(
+        team=team, name=name, scopes=sorted(set(scopes)), expires_at=expires_at, created_by=created_by
+    )
     key.save()
     return key, secret
 

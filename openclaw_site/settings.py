@@ -11,7 +11,16 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from openclaw_site.env import EnvError, env_bool, env_choice, env_float, env_int, env_list, env_str, load_dotenv
+from openclaw_site.env import (
+    EnvError,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    load_dotenv,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 load_dotenv(BASE_DIR / ".env")

@@ -44,7 +44,9 @@ def enqueue(func: str, *args: Any, task_name: str | None = None, group: str | No
     transaction.on_commit(_send)
 
 
-def record_task(*, task_id: str, team: Team | int, kind: str, object_ids: dict[str, Any] | None = None) -> TaskRecord:
+def record_task(
+    *, task_id: str, team: Team | int, kind: str, object_ids: dict[str, Any] | None = None
+) -> TaskRecord:
     """Record the team of a task already handed to django-q2 (``task_id`` is django-q2's id)."""
     team_field = {"team": team} if isinstance(team, Team) else {"team_id": team}
     return TaskRecord.objects.create(
@@ -52,18 +54,32 @@ def record_task(*, task_id: str, team: Team | int, kind: str, object_ids: dict[s
     )
 
 
-def enqueue_tracked(func: str, *args: Any, team: Team | int, kind: str, object_ids: dict[str, Any] | None = None,
-                    group: str | None = None) -> TaskRecord:
+def enqueue_tracked(
+    func: str,
+    *args: Any,
+    team: Team | int,
+    kind: str,
+    object_ids: dict[str, Any] | None = None,
+    group: str | None = None,
+) -> TaskRecord:
     """Create a TaskRecord now and run ``func(*args)`` through `run_tracked` after the commit."""
     team_field = {"team": team} if isinstance(team, Team) else {"team_id": team}
-    record = TaskRecord.objects.create(task_id=uuid.uuid4().hex, kind=kind, object_ids=object_ids or {}, **team_field)
+    record = TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex, kind=kind, object_ids=object_ids or {}, **team_field
+    )
 
     def _send() -> None:
         from django_q.tasks import async_task
 
         try:
-            q_id = async_task("openclaw_site.tasks.run_tracked", record.task_id, func, *args,
-                              task_name=f"{kind}-{record.task_id}"[:100], group=group)
+            q_id = async_task(
+                "openclaw_site.tasks.run_tracked",
+                record.task_id,
+                func,
+                *args,
+                task_name=f"{kind}-{record.task_id}"[:100],
+                group=group,
+            )
         except Exception as error:  # the write that asked for the task has committed: report, don't raise
             logger.exception("Could not enqueue tracked %s%r", func, args)
             _finish(record.task_id, state=TaskState.FAILED, error=f"could not enqueue: {error}")
@@ -140,9 +156,15 @@ def task_status(record: TaskRecord) -> dict[str, Any]:
         else:
             error = str(queued.result)[:10000]
     return {
-        "id": record.task_id, "kind": record.kind, "state": state, "objects": record.object_ids,
-        "progress": record.progress, "result": result, "error": error,
+        "id": record.task_id,
+        "kind": record.kind,
+        "state": state,
+        "objects": record.object_ids,
+        "progress": record.progress,
+        "result": result,
+        "error": error,
         "attempts": queued.attempt_count if queued is not None else None,
-        "created_at": record.created_at, "started_at": queued.started if queued is not None else None,
+        "created_at": record.created_at,
+        "started_at": queued.started if queued is not None else None,
         "finished_at": record.finished_at or (queued.stopped if queued is not None else None),
     }

@@ -33,8 +33,11 @@ def _redirect(request: HttpRequest, url: str) -> HttpResponse:
 def _assistants(team) -> list[Assistant]:
     return list(
         Assistant.objects.filter(team=team)
-        .annotate(session_count=Count("sessions", distinct=True), last_activity=Max("sessions__updated_at"),
-                  document_count=Count("memory_documents", distinct=True))
+        .annotate(
+            session_count=Count("sessions", distinct=True),
+            last_activity=Max("sessions__updated_at"),
+            document_count=Count("memory_documents", distinct=True),
+        )
         .order_by("name", "slug")
     )
 
@@ -43,8 +46,9 @@ def _assistants(team) -> list[Assistant]:
 @team_view
 def home(request: HttpRequest) -> HttpResponse:
     """The team's assistants with their session counts and last activity."""
-    return render_page(request, "site/home.html", {"assistants": _assistants(request.web.team)},
-                       partial="assistant-list")
+    return render_page(
+        request, "site/home.html", {"assistants": _assistants(request.web.team)}, partial="assistant-list"
+    )
 
 
 @require_POST
@@ -70,15 +74,17 @@ def assistant_create(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             fields = {name: form.cleaned_data[name] for name in services.ASSISTANT_FIELDS}
             try:
-                assistant = services.assistant_create(team=request.web.team, slug=form.cleaned_data["slug"],
-                                                      **fields)
+                assistant = services.assistant_create(
+                    team=request.web.team, slug=form.cleaned_data["slug"], **fields
+                )
             except ApiError as error:  # a concurrent create of the same slug
                 form.add_error(error.details.get("field"), error.message)
             else:
                 messages.success(request, f"Created {assistant.name}.")
                 return _redirect(request, reverse("assistant", args=[assistant.slug]))
-        return render_page(request, "site/assistant_new.html", {"form": form}, partial="form",
-                           status=UNPROCESSABLE)
+        return render_page(
+            request, "site/assistant_new.html", {"form": form}, partial="form", status=UNPROCESSABLE
+        )
     return render_page(request, "site/assistant_new.html", {"form": form}, partial="form")
 
 
@@ -89,10 +95,18 @@ def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     assistant = get_assistant(request, slug)
     sessions = assistant.sessions.annotate(message_count=Count("messages")).order_by("-updated_at")[:8]
     documents = assistant.memory_documents.order_by("-updated_at")[:8]
-    return render_page(request, "site/assistant.html", {
-        "assistant": assistant, "sessions": sessions, "documents": documents, "tab": "overview",
-        "document_count": assistant.memory_documents.count(), "session_count": assistant.sessions.count(),
-    })
+    return render_page(
+        request,
+        "site/assistant.html",
+        {
+            "assistant": assistant,
+            "sessions": sessions,
+            "documents": documents,
+            "tab": "overview",
+            "document_count": assistant.memory_documents.count(),
+            "session_count": assistant.sessions.count(),
+        },
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -116,9 +130,16 @@ def assistant_settings(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             assistant.refresh_from_db()  # the form validation wrote the rejected values onto it
             status = UNPROCESSABLE
-    context = {"assistant": assistant, "form": form, "settings_form": settings_form, "tab": "settings",
-               "read_only": not request.web.is_admin}
-    return render_page(request, "site/assistant_settings.html", context, partial="settings-form", status=status)
+    context = {
+        "assistant": assistant,
+        "form": form,
+        "settings_form": settings_form,
+        "tab": "settings",
+        "read_only": not request.web.is_admin,
+    }
+    return render_page(
+        request, "site/assistant_settings.html", context, partial="settings-form", status=status
+    )
 
 
 def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> None:
@@ -137,13 +158,21 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         request.web.require(Role.ADMIN)
         if form.is_valid():
-            key, secret = services.api_key_create(team=team, name=form.cleaned_data["name"],
-                                                  scopes=form.cleaned_data["scopes"], created_by=request.user,
-                                                  expires_at=form.expires_at())
+            key, secret = services.api_key_create(
+                team=team,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+                created_by=request.user,
+                expires_at=form.expires_at(),
+            )
             created, form = CreatedKey(name=key.name, secret=secret), ApiKeyForm()
         else:
             status = UNPROCESSABLE
-    context = {"form": form, "created": created, "keys": ApiKey.objects.filter(team=team).select_related("created_by")}
+    context = {
+        "form": form,
+        "created": created,
+        "keys": ApiKey.objects.filter(team=team).select_related("created_by"),
+    }
     response = render_page(request, "site/api_keys.html", context, partial="keys-panel", status=status)
     response["Cache-Control"] = "no-store"  # the one page that ever holds a secret
     return response
@@ -161,7 +190,11 @@ def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
         services.api_key_revoke(key=key)
         messages.success(request, f"Revoked {key.name}.")
     if is_htmx(request):
-        context = {"keys": ApiKey.objects.filter(team=request.web.team), "form": ApiKeyForm(), "created": None}
+        context = {
+            "keys": ApiKey.objects.filter(team=request.web.team),
+            "form": ApiKeyForm(),
+            "created": None,
+        }
         return render_page(request, "site/api_keys.html", context, partial="key-table")
     return redirect("api-keys")
 

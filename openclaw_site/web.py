@@ -50,8 +50,9 @@ class WebContext:
 def web_context_for(request: HttpRequest) -> WebContext | None:
     """Return the user's WebContext, or None when they belong to no team."""
     memberships = memberships_of(request.user)
-    chosen = resolve_user_team(request.user, requested_slug=None,
-                               session_team_id=request.session.get(TEAM_SESSION_KEY))
+    chosen = resolve_user_team(
+        request.user, requested_slug=None, session_team_id=request.session.get(TEAM_SESSION_KEY)
+    )
     if chosen is None:
         return None
     return WebContext(team=chosen.team, role=chosen.role, memberships=tuple(memberships))
@@ -80,8 +81,14 @@ def get_assistant(request: HttpRequest, slug: str) -> Assistant:
     return assistant
 
 
-def render_page(request: HttpRequest, template: str, context: dict[str, Any], *,
-                partial: str | None = None, status: int = 200) -> HttpResponse:
+def render_page(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
     """Render ``template#partial`` for an htmx request and the full page otherwise.
 
     Every htmx endpoint also answers a direct visit (a bookmarked or reloaded URL) with the whole

@@ -25,9 +25,15 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
     path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
     path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),
-    path("assistants/<slug:slug>/memory/status/<path:path>", memory.memory_index_status, name="memory-index-status"),
+    path(
+        "assistants/<slug:slug>/memory/status/<path:path>",
+        memory.memory_index_status,
+        name="memory-index-status",
+    ),
     path("assistants/<slug:slug>/memory/revisions/<int:pk>/", memory.memory_revision, name="memory-revision"),
-    path("assistants/<slug:slug>/memory/revisions/<int:pk>/revert/", memory.memory_revert, name="memory-revert"),
+    path(
+        "assistants/<slug:slug>/memory/revisions/<int:pk>/revert/", memory.memory_revert, name="memory-revert"
+    ),
     path("assistants/<slug:slug>/search/", memory.search, name="search"),
     # Sessions are addressed by id, like the REST API's /sessions/{id}/.
     path("assistants/<slug:slug>/sessions/", sessions.session_list, name="sessions"),
@@ -40,5 +46,9 @@ urlpatterns = [
     path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
     path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),
     path("sessions/<int:pk>/messages/<int:seq>/", sessions.session_message, name="session-message"),
-    path("sessions/<int:pk>/compactions/<str:entry_id>/", sessions.compaction_covered, name="compaction-covered"),
+    path(
+        "sessions/<int:pk>/compactions/<str:entry_id>/",
+        sessions.compaction_covered,
+        name="compaction-covered",
+    ),
 ]

@@ -13,8 +13,17 @@ from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
-    list_display = ["key", "assistant", "title", "last_seq", "total_tokens", "compaction_count",
-                    "memory_flush_compaction_count", "updated_at", "transcript"]
+    list_display = [
+        "key",
+        "assistant",
+        "title",
+        "last_seq",
+        "total_tokens",
+        "compaction_count",
+        "memory_flush_compaction_count",
+        "updated_at",
+        "transcript",
+    ]
     list_filter = ["assistant__team", "assistant"]
     search_fields = ["key", "title", "session_uuid"]
     list_select_related = ["assistant", "assistant__team"]
@@ -28,7 +37,16 @@ class SessionAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["session", "seq", "role", "preview", "tool_name", "silent", "estimated_tokens", "created_at"]
+    list_display = [
+        "session",
+        "seq",
+        "role",
+        "preview",
+        "tool_name",
+        "silent",
+        "estimated_tokens",
+        "created_at",
+    ]
     list_filter = ["role", "silent", "is_error", "session__assistant__team", "session__assistant"]
     search_fields = ["entry_id", "tool_name", "tool_call_id", "session__key", "content"]
     list_select_related = ["session", "session__assistant", "session__assistant__team"]
@@ -50,8 +68,17 @@ class CompactionEntryAdmin(ReadOnlyAdmin):
 
 @admin.register(CompactionRun)
 class CompactionRunAdmin(ReadOnlyAdmin):
-    list_display = ["session", "trigger", "state", "flush_outcome", "tokens_before", "tokens_after", "offline",
-                    "created_at", "finished_at"]
+    list_display = [
+        "session",
+        "trigger",
+        "state",
+        "flush_outcome",
+        "tokens_before",
+        "tokens_after",
+        "offline",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["state", "trigger", "offline", "session__assistant__team", "session__assistant"]
     search_fields = ["reason", "instructions", "session__key"]
     list_select_related = ["session", "session__assistant", "session__assistant__team"]

@@ -69,7 +69,7 @@ MODEL_NOT_CONFIGURED = (
     "No chat model is configured, so the assistant cannot reply. Set LLM_BASE_URL to any "
     "OpenAI-compatible endpoint (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1), "
     "LLM_API_KEY and LLM_MODEL (or the assistant's `model`), then restart the server. Nothing was "
-    "stored; post the message without \"respond\" to store it anyway."
+    'stored; post the message without "respond" to store it anyway.'
 )
 DEFAULT_TOOL_RESULT_CHARS = 12_000
 MAX_TOOL_RESULT_CHARS = 50_000
@@ -86,7 +86,11 @@ TOOL_RESULT_GET_SPEC: dict[str, Any] = {
         "properties": {
             "id": {"type": "string", "description": "The message id named in the shortened result"},
             "from": {"type": "integer", "minimum": 0, "description": "First character (0-based, default 0)"},
-            "length": {"type": "integer", "minimum": 1, "description": "Characters to return (default 12000)"},
+            "length": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Characters to return (default 12000)",
+            },
         },
         "required": ["id"],
     },
@@ -96,8 +100,15 @@ TOOL_RESULT_GET_SPEC: dict[str, Any] = {
 class TurnError(Exception):
     """A turn that could not produce a reply; what was stored is kept and listed."""
 
-    def __init__(self, code: str, message: str, *, status: int, details: dict[str, Any] | None = None,
-                 stored: list[Message] | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int,
+        details: dict[str, Any] | None = None,
+        stored: list[Message] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.message, self.status = code, message, status
         self.details = details or {}
@@ -136,8 +147,9 @@ def run_tool(call: ToolCall, *, session: Session) -> tuple[str, bool]:
         if call.name == TOOL_RESULT_GET_SPEC["name"]:
             return tool_result_get(call.arguments, session=session), False
         if call.name in memory_names:
-            return memory_tools.run_memory_tool(call.name, call.arguments, assistant=session.assistant,
-                                                session_key=session.key), False
+            return memory_tools.run_memory_tool(
+                call.name, call.arguments, assistant=session.assistant, session_key=session.key
+            ), False
         return f"Tool {call.name} not found", True  # Pi's answer to an unknown tool
     except ToolFailure as failure:
         return str(failure), True
@@ -150,7 +162,11 @@ def _int_argument(arguments: dict[str, Any], key: str, default: int) -> int:
     value = arguments.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not str(value).strip().lstrip("-").isdigit():
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, str))
+        or not str(value).strip().lstrip("-").isdigit()
+    ):
         raise ToolFailure(f"{key} must be an integer")
     return int(value)
 
@@ -168,9 +184,16 @@ def tool_result_get(arguments: dict[str, Any], *, session: Session) -> str:
     text = _tool_result_text(row.content)
     start = max(0, _int_argument(arguments, "from", 0))
     length = min(MAX_TOOL_RESULT_CHARS, max(1, _int_argument(arguments, "length", DEFAULT_TOOL_RESULT_CHARS)))
-    chunk = text[start:start + length]
-    payload: dict[str, Any] = {"id": entry_id, "toolName": row.tool_name, "isError": row.is_error,
-                               "from": start, "length": len(chunk), "totalChars": len(text), "text": chunk}
+    chunk = text[start : start + length]
+    payload: dict[str, Any] = {
+        "id": entry_id,
+        "toolName": row.tool_name,
+        "isError": row.is_error,
+        "from": start,
+        "length": len(chunk),
+        "totalChars": len(text),
+        "text": chunk,
+    }
     if start + len(chunk) < len(text):
         payload.update(truncated=True, nextFrom=start + len(chunk))
         payload["text"] = f"{chunk}\n\n[More content available. Use from={start + len(chunk)} to continue.]"
@@ -185,7 +208,9 @@ def _tool_result_text(content: Any) -> str:
         if block.get("type") == "text":
             parts.append(block.get("text", ""))
         elif block.get("type") == "image":
-            parts.append(f"[image: {block.get('mimeType', 'image')}, {len(block.get('data', ''))} base64 chars]")
+            parts.append(
+                f"[image: {block.get('mimeType', 'image')}, {len(block.get('data', ''))} base64 chars]"
+            )
     return "\n".join(parts)
 
 
@@ -214,12 +239,19 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
     session = Session.objects.select_related("assistant").get(pk=session_id)
     figures = token_figures(session, prompt_estimate=prompt_estimate)
     if figures.compaction_due:
-        enqueue("sessions_app.tasks.compact_session_task", session_id, "threshold",
-                task_name=f"compact-{session_id}-{session.compaction_count}")
+        enqueue(
+            "sessions_app.tasks.compact_session_task",
+            session_id,
+            "threshold",
+            task_name=f"compact-{session_id}-{session.compaction_count}",
+        )
         return {"compaction": True, "flush": False}
     if figures.flush_reason and skip_reason(session) is None:
-        enqueue("sessions_app.tasks.memory_flush_task", session_id,
-                task_name=f"flush-{session_id}-{session.compaction_count}")
+        enqueue(
+            "sessions_app.tasks.memory_flush_task",
+            session_id,
+            task_name=f"flush-{session_id}-{session.compaction_count}",
+        )
         return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}
     return {"compaction": False, "flush": False}
 
@@ -230,11 +262,17 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
 def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
     """Store a user message and run the assistant's turn on it; raise TurnError when it fails."""
     if message.role != "user":
-        raise TurnError("respond_needs_user_message", "\"respond\" runs a turn on a user message only.", status=400)
+        raise TurnError(
+            "respond_needs_user_message", '"respond" runs a turn on a user message only.', status=400
+        )
     model = get_chat_model("chat")
     if model is None:
-        raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503,
-                        details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]})
+        raise TurnError(
+            "model_not_configured",
+            MODEL_NOT_CONFIGURED,
+            status=503,
+            details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]},
+        )
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
@@ -242,8 +280,11 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
             [user_row] = store_messages(session_id, [message])
             return _Turn(session_id, model, user_row).run()
     except LockTimeout:
-        raise TurnError("turn_in_progress", "Another turn is running in this session; nothing was stored. "
-                        "Retry when it has finished.", status=409) from None
+        raise TurnError(
+            "turn_in_progress",
+            "Another turn is running in this session; nothing was stored. Retry when it has finished.",
+            status=409,
+        ) from None
 
 
 class _Turn:
@@ -274,8 +315,11 @@ class _Turn:
             results = [self._tool_result(call, session) for call in completion.tool_calls]
             self.result.messages += store_messages(self.session_id, results)
         after = schedule_maintenance(self.session_id)
-        self.result.scheduled = {key: bool(value) or bool(self.result.scheduled.get(key))
-                                 for key, value in after.items() if key in ("compaction", "flush")}
+        self.result.scheduled = {
+            key: bool(value) or bool(self.result.scheduled.get(key))
+            for key, value in after.items()
+            if key in ("compaction", "flush")
+        }
         return self.result
 
     @staticmethod
@@ -292,7 +336,8 @@ class _Turn:
         if not figures.compaction_due:
             if figures.flush_reason and skip_reason(session) is None:
                 self.result.scheduled = schedule_maintenance(
-                    self.session_id, prompt_estimate=self.result.user_message.estimated_tokens)
+                    self.session_id, prompt_estimate=self.result.user_message.estimated_tokens
+                )
             return
         try:
             run = compact_session(session_id=self.session_id, trigger="budget")
@@ -315,8 +360,11 @@ class _Turn:
                 record_cache_touch(self.session_id, at=context.now)  # reference 3.2: once per TTL window
             self.call_started_at = dj_timezone.now()
             try:
-                completion = self.model.complete(messages=context.openai_messages, tools=context.tools or None,
-                                                 model=session.assistant.model or None)
+                completion = self.model.complete(
+                    messages=context.openai_messages,
+                    tools=context.tools or None,
+                    model=session.assistant.model or None,
+                )
             except ProviderError as error:
                 if error.is_context_overflow and self._recover_from_overflow(error):
                     continue
@@ -326,12 +374,17 @@ class _Turn:
 
     def _recover_from_overflow(self, error: ProviderError) -> bool:
         """Compact (trigger overflow) and tell whether the call should be retried (reference 1.4 T3)."""
-        if self.overflow_attempts >= MAX_OVERFLOW_COMPACTION_ATTEMPTS or is_compaction_failure_error(error.message):
+        if self.overflow_attempts >= MAX_OVERFLOW_COMPACTION_ATTEMPTS or is_compaction_failure_error(
+            error.message
+        ):
             return False
         self.overflow_attempts += 1
         try:
-            run = compact_session(session_id=self.session_id, trigger="overflow",
-                                  observed_tokens=parse_observed_tokens(error.message))
+            run = compact_session(
+                session_id=self.session_id,
+                trigger="overflow",
+                observed_tokens=parse_observed_tokens(error.message),
+            )
         except CompactionBusy:
             finished = wait_for_active_run(self.session_id, timeout_seconds=_wait_seconds())
             run = finished if finished is not None and finished.state == RunState.COMMITTED else None
@@ -349,10 +402,15 @@ class _Turn:
         usage = usage_dict(completion)
         if usage is not None:
             Session.objects.filter(pk=self.session_id).update(
-                total_tokens=prompt_tokens_of(usage), total_tokens_fresh=True, last_usage=usage,
+                total_tokens=prompt_tokens_of(usage),
+                total_tokens_fresh=True,
+                last_usage=usage,
             )
-            record_calibration(model=context.model or completion.model, estimated=context.raw_prompt_estimate,
-                               reported=prompt_tokens_of(usage))
+            record_calibration(
+                model=context.model or completion.model,
+                estimated=context.raw_prompt_estimate,
+                reported=prompt_tokens_of(usage),
+            )
         # OpenClaw skips the cache-ttl touch right after a compaction (#9282, #28491).
         if self.skip_next_touch:
             self.skip_next_touch = False
@@ -362,8 +420,9 @@ class _Turn:
     def _store_assistant(self, completion: Completion, *, final: bool) -> None:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
         silent = final and not completion.tool_calls and visible is None
-        [row] = store_messages(self.session_id, [assistant_input(completion, silent=silent,
-                                                                 started_at=self.call_started_at)])
+        [row] = store_messages(
+            self.session_id, [assistant_input(completion, silent=silent, started_at=self.call_started_at)]
+        )
         self.result.messages.append(row)
         if final:
             self.result.silent = silent
@@ -376,18 +435,36 @@ class _Turn:
         [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
         self.result.messages.append(row)
         stored = [self.result.user_message, *self.result.messages]
-        details = {"provider_message": error.message, "provider_status": error.status,
-                   "user_message_id": self.result.user_message.entry_id}
+        details = {
+            "provider_message": error.message,
+            "provider_status": error.status,
+            "user_message_id": self.result.user_message.entry_id,
+        }
         if error.is_context_overflow:
-            raise TurnError("context_overflow", OVERFLOW_USER_ERROR, status=422,
-                            details={**details, "overflow_attempts": self.overflow_attempts}, stored=stored)
+            raise TurnError(
+                "context_overflow",
+                OVERFLOW_USER_ERROR,
+                status=422,
+                details={**details, "overflow_attempts": self.overflow_attempts},
+                stored=stored,
+            )
         if error.is_timeout:
             seconds = getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)
-            raise TurnError("model_timeout", f"The model did not answer within {seconds:g} s. Your message is "
-                            "stored; try again.", status=504, details=details, stored=stored)
+            raise TurnError(
+                "model_timeout",
+                f"The model did not answer within {seconds:g} s. Your message is stored; try again.",
+                status=504,
+                details=details,
+                stored=stored,
+            )
         reason = (error.message or "no details").rstrip(". ")
-        raise TurnError("model_error", f"The model call failed ({reason}). Your message is stored; try again.",
-                        status=502, details=details, stored=stored)
+        raise TurnError(
+            "model_error",
+            f"The model call failed ({reason}). Your message is stored; try again.",
+            status=502,
+            details=details,
+            stored=stored,
+        )
 
 
 def _wait_for_turn_seconds() -> float:

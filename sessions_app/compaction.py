@@ -110,7 +110,7 @@ def parse_compact_command(text: str) -> str | None | object:
     lowered = trimmed.lower()
     if lowered != "/compact" and not lowered.startswith(("/compact ", "/compact:", "/compact\n")):
         return NOT_A_COMMAND
-    rest = trimmed[len("/compact"):].lstrip()
+    rest = trimmed[len("/compact") :].lstrip()
     if rest.startswith(":"):
         rest = rest[1:].lstrip()
     return rest.strip() or None
@@ -155,9 +155,15 @@ def stale_after(session: Session) -> timedelta:
 def expire_if_stale(run: CompactionRun, *, cutoff: timedelta, now: datetime) -> bool:
     """Fail an abandoned run (its worker died) so the lock frees; True if it was expired."""
     expired = CompactionRun.objects.filter(
-        pk=run.pk, state__in=ACTIVE_RUN_STATES, updated_at__lt=now - cutoff,
-    ).update(state=RunState.FAILED, reason=f"stale: no progress since {run.updated_at.isoformat()} (worker gone)",
-             finished_at=now, updated_at=now)
+        pk=run.pk,
+        state__in=ACTIVE_RUN_STATES,
+        updated_at__lt=now - cutoff,
+    ).update(
+        state=RunState.FAILED,
+        reason=f"stale: no progress since {run.updated_at.isoformat()} (worker gone)",
+        finished_at=now,
+        updated_at=now,
+    )
     return bool(expired)
 
 
@@ -166,7 +172,9 @@ def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> 
     for _ in range(3):
         try:
             with transaction.atomic():
-                return CompactionRun.objects.create(session=session, trigger=trigger, instructions=instructions or "")
+                return CompactionRun.objects.create(
+                    session=session, trigger=trigger, instructions=instructions or ""
+                )
         except IntegrityError:
             active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
             if active is None:
@@ -235,13 +243,20 @@ class CompactionPreview:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "dry_run": True, "trigger": self.trigger, "first_kept_entry_id": self.first_kept_entry_id,
-            "summarized": list(self.summarized), "turn_prefix": list(self.turn_prefix),
-            "is_split_turn": self.is_split_turn, "has_previous_summary": self.has_previous_summary,
-            "tokens_before": self.tokens_before, "tokens_kept": self.tokens_kept,
+            "dry_run": True,
+            "trigger": self.trigger,
+            "first_kept_entry_id": self.first_kept_entry_id,
+            "summarized": list(self.summarized),
+            "turn_prefix": list(self.turn_prefix),
+            "is_split_turn": self.is_split_turn,
+            "has_previous_summary": self.has_previous_summary,
+            "tokens_before": self.tokens_before,
+            "tokens_kept": self.tokens_kept,
             "tokens_after_estimate": self.tokens_after_estimate,
-            "flush_would_run": self.flush_would_run, "flush_skip_reason": self.flush_skip_reason,
-            "offline": self.offline, "notes": list(self.notes),
+            "flush_would_run": self.flush_would_run,
+            "flush_skip_reason": self.flush_skip_reason,
+            "offline": self.offline,
+            "notes": list(self.notes),
         }
 
 
@@ -249,7 +264,8 @@ def _entry_refs(entries: list[dict[str, Any]], ids: tuple[str, ...]) -> tuple[di
     wanted = set(ids)
     return tuple(
         {"entry_id": e["id"], "seq": e["seq"], "role": e["message"].get("role")}
-        for e in entries if e.get("type") == "message" and e["id"] in wanted
+        for e in entries
+        if e.get("type") == "message" and e["id"] in wanted
     )
 
 
@@ -258,22 +274,35 @@ def preview_compaction(session: Session, *, trigger: str) -> CompactionPreview:
     entries = session_entries(session)
     plan = _plan(session, entries)
     ratio = calibration_ratio(effective_model(session.assistant))
-    summarized_tokens = sum(estimate_message_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
+    summarized_tokens = sum(
+        estimate_message_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages)
+    )
     # The summary's size is unknown before it is written: assume at most the 16000-char cap.
     summary_tokens = min(summarized_tokens, MAX_COMPACTION_SUMMARY_CHARS // 4)
     before = view_tokens(entries, ratio=ratio)
     kept = max(0, before - summarized_tokens - _previous_summary_tokens(plan))
-    flushed = has_flushed_this_cycle(memory_flush_compaction_count=session.memory_flush_compaction_count,
-                                     compaction_count=session.compaction_count)
+    flushed = has_flushed_this_cycle(
+        memory_flush_compaction_count=session.memory_flush_compaction_count,
+        compaction_count=session.compaction_count,
+    )
     skip = skip_reason(session) or ("already-flushed" if flushed else None)
     return CompactionPreview(
-        trigger=trigger, first_kept_entry_id=plan.first_kept_entry_id,
-        summarized=_entry_refs(entries, plan.summarized_entry_ids), turn_prefix=_entry_refs(entries, plan.prefix_entry_ids),
-        is_split_turn=plan.is_split_turn, has_previous_summary=plan.previous_summary is not None,
-        tokens_before=before, tokens_kept=kept, tokens_after_estimate=kept + summary_tokens,
-        flush_would_run=skip is None, flush_skip_reason=skip, offline=get_chat_model("compaction") is None,
-        notes=("tokens_kept: the messages that stay verbatim. tokens_after_estimate: an upper bound that "
-               "counts the summary at the size of what it replaces, capped at 16000 characters.",),
+        trigger=trigger,
+        first_kept_entry_id=plan.first_kept_entry_id,
+        summarized=_entry_refs(entries, plan.summarized_entry_ids),
+        turn_prefix=_entry_refs(entries, plan.prefix_entry_ids),
+        is_split_turn=plan.is_split_turn,
+        has_previous_summary=plan.previous_summary is not None,
+        tokens_before=before,
+        tokens_kept=kept,
+        tokens_after_estimate=kept + summary_tokens,
+        flush_would_run=skip is None,
+        flush_skip_reason=skip,
+        offline=get_chat_model("compaction") is None,
+        notes=(
+            "tokens_kept: the messages that stay verbatim. tokens_after_estimate: an upper bound that "
+            "counts the summary at the size of what it replaces, capped at 16000 characters.",
+        ),
     )
 
 
@@ -329,8 +358,9 @@ def failure_reason(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
-def _compact(session: Session, run: CompactionRun, *, instructions: str | None,
-             observed_tokens: int | None) -> CompactionRun:
+def _compact(
+    session: Session, run: CompactionRun, *, instructions: str | None, observed_tokens: int | None
+) -> CompactionRun:
     _plan(session, session_entries(session))  # refuse before flushing when there is nothing to do
     outcome = _flush_first(session, run)
     session.refresh_from_db()
@@ -339,10 +369,19 @@ def _compact(session: Session, run: CompactionRun, *, instructions: str | None,
     ratio = calibration_ratio(effective_model(session.assistant))
     tokens_before = observed_tokens or view_tokens(entries, ratio=ratio)
     _advance(run, RunState.SUMMARIZING, tokens_before=tokens_before)
-    summary, offline, details = _summarize(session, run, plan, instructions=instructions,
-                                           memory_text=_flushed_memory_text(session, outcome))
-    return _commit(session.pk, run, plan, summary=summary, offline=offline, details=details,
-                   tokens_before=tokens_before, prev_id=_latest_compaction_id(entries))
+    summary, offline, details = _summarize(
+        session, run, plan, instructions=instructions, memory_text=_flushed_memory_text(session, outcome)
+    )
+    return _commit(
+        session.pk,
+        run,
+        plan,
+        summary=summary,
+        offline=offline,
+        details=details,
+        tokens_before=tokens_before,
+        prev_id=_latest_compaction_id(entries),
+    )
 
 
 def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
@@ -359,8 +398,11 @@ def _flushed_memory_text(session: Session, outcome: FlushOutcome) -> str:
     paths = {daily_note_path(local_today(session.assistant, dj_timezone.now()))}
     if outcome.path:
         paths.add(outcome.path)
-    return "\n".join(MemoryDocument.objects.filter(assistant=session.assistant, path__in=paths)
-                     .values_list("content", flat=True))
+    return "\n".join(
+        MemoryDocument.objects.filter(assistant=session.assistant, path__in=paths).values_list(
+            "content", flat=True
+        )
+    )
 
 
 def _latest_compaction_id(entries: list[dict[str, Any]]) -> str | None:
@@ -368,40 +410,64 @@ def _latest_compaction_id(entries: list[dict[str, Any]]) -> str | None:
     return entries[index]["id"] if index >= 0 else None
 
 
-def _summarize(session: Session, run: CompactionRun, plan: CompactionPlan, *, instructions: str | None,
-               memory_text: str) -> tuple[str, bool, dict[str, Any]]:
+def _summarize(
+    session: Session, run: CompactionRun, plan: CompactionPlan, *, instructions: str | None, memory_text: str
+) -> tuple[str, bool, dict[str, Any]]:
     """Return (summary, offline, details) from the compaction model, or the offline summariser."""
     model = get_chat_model("compaction")
     compaction = _settings_of(session)
     details: dict[str, Any] = {
-        "readFiles": [], "modifiedFiles": [],
-        "summarizedEntryIds": list(plan.summarized_entry_ids), "turnPrefixEntryIds": list(plan.prefix_entry_ids),
+        "readFiles": [],
+        "modifiedFiles": [],
+        "summarizedEntryIds": list(plan.summarized_entry_ids),
+        "turnPrefixEntryIds": list(plan.prefix_entry_ids),
         "isSplitTurn": plan.is_split_turn,
     }
     messages = [*plan.messages_to_summarize, *plan.turn_prefix_messages]
     if model is None:
-        text = offline_summary(messages=messages, previous_summary=plan.previous_summary, instructions=instructions or "")
-        text = ensure_identifiers(text, source_texts=message_source_texts(messages), also_present_in=memory_text)
+        text = offline_summary(
+            messages=messages, previous_summary=plan.previous_summary, instructions=instructions or ""
+        )
+        text = ensure_identifiers(
+            text, source_texts=message_source_texts(messages), also_present_in=memory_text
+        )
         return text, True, {**details, "offline": True}
     result = summarize_session(
-        plan_messages=plan.messages_to_summarize, turn_prefix_messages=plan.turn_prefix_messages,
-        previous_summary=plan.previous_summary, settings=SummarySettings.from_config(compaction),
+        plan_messages=plan.messages_to_summarize,
+        turn_prefix_messages=plan.turn_prefix_messages,
+        previous_summary=plan.previous_summary,
+        settings=SummarySettings.from_config(compaction),
         context_window=session.assistant.context_window,
-        summarize=_summarizer(session, run, model), command_instructions=instructions,
-        tokens_before=plan.tokens_before, also_present_in=memory_text,
+        summarize=_summarizer(session, run, model),
+        command_instructions=instructions,
+        tokens_before=plan.tokens_before,
+        also_present_in=memory_text,
     )
-    return result.summary, False, {
-        **details, "offline": False, "boundaryOnly": result.boundary_only, "modelCalls": result.model_calls,
-        "addedIdentifiers": list(result.added_identifiers), "preservedMessages": result.preserved_message_count,
-        "toolFailures": result.tool_failure_count, "droppedMessages": result.dropped_message_count,
-    }
+    return (
+        result.summary,
+        False,
+        {
+            **details,
+            "offline": False,
+            "boundaryOnly": result.boundary_only,
+            "modelCalls": result.model_calls,
+            "addedIdentifiers": list(result.added_identifiers),
+            "preservedMessages": result.preserved_message_count,
+            "toolFailures": result.tool_failure_count,
+            "droppedMessages": result.dropped_message_count,
+        },
+    )
 
 
 def _summarizer(session: Session, run: CompactionRun, model: Any):
     """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
     compaction = _settings_of(session)
-    model_name = compaction.get("model") or getattr(django_settings, "LLM_COMPACTION_MODEL", "") or \
-        session.assistant.model or None
+    model_name = (
+        compaction.get("model")
+        or getattr(django_settings, "LLM_COMPACTION_MODEL", "")
+        or session.assistant.model
+        or None
+    )
     # Pi generateSummary: maxTokens = floor(0.8 * reserveTokens).
     max_tokens = max(256, math.floor(0.8 * effective_reserve(compaction)))
     deadline = time.monotonic() + int(compaction.get("timeoutSeconds") or 900)
@@ -416,8 +482,17 @@ def _summarizer(session: Session, run: CompactionRun, model: Any):
 
 
 @transaction.atomic
-def _commit(session_id: int, run: CompactionRun, plan: CompactionPlan, *, summary: str, offline: bool,
-            details: dict[str, Any], tokens_before: int, prev_id: str | None) -> CompactionRun:
+def _commit(
+    session_id: int,
+    run: CompactionRun,
+    plan: CompactionPlan,
+    *,
+    summary: str,
+    offline: bool,
+    details: dict[str, Any],
+    tokens_before: int,
+    prev_id: str | None,
+) -> CompactionRun:
     """Write the entry and the session figures together, under the session row lock."""
     session = lock_session(session_id)
     entries = session_entries(session)
@@ -426,21 +501,53 @@ def _commit(session_id: int, run: CompactionRun, plan: CompactionPlan, *, summar
     first_kept = Message.objects.get(session=session, entry_id=plan.first_kept_entry_id, flush_turn=False)
     now = dj_timezone.now()
     entry = CompactionEntry(
-        session=session, seq=take_seq(session), entry_id=unique_entry_id(session, set()), summary=summary,
-        first_kept=first_kept, first_kept_entry_id=first_kept.entry_id, tokens_before=tokens_before,
-        trigger=run.trigger, details=details, from_hook=True, offline=offline, created_at=now,
+        session=session,
+        seq=take_seq(session),
+        entry_id=unique_entry_id(session, set()),
+        summary=summary,
+        first_kept=first_kept,
+        first_kept_entry_id=first_kept.entry_id,
+        tokens_before=tokens_before,
+        trigger=run.trigger,
+        details=details,
+        from_hook=True,
+        offline=offline,
+        created_at=now,
     )
-    new_entry = {"type": "compaction", "id": entry.entry_id, "seq": entry.seq, "summary": summary,
-                 "firstKeptEntryId": entry.first_kept_entry_id, "timestamp": epoch_ms(now)}
-    entry.tokens_after = view_tokens([*entries, new_entry], ratio=calibration_ratio(effective_model(session.assistant)))
+    new_entry = {
+        "type": "compaction",
+        "id": entry.entry_id,
+        "seq": entry.seq,
+        "summary": summary,
+        "firstKeptEntryId": entry.first_kept_entry_id,
+        "timestamp": epoch_ms(now),
+    }
+    entry.tokens_after = view_tokens(
+        [*entries, new_entry], ratio=calibration_ratio(effective_model(session.assistant))
+    )
     entry.save()
     # reference 1.10: compactionCount + 1, totalTokens = tokensAfter (fresh), usage counters cleared.
     session.compaction_count += 1
     session.total_tokens, session.total_tokens_fresh, session.last_usage = entry.tokens_after, True, None
-    session.save(update_fields=["last_seq", "compaction_count", "total_tokens", "total_tokens_fresh",
-                                "last_usage", "updated_at"])
-    _advance(run, RunState.COMMITTED, entry=entry, tokens_before=tokens_before, tokens_after=entry.tokens_after,
-             offline=offline, reason="")
+    session.save(
+        update_fields=[
+            "last_seq",
+            "compaction_count",
+            "total_tokens",
+            "total_tokens_fresh",
+            "last_usage",
+            "updated_at",
+        ]
+    )
+    _advance(
+        run,
+        RunState.COMMITTED,
+        entry=entry,
+        tokens_before=tokens_before,
+        tokens_after=entry.tokens_after,
+        offline=offline,
+        reason="",
+    )
     after_transcript_change(session)  # export mirror + transcript indexing, after the commit
     return run
 
@@ -452,6 +559,9 @@ def coverage_map(session: Session) -> dict[str, str]:
     """Map each summarised message's entry id to the compaction entry that summarised it."""
     covered: dict[str, str] = {}
     for entry in CompactionEntry.objects.filter(session=session).order_by("seq"):
-        for entry_id in [*entry.details.get("summarizedEntryIds", []), *entry.details.get("turnPrefixEntryIds", [])]:
+        for entry_id in [
+            *entry.details.get("summarizedEntryIds", []),
+            *entry.details.get("turnPrefixEntryIds", []),
+        ]:
             covered.setdefault(entry_id, entry.entry_id)
     return covered

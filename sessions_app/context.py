@@ -82,8 +82,12 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
 
 def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
     return {
-        "type": "compaction", "id": entry.entry_id, "seq": entry.seq, "summary": entry.summary,
-        "firstKeptEntryId": entry.first_kept_entry_id, "tokensBefore": entry.tokens_before,
+        "type": "compaction",
+        "id": entry.entry_id,
+        "seq": entry.seq,
+        "summary": entry.summary,
+        "firstKeptEntryId": entry.first_kept_entry_id,
+        "tokensBefore": entry.tokens_before,
         "timestamp": epoch_ms(entry.created_at),
     }
 
@@ -106,8 +110,8 @@ def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     """
     context = build_session_context(entries)
     prev = latest_compaction_index(entries)
-    newer = sum(1 for e in entries[prev + 1:] if e.get("type") == "message") if prev >= 0 else len(context)
-    head, tail = context[:len(context) - newer], context[len(context) - newer:]
+    newer = sum(1 for e in entries[prev + 1 :] if e.get("type") == "message") if prev >= 0 else len(context)
+    head, tail = context[: len(context) - newer], context[len(context) - newer :]
     cutoff = entries[prev].get("timestamp") if prev >= 0 else None
     if isinstance(cutoff, int):
         tail = [_without_stale_usage(message, cutoff) for message in tail]
@@ -131,12 +135,16 @@ def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
     corrected estimates of the messages after it; without such usage, the whole view estimated.
     """
     messages = Message.objects.filter(session=session, flush_turn=False)
-    latest = CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
+    latest = (
+        CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
+    )
     head_tokens, tail = 0, messages
     if latest is not None:
         kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
         head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
-        head_tokens = _sum_estimates(head) + estimate_message_tokens({"role": "compactionSummary", "summary": latest.summary})
+        head_tokens = _sum_estimates(head) + estimate_message_tokens(
+            {"role": "compactionSummary", "summary": latest.summary}
+        )
         tail = messages.filter(seq__gt=latest.seq)
     usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
     if usage_seq is None:
@@ -150,8 +158,12 @@ def _sum_estimates(messages: Any) -> int:
 
 def _last_usage(messages: Any) -> tuple[int, int | None]:
     """Return (context tokens, seq) of the newest assistant usage Pi trusts, or (0, None)."""
-    candidates = (messages.filter(role="assistant", usage__isnull=False).exclude(stop_reason__in=["error", "aborted"])
-                  .order_by("-seq").values_list("seq", "usage"))
+    candidates = (
+        messages.filter(role="assistant", usage__isnull=False)
+        .exclude(stop_reason__in=["error", "aborted"])
+        .order_by("-seq")
+        .values_list("seq", "usage")
+    )
     for seq, usage in candidates.iterator(chunk_size=20):
         tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
         if tokens > 0:
@@ -181,8 +193,10 @@ def record_calibration(*, model: str, estimated: int, reported: int) -> None:
         return
     ModelCalibration.objects.get_or_create(model=model)
     ModelCalibration.objects.filter(model=model).update(
-        estimated_tokens=F("estimated_tokens") + estimated, reported_tokens=F("reported_tokens") + reported,
-        samples=F("samples") + 1, updated_at=dj_timezone.now(),
+        estimated_tokens=F("estimated_tokens") + estimated,
+        reported_tokens=F("reported_tokens") + reported,
+        samples=F("samples") + 1,
+        updated_at=dj_timezone.now(),
     )
 
 
@@ -214,11 +228,15 @@ class SystemPrompt:
     memory_paths: tuple[str, ...]
 
 
-def build_system_prompt(assistant: Assistant, *, now: datetime, tool_names: tuple[str, ...] = ()) -> SystemPrompt:
+def build_system_prompt(
+    assistant: Assistant, *, now: datetime, tool_names: tuple[str, ...] = ()
+) -> SystemPrompt:
     """Compose the assistant's system prompt, memory guidance, MEMORY.md and the daily notes."""
     today = local_today(assistant, now)
     wanted = ["MEMORY.md", "memory.md", daily_note_path(today), daily_note_path(today - timedelta(days=1))]
-    documents = {d.path: d.content for d in MemoryDocument.objects.filter(assistant=assistant, path__in=wanted)}
+    documents = {
+        d.path: d.content for d in MemoryDocument.objects.filter(assistant=assistant, path__in=wanted)
+    }
     if "MEMORY.md" in documents:
         documents.pop("memory.md", None)  # OpenClaw loads MEMORY.md, else memory.md
     injected = [(path, documents[path]) for path in wanted if documents.get(path, "").strip()]
@@ -262,10 +280,19 @@ class PruningReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "ran": self.ran, "reason": self.reason, "changed": self.changed,
+            "mode": self.mode,
+            "ran": self.ran,
+            "reason": self.reason,
+            "changed": self.changed,
             "changes": [
-                {"index": c.index, "entry_id": c.entry_id, "tool_name": c.tool_name, "action": c.action,
-                 "chars_before": c.chars_before, "chars_after": c.chars_after}
+                {
+                    "index": c.index,
+                    "entry_id": c.entry_id,
+                    "tool_name": c.tool_name,
+                    "action": c.action,
+                    "chars_before": c.chars_before,
+                    "chars_after": c.chars_after,
+                }
                 for c in self.result.changes
             ],
         }
@@ -278,9 +305,18 @@ def prune_view(
     settings = PruningSettings.from_config(assistant.settings.get("contextPruning"))
     touch_ms = epoch_ms(last_touch) if last_touch else None
     if not should_prune(settings, now_ms=epoch_ms(now), last_cache_touch_at_ms=touch_ms):
-        return PruningReport(settings.mode, False, _closed_reason(settings, touch_ms, epoch_ms(now)), PruneResult(list(messages)))
+        return PruningReport(
+            settings.mode,
+            False,
+            _closed_reason(settings, touch_ms, epoch_ms(now)),
+            PruneResult(list(messages)),
+        )
     result = prune_context(messages, settings=settings, context_window=assistant.context_window)
-    reason = "mode always: every call" if settings.mode == "always" else "cache TTL expired since the last model call"
+    reason = (
+        "mode always: every call"
+        if settings.mode == "always"
+        else "cache TTL expired since the last model call"
+    )
     return PruningReport(settings.mode, True, reason, result)
 
 
@@ -330,7 +366,11 @@ class ModelContext:
     def raw_prompt_estimate(self) -> int:
         """Estimate the whole request: system prompt, messages and tool specs (uncorrected)."""
         tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
-        return estimate_text_tokens(self.system_prompt.text) + estimate_messages_tokens(self.agent_messages) + tools
+        return (
+            estimate_text_tokens(self.system_prompt.text)
+            + estimate_messages_tokens(self.agent_messages)
+            + tools
+        )
 
     @property
     def prompt_estimate(self) -> int:
@@ -350,8 +390,16 @@ def build_model_context(
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
     pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     model = effective_model(assistant)
-    return ModelContext(system_prompt=system_prompt, view=view, pruning=pruning, tools=tools, model=model,
-                        ratio=calibration_ratio(model), now=now, entries=entries)
+    return ModelContext(
+        system_prompt=system_prompt,
+        view=view,
+        pruning=pruning,
+        tools=tools,
+        model=model,
+        ratio=calibration_ratio(model),
+        now=now,
+        entries=entries,
+    )
 
 
 # --- session token figures --------------------------------------------------------------------
@@ -368,7 +416,9 @@ def transcript_bytes(session: Session) -> int:
     OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
     nearly all of it.
     """
-    total = Message.objects.filter(session=session).aggregate(size=Sum(_OctetLength(Cast("content", TextField()))))
+    total = Message.objects.filter(session=session).aggregate(
+        size=Sum(_OctetLength(Cast("content", TextField())))
+    )
     return int(total["size"] or 0)
 
 
@@ -393,7 +443,8 @@ class TokenFigures:
         (ingested ones, or the new user message itself), as OpenClaw takes the larger count.
         """
         projected = projected_next_turn_tokens(
-            last_prompt_tokens=self.last_prompt_tokens, last_output_tokens=self.last_output_tokens,
+            last_prompt_tokens=self.last_prompt_tokens,
+            last_output_tokens=self.last_output_tokens,
             prompt_estimate=self.prompt_estimate,
         )
         return max(projected, self.context_tokens)
@@ -401,7 +452,8 @@ class TokenFigures:
     @property
     def flush_reason(self) -> str | None:
         return self.thresholds.flush_reason(
-            projected_tokens=self.projected_tokens, transcript_bytes=self.transcript_bytes,
+            projected_tokens=self.projected_tokens,
+            transcript_bytes=self.transcript_bytes,
             already_flushed=self.flushed_this_cycle,
         )
 
@@ -431,7 +483,9 @@ def token_figures(
     """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
     assistant = session.assistant
     ratio = calibration_ratio(effective_model(assistant))
-    context_tokens = stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
+    context_tokens = (
+        stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
+    )
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(

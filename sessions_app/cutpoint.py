@@ -18,8 +18,7 @@ Entry = Mapping[str, Any]
 Message = dict[str, Any]
 
 COMPACTION_SUMMARY_PREFIX = (
-    "The conversation history before this point was compacted into the following summary:\n\n"
-    "<summary>\n"
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 )
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 
@@ -84,9 +83,7 @@ def build_session_context(entries: Sequence[Entry]) -> list[Message]:
     ]
 
 
-def prepare_compaction(
-    entries: Sequence[Entry], *, keep_recent_tokens: int
-) -> CompactionPlan | None:
+def prepare_compaction(entries: Sequence[Entry], *, keep_recent_tokens: int) -> CompactionPlan | None:
     """Find the cut point and split the history into summarised and kept parts (Pi)."""
     if not entries or entries[-1].get("type") == "compaction":
         return None
@@ -99,9 +96,7 @@ def prepare_compaction(
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
     summarized = _message_entries(entries, start, history_end)
     prefix = (
-        _message_entries(entries, cut.turn_start_index, cut.first_kept_index)
-        if cut.is_split_turn
-        else ()
+        _message_entries(entries, cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ()
     )
     return CompactionPlan(
         first_kept_entry_id=str(first_kept_id),
@@ -127,9 +122,7 @@ def _range_start(entries: Sequence[Entry], prev_index: int) -> int:
     return kept if kept >= 0 else prev_index + 1
 
 
-def _find_cut_point(
-    entries: Sequence[Entry], start: int, end: int, keep_recent_tokens: int
-) -> _CutPoint:
+def _find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent_tokens: int) -> _CutPoint:
     """Walk back from the newest entry until keep_recent_tokens are kept (Pi `findCutPoint`)."""
     cut_points = [i for i in range(start, end) if _is_valid_cut_point(entries[i])]
     if not cut_points:
@@ -142,9 +135,7 @@ def _find_cut_point(
     if _is_message_entry(cut_entry) and cut_entry["message"].get("role") == "user":
         return _CutPoint(first_kept_index=cut_index, turn_start_index=-1, is_split_turn=False)
     turn_start = _find_turn_start(entries, cut_index, start)
-    return _CutPoint(
-        first_kept_index=cut_index, turn_start_index=turn_start, is_split_turn=turn_start != -1
-    )
+    return _CutPoint(first_kept_index=cut_index, turn_start_index=turn_start, is_split_turn=turn_start != -1)
 
 
 def _budget_cut_index(

@@ -19,6 +19,7 @@ from sessions_app.models import CompactionRun, Session
 
 # --- sessions ---------------------------------------------------------------------------------
 
+
 def create_session(*, assistant: Assistant, key: str | None, title: str) -> Session:
     """Start a session (the same service the REST API uses)."""
     from sessions_app.services import session_create
@@ -27,6 +28,7 @@ def create_session(*, assistant: Assistant, key: str | None, title: str) -> Sess
 
 
 # --- the model --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ModelStatus:
@@ -43,13 +45,18 @@ def model_status(assistant: Assistant) -> ModelStatus:
     model = effective_model(assistant)
     if get_chat_model("chat") is not None:
         return ModelStatus(True, model, "")
-    return ModelStatus(False, model, (
-        "No model is configured, so the assistant can't reply. Set LLM_BASE_URL and LLM_MODEL (any "
-        "OpenAI-compatible endpoint) and restart. /compact still works with the offline summariser."
-    ))
+    return ModelStatus(
+        False,
+        model,
+        (
+            "No model is configured, so the assistant can't reply. Set LLM_BASE_URL and LLM_MODEL (any "
+            "OpenAI-compatible endpoint) and restart. /compact still works with the offline summariser."
+        ),
+    )
 
 
 # --- the gauge --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Gauge:
@@ -118,16 +125,24 @@ def gauge(session: Session) -> Gauge:
 
     figures = token_figures(session)
     limits = figures.thresholds
-    return Gauge(tokens=figures.context_tokens, window=limits.context_window,
-                 flush_threshold=limits.flush_threshold, compaction_threshold=limits.compaction_threshold,
-                 flush_enabled=limits.flush_enabled, flushed_this_cycle=figures.flushed_this_cycle,
-                 ratio=figures.ratio,
-                 flush_pending=figures.flush_reason is not None and skip_reason(session) is None,
-                 compaction_pending=figures.compaction_due,
-                 compaction_running=CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).exists())
+    return Gauge(
+        tokens=figures.context_tokens,
+        window=limits.context_window,
+        flush_threshold=limits.flush_threshold,
+        compaction_threshold=limits.compaction_threshold,
+        flush_enabled=limits.flush_enabled,
+        flushed_this_cycle=figures.flushed_this_cycle,
+        ratio=figures.ratio,
+        flush_pending=figures.flush_reason is not None and skip_reason(session) is None,
+        compaction_pending=figures.compaction_due,
+        compaction_running=CompactionRun.objects.filter(
+            session=session, state__in=ACTIVE_RUN_STATES
+        ).exists(),
+    )
 
 
 # --- what the model sees ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ContextMessage:
@@ -159,8 +174,13 @@ class ContextView:
     trimmed: int = 0
 
 
-_LABELS = {"user": "User", "assistant": "Assistant", "toolResult": "Tool result", "system": "System",
-           "compactionSummary": "Compaction summary"}
+_LABELS = {
+    "user": "User",
+    "assistant": "Assistant",
+    "toolResult": "Tool result",
+    "system": "System",
+    "compactionSummary": "Compaction summary",
+}
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -185,8 +205,11 @@ def _tool_calls(message: dict[str, Any]) -> tuple[str, ...]:
     content = message.get("content")
     if not isinstance(content, list):
         return ()
-    return tuple(f"{b.get('name')}({json.dumps(b.get('arguments', {}), ensure_ascii=False)})"
-                 for b in content if b.get("type") == "toolCall")
+    return tuple(
+        f"{b.get('name')}({json.dumps(b.get('arguments', {}), ensure_ascii=False)})"
+        for b in content
+        if b.get("type") == "toolCall"
+    )
 
 
 def model_context(session: Session) -> ContextView:
@@ -202,15 +225,31 @@ def model_context(session: Session) -> ContextView:
         if role == "toolResult":
             label = f"Result of {message.get('toolName', '')}"
         text = _text(message)
-        messages.append(ContextMessage(index=index, role=role, label=label, text=text, chars=len(text),
-                                       change=changes.get(index), tool_calls=_tool_calls(message)))
+        messages.append(
+            ContextMessage(
+                index=index,
+                role=role,
+                label=label,
+                text=text,
+                chars=len(text),
+                change=changes.get(index),
+                tool_calls=_tool_calls(message),
+            )
+        )
     actions = [c.action for c in changes.values()]
     return ContextView(
-        system_prompt=context.system_prompt.text, memory_paths=context.system_prompt.memory_paths,
-        messages=messages, pruning_mode=context.pruning.mode, pruning_ran=context.pruning.ran,
-        pruning_reason=context.pruning.reason, changes=len(changes), prompt_estimate=context.prompt_estimate,
-        model=context.model, tools=tuple(t.get("name", "") for t in context.tools),
-        window=session.assistant.context_window, cleared=actions.count("cleared"),
+        system_prompt=context.system_prompt.text,
+        memory_paths=context.system_prompt.memory_paths,
+        messages=messages,
+        pruning_mode=context.pruning.mode,
+        pruning_ran=context.pruning.ran,
+        pruning_reason=context.pruning.reason,
+        changes=len(changes),
+        prompt_estimate=context.prompt_estimate,
+        model=context.model,
+        tools=tuple(t.get("name", "") for t in context.tools),
+        window=session.assistant.context_window,
+        cleared=actions.count("cleared"),
         trimmed=sum(1 for a in actions if a != "cleared"),
     )
 
@@ -223,6 +262,7 @@ def _agent_tools(session: Session) -> list[dict[str, Any]]:
 
 
 # --- compaction -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Preview:
@@ -250,21 +290,34 @@ def compaction_preview(*, session: Session, instructions: str) -> Preview:
     from sessions_app.compaction import CompactionRefused, compact_session
 
     try:
-        preview = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None,
-                                  dry_run=True)
+        preview = compact_session(
+            session_id=session.pk, trigger="manual", instructions=instructions or None, dry_run=True
+        )
     except CompactionRefused as refused:
         return Preview(ok=False, message=refused.message)
     from sessions_app.models import Message
 
-    first_kept_seq = Message.objects.filter(session=session, entry_id=preview.first_kept_entry_id).values_list(
-        "seq", flat=True).first()
-    return Preview(ok=True, summarized=preview.summarized, turn_prefix=preview.turn_prefix,
-                   first_kept_entry_id=preview.first_kept_entry_id, first_kept_seq=first_kept_seq,
-                   tokens_before=preview.tokens_before, tokens_kept=preview.tokens_kept,
-                   tokens_after_estimate=preview.tokens_after_estimate, flush_would_run=preview.flush_would_run,
-                   flush_skip_reason=preview.flush_skip_reason, offline=preview.offline,
-                   is_split_turn=preview.is_split_turn, has_previous_summary=preview.has_previous_summary,
-                   notes=preview.notes)
+    first_kept_seq = (
+        Message.objects.filter(session=session, entry_id=preview.first_kept_entry_id)
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return Preview(
+        ok=True,
+        summarized=preview.summarized,
+        turn_prefix=preview.turn_prefix,
+        first_kept_entry_id=preview.first_kept_entry_id,
+        first_kept_seq=first_kept_seq,
+        tokens_before=preview.tokens_before,
+        tokens_kept=preview.tokens_kept,
+        tokens_after_estimate=preview.tokens_after_estimate,
+        flush_would_run=preview.flush_would_run,
+        flush_skip_reason=preview.flush_skip_reason,
+        offline=preview.offline,
+        is_split_turn=preview.is_split_turn,
+        has_previous_summary=preview.has_previous_summary,
+        notes=preview.notes,
+    )
 
 
 @dataclass(frozen=True)
@@ -287,15 +340,20 @@ def compact(*, session: Session, instructions: str) -> CompactResult:
     try:
         run = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None)
     except CompactionBusy as busy:
-        return CompactResult(False, f"A compaction of this session is already {busy.run.state}; wait for it.", busy.run)
+        return CompactResult(
+            False, f"A compaction of this session is already {busy.run.state}; wait for it.", busy.run
+        )
     except CompactionRefused as refused:
         return CompactResult(False, refused.message, refused.run)
     except CompactionFailed as failed:
-        return CompactResult(False, f"Compaction failed and nothing was changed: {failed.run.reason}", failed.run)
+        return CompactResult(
+            False, f"Compaction failed and nothing was changed: {failed.run.reason}", failed.run
+        )
     return CompactResult(True, manual_reply_text(run, context_window=session.assistant.context_window), run)
 
 
 # --- chat -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ChatOutcome:
@@ -339,7 +397,9 @@ def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
         result = run_turn(session_id=session.pk, message=message)
     except TurnError as error:
         return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
-    notice = "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
+    notice = (
+        "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
+    )
     return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 
 

@@ -65,7 +65,9 @@ class LocalExportStorage:
         """Write ``chunks`` to ``name``: readers see the old file or the complete new one, never a part."""
         target = self.path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f"{TEMP_PREFIX}{target.name}.", suffix=TEMP_SUFFIX)
+        fd, temp = tempfile.mkstemp(
+            dir=target.parent, prefix=f"{TEMP_PREFIX}{target.name}.", suffix=TEMP_SUFFIX
+        )
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 for chunk in chunks:

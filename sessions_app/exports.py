@@ -34,7 +34,12 @@ from sessions_app.export_storage import ExportStorage, LocalExportStorage, is_te
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.openclaw_transcript import (
-    CURRENT_VERSION, EXPORTER, EXPORTER_KEY, SYSTEM_CUSTOM_TYPE, dumps_line, format_timestamp,
+    CURRENT_VERSION,
+    EXPORTER,
+    EXPORTER_KEY,
+    SYSTEM_CUSTOM_TYPE,
+    dumps_line,
+    format_timestamp,
 )
 
 SESSIONS_DIR = "sessions"
@@ -43,7 +48,15 @@ SESSION_STORE = "sessions/sessions.json"
 ASSISTANT_FILE = "assistant.json"
 USAGE_COUNTERS = ("input", "output", "cacheRead", "cacheWrite")
 COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
-ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access", "settings")
+ASSISTANT_FIELDS = (
+    "name",
+    "model",
+    "context_window",
+    "system_prompt",
+    "timezone",
+    "workspace_access",
+    "settings",
+)
 
 
 @dataclass(frozen=True)
@@ -75,12 +88,15 @@ def _join(base: str, *parts: str) -> str:
 
 # --- JSONL: OpenClaw's transcript format -----------------------------------------------------------
 
+
 def session_jsonl_lines(session: Session, *, cwd: str | None = None) -> Iterator[str]:
     """Yield the session as Pi v3 JSONL lines: the header, then entries chained by ``parentId`` in seq order."""
     yield dumps_line(session_header(session, cwd=cwd))
     parent_id: str | None = None
     for row in _rows_in_seq_order(session):
-        entry = message_entry(row, parent_id) if isinstance(row, Message) else compaction_entry(row, parent_id)
+        entry = (
+            message_entry(row, parent_id) if isinstance(row, Message) else compaction_entry(row, parent_id)
+        )
         parent_id = entry["id"]
         yield dumps_line(entry)
 
@@ -88,7 +104,9 @@ def session_jsonl_lines(session: Session, *, cwd: str | None = None) -> Iterator
 def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any]:
     # cwd is the workspace relative to EXPORT_ROOT: it names the workspace without exposing server paths.
     return {
-        "type": "session", "version": CURRENT_VERSION, "id": str(session.session_uuid),
+        "type": "session",
+        "version": CURRENT_VERSION,
+        "id": str(session.session_uuid),
         "timestamp": format_timestamp(session.created_at),
         "cwd": cwd if cwd is not None else workspace_name(session.assistant),
         # Ours (Pi ignores unknown header keys): tells our importer that silent entries are marked.
@@ -105,8 +123,11 @@ def _rows_in_seq_order(session: Session) -> Iterator[Message | CompactionEntry]:
 
 def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "type": "message", "id": message.entry_id, "parentId": parent_id,
-        "timestamp": format_timestamp(message.created_at), "message": openclaw_message(message),
+        "type": "message",
+        "id": message.entry_id,
+        "parentId": parent_id,
+        "timestamp": format_timestamp(message.created_at),
+        "message": openclaw_message(message),
     }
     if message.silent:  # ours; Pi ignores unknown entry keys
         entry["silent"] = True
@@ -117,10 +138,15 @@ def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
 
 def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "type": "compaction", "id": entry.entry_id, "parentId": parent_id,
-        "timestamp": format_timestamp(entry.created_at), "summary": entry.summary,
-        "firstKeptEntryId": entry.first_kept_entry_id, "tokensBefore": entry.tokens_before,
-        "details": entry.details, "fromHook": entry.from_hook,
+        "type": "compaction",
+        "id": entry.entry_id,
+        "parentId": parent_id,
+        "timestamp": format_timestamp(entry.created_at),
+        "summary": entry.summary,
+        "firstKeptEntryId": entry.first_kept_entry_id,
+        "tokensBefore": entry.tokens_before,
+        "details": entry.details,
+        "fromHook": entry.from_hook,
     }
     # Ours, ignored by Pi: what our CompactionEntry records beyond Pi's fields.
     data["trigger"] = entry.trigger
@@ -135,13 +161,22 @@ def openclaw_message(message: Message) -> dict[str, Any]:
     """Return a stored message as Pi's AgentMessage (pi-ai types), with a numeric ms ``timestamp``."""
     if message.role == "system":
         # Pi has no system role in transcripts; a custom message is what it can carry (and send as context).
-        data: dict[str, Any] = {"role": "custom", "customType": SYSTEM_CUSTOM_TYPE, "content": message.content,
-                                "display": False}
+        data: dict[str, Any] = {
+            "role": "custom",
+            "customType": SYSTEM_CUSTOM_TYPE,
+            "content": message.content,
+            "display": False,
+        }
     else:
         data = {"role": message.role, "content": _content(message)}
     if message.role == "assistant":
-        data.update(api=message.api, provider=message.provider, model=message.model,
-                    usage=openclaw_usage(message.usage), stopReason=message.stop_reason or "stop")
+        data.update(
+            api=message.api,
+            provider=message.provider,
+            model=message.model,
+            usage=openclaw_usage(message.usage),
+            stopReason=message.stop_reason or "stop",
+        )
         if message.error_message:
             data["errorMessage"] = message.error_message
     if message.role == "toolResult":
@@ -178,25 +213,36 @@ def _number(value: Any) -> int | float:
 
 # --- sessions.json: OpenClaw's session store -------------------------------------------------------
 
+
 def session_store(assistant: Assistant) -> dict[str, dict[str, Any]]:
     """Return the assistant's ``sessions.json``: session key -> OpenClaw SessionEntry fields."""
-    last_assistant = Message.objects.filter(session=OuterRef("pk"), role="assistant").exclude(model="").order_by("-seq")
-    sessions = Session.objects.filter(assistant=assistant).order_by("key").annotate(
-        last_model=Subquery(last_assistant.values("model")[:1]),
-        last_provider=Subquery(last_assistant.values("provider")[:1]),
+    last_assistant = (
+        Message.objects.filter(session=OuterRef("pk"), role="assistant").exclude(model="").order_by("-seq")
+    )
+    sessions = (
+        Session.objects.filter(assistant=assistant)
+        .order_by("key")
+        .annotate(
+            last_model=Subquery(last_assistant.values("model")[:1]),
+            last_provider=Subquery(last_assistant.values("provider")[:1]),
+        )
     )
     return {session.key: session_store_entry(session, assistant) for session in sessions}
 
 
 def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "sessionId": str(session.session_uuid), "sessionFile": session_file_name(session.key),
-        "updatedAt": epoch_ms(session.updated_at), "sessionStartedAt": epoch_ms(session.created_at),
-        "totalTokensFresh": session.total_tokens_fresh, "compactionCount": session.compaction_count,
+        "sessionId": str(session.session_uuid),
+        "sessionFile": session_file_name(session.key),
+        "updatedAt": epoch_ms(session.updated_at),
+        "sessionStartedAt": epoch_ms(session.created_at),
+        "totalTokensFresh": session.total_tokens_fresh,
+        "compactionCount": session.compaction_count,
         "contextTokens": assistant.context_window,
     }
     optional = {
-        "label": session.title or None, "totalTokens": session.total_tokens,
+        "label": session.title or None,
+        "totalTokens": session.total_tokens,
         "memoryFlushAt": epoch_ms(session.memory_flush_at) if session.memory_flush_at else None,
         # None means "never flushed": OpenClaw's undefined, so the key is left out (reference 1.1 A).
         "memoryFlushCompactionCount": session.memory_flush_compaction_count,
@@ -211,8 +257,15 @@ def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any
 def _usage_counters(usage: Any) -> dict[str, Any]:
     if not isinstance(usage, dict):
         return {}
-    names = {"input": "inputTokens", "output": "outputTokens", "cacheRead": "cacheRead", "cacheWrite": "cacheWrite"}
-    return {ours: usage[theirs] for theirs, ours in names.items() if isinstance(usage.get(theirs), (int, float))}
+    names = {
+        "input": "inputTokens",
+        "output": "outputTokens",
+        "cacheRead": "cacheRead",
+        "cacheWrite": "cacheWrite",
+    }
+    return {
+        ours: usage[theirs] for theirs, ours in names.items() if isinstance(usage.get(theirs), (int, float))
+    }
 
 
 def assistant_metadata(assistant: Assistant) -> dict[str, Any]:
@@ -226,6 +279,7 @@ def _dumps_json(data: Any) -> str:
 
 
 # --- Writing the mirror ----------------------------------------------------------------------------
+
 
 @contextmanager
 def _locked_assistant(assistant_id: int) -> Iterator[Assistant | None]:
@@ -248,7 +302,9 @@ def export_session(session_id: int, *, storage: ExportStorage | None = None) -> 
         session.assistant = assistant
         base = workspace_name(assistant)
         if not _ensure_workspace(storage, base, assistant):
-            storage.save_lines(_join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session))
+            storage.save_lines(
+                _join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session)
+            )
             _write_session_store(storage, base, assistant)
     return True
 
@@ -317,8 +373,9 @@ def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | Non
     return True
 
 
-def export_assistant(assistant_id: int, *, storage: ExportStorage | None = None,
-                     base: str | None = None) -> ExportSummary:
+def export_assistant(
+    assistant_id: int, *, storage: ExportStorage | None = None, base: str | None = None
+) -> ExportSummary:
     """Rewrite the whole workspace of an assistant and remove files of deleted documents and sessions.
 
     ``storage`` and ``base`` default to the mirror (EXPORT_ROOT, ``<team>/<assistant>``);
@@ -345,8 +402,9 @@ def _export_all(storage: ExportStorage, base: str, assistant: Assistant) -> Expo
     cwd = workspace_name(assistant)
     for session in sessions:
         session.assistant = assistant
-        storage.save_lines(_join(base, SESSIONS_DIR, session_file_name(session.key)),
-                           session_jsonl_lines(session, cwd=cwd))
+        storage.save_lines(
+            _join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session, cwd=cwd)
+        )
     _write_session_store(storage, base, assistant)
     storage.save_lines(_join(base, ASSISTANT_FILE), [_dumps_json(assistant_metadata(assistant))])
     return ExportSummary(location=base, documents=documents, sessions=len(sessions))

@@ -32,14 +32,26 @@ from sessions_app.context import (
     effective_model,
     record_calibration,
 )
-from sessions_app.llm import ChatModel, Completion, ProviderError, ToolCall, get_chat_model, to_openai_messages
+from sessions_app.llm import (
+    ChatModel,
+    Completion,
+    ProviderError,
+    ToolCall,
+    get_chat_model,
+    to_openai_messages,
+)
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session
 from sessions_app.offline import offline_flush_lines
 from sessions_app.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
 from sessions_app.thresholds import prompt_tokens_of
 from sessions_app.transcript import to_agent_message
-from sessions_app.turn_messages import assistant_input, error_assistant_input, store_messages, tool_result_input
+from sessions_app.turn_messages import (
+    assistant_input,
+    error_assistant_input,
+    store_messages,
+    tool_result_input,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,24 +64,32 @@ MEMORY_FLUSH_READ_ONLY_HINT = (
     "Treat workspace bootstrap/reference files such as MEMORY.md, DREAMS.md, SOUL.md, TOOLS.md, and "
     "AGENTS.md as read-only during this flush; never overwrite, replace, or edit them."
 )
-MEMORY_FLUSH_REQUIRED_HINTS = (MEMORY_FLUSH_TARGET_HINT, MEMORY_FLUSH_APPEND_ONLY_HINT, MEMORY_FLUSH_READ_ONLY_HINT)
-DEFAULT_MEMORY_FLUSH_PROMPT = " ".join([
-    "Pre-compaction memory flush.",
+MEMORY_FLUSH_REQUIRED_HINTS = (
     MEMORY_FLUSH_TARGET_HINT,
-    MEMORY_FLUSH_READ_ONLY_HINT,
     MEMORY_FLUSH_APPEND_ONLY_HINT,
-    "Do NOT create timestamped variant files (e.g., YYYY-MM-DD-HHMM.md); always use the canonical "
-    "YYYY-MM-DD.md filename.",
-    f"If nothing to store, reply with {SILENT_REPLY_TOKEN}.",
-])
-DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT = " ".join([
-    "Pre-compaction memory flush turn.",
-    "The session is near auto-compaction; capture durable memories to disk.",
-    MEMORY_FLUSH_TARGET_HINT,
     MEMORY_FLUSH_READ_ONLY_HINT,
-    MEMORY_FLUSH_APPEND_ONLY_HINT,
-    f"You may reply, but usually {SILENT_REPLY_TOKEN} is correct.",
-])
+)
+DEFAULT_MEMORY_FLUSH_PROMPT = " ".join(
+    [
+        "Pre-compaction memory flush.",
+        MEMORY_FLUSH_TARGET_HINT,
+        MEMORY_FLUSH_READ_ONLY_HINT,
+        MEMORY_FLUSH_APPEND_ONLY_HINT,
+        "Do NOT create timestamped variant files (e.g., YYYY-MM-DD-HHMM.md); always use the canonical "
+        "YYYY-MM-DD.md filename.",
+        f"If nothing to store, reply with {SILENT_REPLY_TOKEN}.",
+    ]
+)
+DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT = " ".join(
+    [
+        "Pre-compaction memory flush turn.",
+        "The session is near auto-compaction; capture durable memories to disk.",
+        MEMORY_FLUSH_TARGET_HINT,
+        MEMORY_FLUSH_READ_ONLY_HINT,
+        MEMORY_FLUSH_APPEND_ONLY_HINT,
+        f"You may reply, but usually {SILENT_REPLY_TOKEN} is correct.",
+    ]
+)
 NO_REPLY_HINT = f"\n\nIf no user-visible reply is needed, start with {SILENT_REPLY_TOKEN}."
 OFFLINE_FLUSH_MARKER = "_(offline memory flush: no model configured)_"
 OVERFLOW_FLUSH_MARKER = "_(offline memory flush: the session no longer fits the model)_"
@@ -112,7 +132,9 @@ def format_user_time(now: datetime, zone: ZoneInfo) -> str:
     local = now.astimezone(zone)
     hour = local.hour % 12 or 12
     period = "AM" if local.hour < 12 else "PM"
-    return f"{local:%A}, {local:%B} {local.day}{_ordinal(local.day)}, {local.year} - {hour}:{local:%M} {period}"
+    return (
+        f"{local:%A}, {local:%B} {local.day}{_ordinal(local.day)}, {local.year} - {hour}:{local:%M} {period}"
+    )
 
 
 def current_time_line(now: datetime, zone: ZoneInfo) -> str:
@@ -128,14 +150,20 @@ def _append_time_line(text: str, time_line: str) -> str:
     return trimmed if "Current time:" in trimmed else f"{trimmed}\n{time_line}"
 
 
-def build_flush_plan(flush_config: dict[str, Any] | None, *, now: datetime, zone: ZoneInfo) -> FlushPlan | None:
+def build_flush_plan(
+    flush_config: dict[str, Any] | None, *, now: datetime, zone: ZoneInfo
+) -> FlushPlan | None:
     """Build the flush prompts for `now` in the assistant's timezone; None when disabled."""
     config = flush_config or {}
     if config.get("enabled") is False:
         return None
     date_stamp = now.astimezone(zone).date().isoformat()
-    prompt = ensure_no_reply_hint(ensure_safety_hints(_text(config.get("prompt")) or DEFAULT_MEMORY_FLUSH_PROMPT))
-    system = ensure_no_reply_hint(ensure_safety_hints(_text(config.get("systemPrompt")) or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT))
+    prompt = ensure_no_reply_hint(
+        ensure_safety_hints(_text(config.get("prompt")) or DEFAULT_MEMORY_FLUSH_PROMPT)
+    )
+    system = ensure_no_reply_hint(
+        ensure_safety_hints(_text(config.get("systemPrompt")) or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT)
+    )
     return FlushPlan(
         prompt=_append_time_line(prompt.replace("YYYY-MM-DD", date_stamp), current_time_line(now, zone)),
         system_prompt=system.replace("YYYY-MM-DD", date_stamp),
@@ -173,8 +201,7 @@ def flush_tool_specs(relative_path: str) -> list[dict[str, Any]]:
         {
             "name": "write",
             "description": (
-                "Write content to a file. During memory flush, this tool may only append to "
-                f"{relative_path}."
+                f"Write content to a file. During memory flush, this tool may only append to {relative_path}."
             ),
             "parameters": {
                 "type": "object",
@@ -231,8 +258,12 @@ class FlushToolbox:
             raise ToolFailure(f"File not found: {path}")
         offset, limit = arguments.get("offset"), arguments.get("limit")
         read = build_memory_read(
-            document.content, path=path, start=offset if isinstance(offset, int) else None,
-            count=limit if isinstance(limit, int) else None, default_lines=2000, max_chars=50 * 1024,
+            document.content,
+            path=path,
+            start=offset if isinstance(offset, int) else None,
+            count=limit if isinstance(limit, int) else None,
+            default_lines=2000,
+            max_chars=50 * 1024,
         )
         return read.text
 
@@ -243,9 +274,15 @@ class FlushToolbox:
         if normalise_flush_path(arguments.get("path")) != self.relative_path:
             raise ToolFailure(restricted_write_message(self.relative_path))
         _, revision = append_to_document(
-            assistant=self.session.assistant, path=self.relative_path, addition=content,
-            provenance=Provenance(author="flush", session_pk=self.session.pk, message_pk=message_pk,
-                                  note="pre-compaction memory flush"),
+            assistant=self.session.assistant,
+            path=self.relative_path,
+            addition=content,
+            provenance=Provenance(
+                author="flush",
+                session_pk=self.session.pk,
+                message_pk=message_pk,
+                note="pre-compaction memory flush",
+            ),
         )
         self.appended.append({"path": self.relative_path, "revision": revision.pk, "chars": len(content)})
         return f"Appended content to {self.relative_path}."
@@ -273,8 +310,13 @@ class FlushOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status, "label": self.label, "reason": self.reason, "offline": self.offline,
-            "path": self.path, "appended": list(self.appended), "reply_silent": self.reply_silent,
+            "status": self.status,
+            "label": self.label,
+            "reason": self.reason,
+            "offline": self.offline,
+            "path": self.path,
+            "appended": list(self.appended),
+            "reply_silent": self.reply_silent,
         }
 
 
@@ -289,9 +331,12 @@ def claim_flush(session_id: int, *, now: datetime) -> int | None:
     cycle = Session.objects.filter(pk=session_id).values_list("compaction_count", flat=True).first()
     if cycle is None:
         return None
-    not_flushed = Q(memory_flush_compaction_count__isnull=True) | ~Q(memory_flush_compaction_count=F("compaction_count"))
+    not_flushed = Q(memory_flush_compaction_count__isnull=True) | ~Q(
+        memory_flush_compaction_count=F("compaction_count")
+    )
     claimed = Session.objects.filter(not_flushed, pk=session_id, compaction_count=cycle).update(
-        memory_flush_compaction_count=cycle, memory_flush_at=now,
+        memory_flush_compaction_count=cycle,
+        memory_flush_at=now,
     )
     return cycle if claimed else None
 
@@ -299,7 +344,8 @@ def claim_flush(session_id: int, *, now: datetime) -> int | None:
 def release_flush(session_id: int, *, cycle: int, previous: int | None, previous_at: datetime | None) -> None:
     """Undo a claim after a failed flush, so the next turn of the same cycle can try again."""
     Session.objects.filter(pk=session_id, compaction_count=cycle, memory_flush_compaction_count=cycle).update(
-        memory_flush_compaction_count=previous, memory_flush_at=previous_at,
+        memory_flush_compaction_count=previous,
+        memory_flush_at=previous_at,
     )
 
 
@@ -327,8 +373,11 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
     cycle = claim_flush(session_id, now=now)
     if cycle is None:
         return FlushOutcome(status="skipped", reason="already-flushed")
-    plan = build_flush_plan(session.assistant.settings["compaction"]["memoryFlush"], now=now,
-                            zone=assistant_zone(session.assistant))
+    plan = build_flush_plan(
+        session.assistant.settings["compaction"]["memoryFlush"],
+        now=now,
+        zone=assistant_zone(session.assistant),
+    )
     assert plan is not None  # disabled was handled by skip_reason
     try:
         model = get_chat_model("chat")
@@ -362,17 +411,25 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
     ).values_list("content", flat=True)
     lines = offline_flush_lines(messages=context.view, existing_text="\n".join(existing))
     if not lines:
-        return FlushOutcome(status="flushed", reason=reason or "nothing to store", offline=True,
-                            path=plan.relative_path)
+        return FlushOutcome(
+            status="flushed", reason=reason or "nothing to store", offline=True, path=plan.relative_path
+        )
     last = Message.objects.filter(session=session, flush_turn=False).order_by("-seq").first()
     _, revision = append_to_document(
-        assistant=session.assistant, path=plan.relative_path,
+        assistant=session.assistant,
+        path=plan.relative_path,
         addition="\n".join([OVERFLOW_FLUSH_MARKER if reason else OFFLINE_FLUSH_MARKER, *lines]) + "\n",
-        provenance=Provenance(author="flush", session_pk=session.pk, message_pk=last.pk if last else None,
-                              note=f"offline memory flush ({reason or 'no model configured'})"),
+        provenance=Provenance(
+            author="flush",
+            session_pk=session.pk,
+            message_pk=last.pk if last else None,
+            note=f"offline memory flush ({reason or 'no model configured'})",
+        ),
     )
     appended = ({"path": plan.relative_path, "revision": revision.pk, "lines": len(lines)},)
-    return FlushOutcome(status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended)
+    return FlushOutcome(
+        status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended
+    )
 
 
 def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: datetime) -> FlushOutcome:
@@ -387,8 +444,11 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
     for round_number in range(rounds + 1):
         messages = to_openai_messages([*context.agent_messages, *turn], system_prompt=system_prompt)
         try:
-            completion = model.complete(messages=messages, tools=tools if round_number < rounds else None,
-                                        model=session.assistant.model or None)
+            completion = model.complete(
+                messages=messages,
+                tools=tools if round_number < rounds else None,
+                model=session.assistant.model or None,
+            )
         except ProviderError as error:
             _store(session, [error_assistant_input(error, model_name=session.assistant.model or model.name)])
             raise
@@ -400,8 +460,12 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
         results = [_run_tool(toolbox, call, message_pk=row.pk) for call in completion.tool_calls]
         turn += [to_agent_message(r) for r in _store(session, results)]
     final_text = completion.text.strip()
-    return FlushOutcome(status="flushed", path=plan.relative_path, appended=tuple(toolbox.appended),
-                        reply_silent=not final_text or is_silent_reply_text(final_text))
+    return FlushOutcome(
+        status="flushed",
+        path=plan.relative_path,
+        appended=tuple(toolbox.appended),
+        reply_silent=not final_text or is_silent_reply_text(final_text),
+    )
 
 
 def _store(session: Session, inputs: list[MessageInput]) -> list[Message]:
@@ -411,12 +475,17 @@ def _store(session: Session, inputs: list[MessageInput]) -> list[Message]:
 
 def _run_tool(toolbox: FlushToolbox, call: ToolCall, *, message_pk: int) -> MessageInput:
     try:
-        return tool_result_input(call, toolbox.run(call.name, call.arguments, message_pk=message_pk), is_error=False)
+        return tool_result_input(
+            call, toolbox.run(call.name, call.arguments, message_pk=message_pk), is_error=False
+        )
     except ToolFailure as failure:
         return tool_result_input(call, str(failure), is_error=True)
 
 
 def _calibrate(session: Session, context: Any, completion: Completion) -> None:
     if completion.usage is not None:
-        record_calibration(model=effective_model(session.assistant), estimated=context.raw_prompt_estimate,
-                           reported=prompt_tokens_of(completion.usage.to_openclaw()))
+        record_calibration(
+            model=effective_model(session.assistant),
+            estimated=context.raw_prompt_estimate,
+            reported=prompt_tokens_of(completion.usage.to_openclaw()),
+        )

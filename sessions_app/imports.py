@@ -83,14 +83,17 @@ class ImportReport:
             f"{self.messages} message(s), {self.compactions} compaction entr{'y' if self.compactions == 1 else 'ies'}.",
         ]
         if not self.created:
-            lines.append(f"Removed {self.deleted_sessions} old session(s) and "
-                         f"{self.deleted_documents} old document(s).")
+            lines.append(
+                f"Removed {self.deleted_sessions} old session(s) and "
+                f"{self.deleted_documents} old document(s)."
+            )
         lines += [f"  skipped or mapped {name}: {count}" for name, count in sorted(self.skipped.items())]
         lines += [f"  note: {note}" for note in self.notes]
         return lines
 
 
 # --- Reading and validating (no database writes) ---------------------------------------------------
+
 
 def read_workspace(directory: Path) -> Workspace:
     """Read every file of a workspace and validate it, or raise WorkspaceImportError."""
@@ -106,8 +109,13 @@ def read_workspace(directory: Path) -> Workspace:
         raise WorkspaceImportError(
             f"{directory} holds no MEMORY.md, memory/*.md or sessions/*.jsonl; is it an OpenClaw workspace?"
         )
-    return Workspace(directory=directory, documents=documents, sessions=tuple(sessions), assistant=assistant,
-                     notes=tuple(notes))
+    return Workspace(
+        directory=directory,
+        documents=documents,
+        sessions=tuple(sessions),
+        assistant=assistant,
+        notes=tuple(notes),
+    )
 
 
 def _read_text(file: Path, name: str, *, limit: int) -> str:
@@ -167,7 +175,9 @@ def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
         if filename is None:
             notes.append(f"sessions.json key {key!r} has no transcript file; skipped")
         elif filename in used:
-            notes.append(f"sessions.json key {key!r} names the transcript of {used[filename]!r} again; skipped")
+            notes.append(
+                f"sessions.json key {key!r} names the transcript of {used[filename]!r} again; skipped"
+            )
         else:
             used[filename] = key
             sessions.append(_read_session(sessions_dir, _check_key(key), filename, entry))
@@ -207,7 +217,9 @@ def _unique_key(key: str, taken: set[str], notes: list[str]) -> str:
     number = 2
     while f"{key}-{number}" in taken:
         number += 1
-    notes.append(f"session key {key!r} is used twice; the transcript file {key}.jsonl was imported as {key}-{number}")
+    notes.append(
+        f"session key {key!r} is used twice; the transcript file {key}.jsonl was imported as {key}-{number}"
+    )
     return f"{key}-{number}"
 
 
@@ -218,7 +230,9 @@ def _read_session(sessions_dir: Path, key: str, filename: str, store: dict[str, 
         transcript = parse_transcript(text, source=source)
     except TranscriptError as error:
         raise WorkspaceImportError(str(error)) from None
-    inputs = {entry.entry_id: _validated(entry, source) for entry in transcript.entries if entry.kind == "message"}
+    inputs = {
+        entry.entry_id: _validated(entry, source) for entry in transcript.entries if entry.kind == "message"
+    }
     return SessionFile(key=key, filename=filename, transcript=transcript, store=store, inputs=inputs)
 
 
@@ -271,8 +285,10 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 # --- Writing (one transaction) ---------------------------------------------------------------------
 
-def import_workspace(*, directory: Path | str, team_slug: str, assistant_slug: str,
-                     replace: bool = False) -> ImportReport:
+
+def import_workspace(
+    *, directory: Path | str, team_slug: str, assistant_slug: str, replace: bool = False
+) -> ImportReport:
     """Import a workspace into ``team_slug/assistant_slug``; refuse an existing assistant unless ``replace``."""
     try:
         validate_slug(assistant_slug)
@@ -290,10 +306,13 @@ def import_workspace(*, directory: Path | str, team_slug: str, assistant_slug: s
             raise WorkspaceImportError(
                 f"assistant {team_slug}/{assistant_slug} already exists; pass --replace to overwrite it"
             )
-        report = ImportReport(assistant=f"{team_slug}/{assistant_slug}", created=assistant is None,
-                              notes=list(workspace.notes))
+        report = ImportReport(
+            assistant=f"{team_slug}/{assistant_slug}", created=assistant is None, notes=list(workspace.notes)
+        )
         assistant = _save_assistant(team, assistant_slug, assistant, workspace.assistant)
-        report.deleted_sessions = Session.objects.filter(assistant=assistant).delete()[1].get("sessions_app.Session", 0)
+        report.deleted_sessions = (
+            Session.objects.filter(assistant=assistant).delete()[1].get("sessions_app.Session", 0)
+        )
         _import_documents(assistant, workspace, report)
         taken: set[uuid.UUID] = set()
         for session_file in workspace.sessions:
@@ -301,7 +320,9 @@ def import_workspace(*, directory: Path | str, team_slug: str, assistant_slug: s
     return report
 
 
-def _save_assistant(team: Team, slug: str, assistant: Assistant | None, fields: dict[str, Any] | None) -> Assistant:
+def _save_assistant(
+    team: Team, slug: str, assistant: Assistant | None, fields: dict[str, Any] | None
+) -> Assistant:
     if assistant is None:
         assistant = Assistant(team=team, slug=slug, name=slug)
     for name, value in (fields or {}).items():
@@ -312,7 +333,9 @@ def _save_assistant(team: Team, slug: str, assistant: Assistant | None, fields: 
 
 def _import_documents(assistant: Assistant, workspace: Workspace, report: ImportReport) -> None:
     provenance = Provenance(author=Author.IMPORT, note=f"import_workspace {workspace.directory}")
-    for document in MemoryDocument.objects.filter(assistant=assistant).exclude(path__in=list(workspace.documents)):
+    for document in MemoryDocument.objects.filter(assistant=assistant).exclude(
+        path__in=list(workspace.documents)
+    ):
         delete_document(document=document, provenance=provenance)  # its revisions stay
         report.deleted_documents += 1
     for path, content in sorted(workspace.documents.items()):
@@ -320,22 +343,34 @@ def _import_documents(assistant: Assistant, workspace: Workspace, report: Import
         report.documents += 1
 
 
-def _import_session(assistant: Assistant, source: SessionFile, report: ImportReport, taken: set[uuid.UUID]) -> None:
+def _import_session(
+    assistant: Assistant, source: SessionFile, report: ImportReport, taken: set[uuid.UUID]
+) -> None:
     transcript, store = source.transcript, source.store
     session = Session.objects.create(
-        assistant=assistant, key=source.key, session_uuid=_session_uuid(source, taken, report),
-        last_seq=len(transcript.entries), **_session_fields(transcript, store),
+        assistant=assistant,
+        key=source.key,
+        session_uuid=_session_uuid(source, taken, report),
+        last_seq=len(transcript.entries),
+        **_session_fields(transcript, store),
     )
-    messages = [_message_row(session, seq, entry, source.inputs[entry.entry_id])
-                for seq, entry in enumerate(transcript.entries, start=1) if entry.kind == "message"]
+    messages = [
+        _message_row(session, seq, entry, source.inputs[entry.entry_id])
+        for seq, entry in enumerate(transcript.entries, start=1)
+        if entry.kind == "message"
+    ]
     Message.objects.bulk_create(messages)
     by_entry = {message.entry_id: message for message in messages}
-    compactions = [_compaction_row(session, seq, entry, by_entry)
-                   for seq, entry in enumerate(transcript.entries, start=1) if entry.kind == "compaction"]
+    compactions = [
+        _compaction_row(session, seq, entry, by_entry)
+        for seq, entry in enumerate(transcript.entries, start=1)
+        if entry.kind == "compaction"
+    ]
     CompactionEntry.objects.bulk_create(compactions)
     # auto_now/auto_now_add would stamp the import time; keep the workspace's times instead.
-    Session.objects.filter(pk=session.pk).update(created_at=transcript.created_at,
-                                                 updated_at=_ms(store.get("updatedAt")) or transcript.created_at)
+    Session.objects.filter(pk=session.pk).update(
+        created_at=transcript.created_at, updated_at=_ms(store.get("updatedAt")) or transcript.created_at
+    )
     after_transcript_change(session)
     report.sessions += 1
     report.messages += len(messages)
@@ -354,7 +389,9 @@ def _session_uuid(source: SessionFile, taken: set[uuid.UUID], report: ImportRepo
         if value not in taken and not Session.objects.filter(session_uuid=value).exists():
             taken.add(value)
             return value
-        report.notes.append(f"session {source.key!r}: id {value} is already used by another session; given a new id")
+        report.notes.append(
+            f"session {source.key!r}: id {value} is already used by another session; given a new id"
+        )
         break
     value = uuid.uuid4()
     taken.add(value)
@@ -369,7 +406,8 @@ def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict
     compactions = sum(1 for entry in transcript.entries if entry.kind == "compaction")
     compaction_count = _count(store.get("compactionCount"))
     return {
-        "title": label[:200], "total_tokens": total,
+        "title": label[:200],
+        "total_tokens": total,
         # OpenClaw treats a missing totalTokensFresh as fresh (resolveFreshSessionTotalTokens).
         "total_tokens_fresh": fresh if isinstance(fresh, bool) else total is not None,
         "compaction_count": compaction_count if compaction_count is not None else compactions,
@@ -381,7 +419,12 @@ def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict
 
 
 def _last_usage(store: dict[str, Any]) -> dict[str, Any] | None:
-    names = {"inputTokens": "input", "outputTokens": "output", "cacheRead": "cacheRead", "cacheWrite": "cacheWrite"}
+    names = {
+        "inputTokens": "input",
+        "outputTokens": "output",
+        "cacheRead": "cacheRead",
+        "cacheWrite": "cacheWrite",
+    }
     usage = {ours: store[theirs] for theirs, ours in names.items() if _count(store.get(theirs)) is not None}
     return usage or None
 
@@ -403,20 +446,44 @@ def _ms(value: Any) -> datetime | None:
 
 def _message_row(session: Session, seq: int, entry: ParsedEntry, item: MessageInput) -> Message:
     row = Message(
-        session=session, seq=seq, entry_id=entry.entry_id, role=item.role, content=item.content,
-        tool_call_id=item.tool_call_id, tool_name=item.tool_name, is_error=item.is_error, details=item.details,
-        usage=item.usage, stop_reason=item.stop_reason, error_message=item.error_message, model=item.model,
-        provider=item.provider, api=item.api, silent=entry.silent, flush_turn=entry.flush_turn,
+        session=session,
+        seq=seq,
+        entry_id=entry.entry_id,
+        role=item.role,
+        content=item.content,
+        tool_call_id=item.tool_call_id,
+        tool_name=item.tool_name,
+        is_error=item.is_error,
+        details=item.details,
+        usage=item.usage,
+        stop_reason=item.stop_reason,
+        error_message=item.error_message,
+        model=item.model,
+        provider=item.provider,
+        api=item.api,
+        silent=entry.silent,
+        flush_turn=entry.flush_turn,
         created_at=entry.timestamp,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row
 
 
-def _compaction_row(session: Session, seq: int, entry: ParsedEntry, by_entry: dict[str, Message]) -> CompactionEntry:
+def _compaction_row(
+    session: Session, seq: int, entry: ParsedEntry, by_entry: dict[str, Message]
+) -> CompactionEntry:
     return CompactionEntry(
-        session=session, seq=seq, entry_id=entry.entry_id, summary=entry.summary,
-        first_kept=by_entry.get(entry.first_kept_entry_id), first_kept_entry_id=entry.first_kept_entry_id,
-        tokens_before=entry.tokens_before, tokens_after=entry.tokens_after, trigger=entry.trigger,
-        details=entry.details, from_hook=entry.from_hook, offline=entry.offline, created_at=entry.timestamp,
+        session=session,
+        seq=seq,
+        entry_id=entry.entry_id,
+        summary=entry.summary,
+        first_kept=by_entry.get(entry.first_kept_entry_id),
+        first_kept_entry_id=entry.first_kept_entry_id,
+        tokens_before=entry.tokens_before,
+        tokens_after=entry.tokens_after,
+        trigger=entry.trigger,
+        details=entry.details,
+        from_hook=entry.from_hook,
+        offline=entry.offline,
+        created_at=entry.timestamp,
     )

@@ -27,8 +27,7 @@ StopReason = Literal["stop", "toolUse", "length", "error"]
 
 # Pi core/messages.ts, COMPACTION_SUMMARY_PREFIX / COMPACTION_SUMMARY_SUFFIX.
 COMPACTION_SUMMARY_PREFIX = (
-    "The conversation history before this point was compacted into the following summary:\n\n"
-    "<summary>\n"
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 )
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 # Pi transform-messages.ts: a tool call left without a result gets this synthetic error result,
@@ -113,10 +112,7 @@ class ProviderError(Exception):
         self.retryable = not self.is_context_overflow and (server_side or is_connection_error)
 
     def __repr__(self) -> str:
-        return (
-            f"ProviderError(status={self.status!r}, code={self.code!r}, "
-            f"message={self.message!r})"
-        )
+        return f"ProviderError(status={self.status!r}, code={self.code!r}, message={self.message!r})"
 
 
 def _looks_like_overflow(message: str, *, status: int | None, code: str | None) -> bool:
@@ -193,9 +189,7 @@ class OpenAIChatModel:
                 error = provider_error_from(exc)
                 if not error.retryable or delay is None:
                     raise error from exc
-                logger.warning(
-                    "model call failed (%s); retry %d in %.2fs", error, attempt + 1, delay
-                )
+                logger.warning("model call failed (%s); retry %d in %.2fs", error, attempt + 1, delay)
                 self._sleep(delay)
                 continue
             return completion_from(response, requested_model=request["model"])

@@ -57,9 +57,26 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 
 _SESSION_KEY_RE = re.compile(r"^session_(\d+)$")
 _DATE_RE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
-_MONTHS = {name: index for index, name in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"], start=1)}
+_MONTHS = {
+    name: index
+    for index, name in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        start=1,
+    )
+}
 # Evidence ids are "D<session>:<turn>"; a few entries in the data set hold two ids in one string.
 _DIA_ID_RE = re.compile(r"D\d+:\d+")
 
@@ -105,12 +122,19 @@ def turn_messages(turns: Sequence[dict[str, Any]], *, speaker_a: str, start: dat
     messages = []
     for index, turn in enumerate(turns):
         role = "user" if turn.get("speaker") == speaker_a else "assistant"
-        messages.append(MessageInput(role=role, content=turn_content(turn),
-                                     created_at=start + timedelta(seconds=index * TURN_SPACING_SECONDS)))
+        messages.append(
+            MessageInput(
+                role=role,
+                content=turn_content(turn),
+                created_at=start + timedelta(seconds=index * TURN_SPACING_SECONDS),
+            )
+        )
     return messages
 
 
-def load_conversation(*, assistant: Assistant, sample: dict[str, Any], index: bool = True) -> LoadedConversation:
+def load_conversation(
+    *, assistant: Assistant, sample: dict[str, Any], index: bool = True
+) -> LoadedConversation:
     """Store every session of a LoCoMo sample in ``assistant`` and index the transcripts."""
     conversation = _field(sample, "conversation", dict)
     speaker_a = _field(conversation, "speaker_a", str)
@@ -120,22 +144,32 @@ def load_conversation(*, assistant: Assistant, sample: dict[str, Any], index: bo
     for number in numbers:
         start = parse_session_date(conversation.get(f"session_{number}_date_time", ""))
         session_turns = _field(conversation, f"session_{number}", list)
-        session = Session.objects.create(assistant=assistant, key=f"{sample.get('sample_id', 'locomo')}-s{number}",
-                                         title=f"Session {number}")
-        rows = append_messages(session_id=session.pk,
-                               messages=turn_messages(session_turns, speaker_a=speaker_a, start=start))
+        session = Session.objects.create(
+            assistant=assistant,
+            key=f"{sample.get('sample_id', 'locomo')}-s{number}",
+            title=f"Session {number}",
+        )
+        rows = append_messages(
+            session_id=session.pk, messages=turn_messages(session_turns, speaker_a=speaker_a, start=start)
+        )
         turns.update(_evidence_turns(session, session_turns, rows))
         end = rows[-1].created_at if rows else end
         if index:
             index_session_transcript(session.pk)
     if end is None:
         raise LocomoFormatError(f"sample {sample.get('sample_id')!r} has no sessions")
-    return LoadedConversation(sample_id=str(sample.get("sample_id", "")), assistant=assistant,
-                              sessions=len(numbers), turns=turns, end=end)
+    return LoadedConversation(
+        sample_id=str(sample.get("sample_id", "")),
+        assistant=assistant,
+        sessions=len(numbers),
+        turns=turns,
+        end=end,
+    )
 
 
-def _evidence_turns(session: Session, turns: Sequence[dict[str, Any]],
-                    rows: Sequence[Message]) -> dict[str, EvidenceTurn]:
+def _evidence_turns(
+    session: Session, turns: Sequence[dict[str, Any]], rows: Sequence[Message]
+) -> dict[str, EvidenceTurn]:
     """Map each turn's dia_id to the path, seq and rendered line that search results cite."""
     path = session_path(session)
     result = {}
@@ -146,8 +180,12 @@ def _evidence_turns(session: Session, turns: Sequence[dict[str, Any]],
     return result
 
 
-def questions(sample: dict[str, Any], turns: dict[str, EvidenceTurn], *,
-              categories: Iterable[int] = RETRIEVAL_CATEGORIES) -> tuple[list[EvalQuestion], int]:
+def questions(
+    sample: dict[str, Any],
+    turns: dict[str, EvidenceTurn],
+    *,
+    categories: Iterable[int] = RETRIEVAL_CATEGORIES,
+) -> tuple[list[EvalQuestion], int]:
     """Return the sample's questions of ``categories`` with their evidence turns, and how many
     were skipped because none of their evidence ids names a turn."""
     wanted = set(categories)
@@ -160,7 +198,9 @@ def questions(sample: dict[str, Any], turns: dict[str, EvidenceTurn], *,
         if not evidence:
             skipped += 1
             continue
-        kept.append(EvalQuestion(text=str(qa.get("question", "")), category=int(qa["category"]), evidence=evidence))
+        kept.append(
+            EvalQuestion(text=str(qa.get("question", "")), category=int(qa["category"]), evidence=evidence)
+        )
     return kept, skipped
 
 
@@ -169,7 +209,6 @@ def _field(data: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind):
         raise LocomoFormatError(f"expected {key!r} to be a {kind.__name__}")
     return value
-
 
 
 # --- the evaluation run -----------------------------------------------------------------------
@@ -199,9 +238,17 @@ class EvalRun:
     configs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_evaluation(*, samples: Sequence[dict[str, Any]], configs: Sequence[EvalConfig], embedder: Embedder,
-                   max_results: int, budget: int = DEFAULT_BUDGET_CHARS, ks: Sequence[int] = DEFAULT_KS,
-                   variants: Sequence[str] = tuple(SEARCH_VARIANTS), progress: Callable[[str], None] = lambda _: None) -> EvalRun:
+def run_evaluation(
+    *,
+    samples: Sequence[dict[str, Any]],
+    configs: Sequence[EvalConfig],
+    embedder: Embedder,
+    max_results: int,
+    budget: int = DEFAULT_BUDGET_CHARS,
+    ks: Sequence[int] = DEFAULT_KS,
+    variants: Sequence[str] = tuple(SEARCH_VARIANTS),
+    progress: Callable[[str], None] = lambda _: None,
+) -> EvalRun:
     """Load the samples into fresh assistants of a new team, then evaluate every config on them.
 
     The caller owns the transaction: `eval_locomo` rolls it all back afterwards.
@@ -212,42 +259,76 @@ def run_evaluation(*, samples: Sequence[dict[str, Any]], configs: Sequence[EvalC
     corpora, skipped, messages = [], 0, 0
     for sample in samples:
         started = time.perf_counter()
-        assistant = Assistant.objects.create(team=team, slug=_slug(sample), name=f"LoCoMo {_slug(sample)}",
-                                             settings=configs[0].settings())
+        assistant = Assistant.objects.create(
+            team=team, slug=_slug(sample), name=f"LoCoMo {_slug(sample)}", settings=configs[0].settings()
+        )
         loaded = load_conversation(assistant=assistant, sample=sample)
         asked, missing = questions(sample, loaded.turns)
         corpora.append(EvalCorpus(assistant=assistant, questions=asked, now=loaded.end))
         skipped, messages = skipped + missing, messages + len(loaded.turns)
-        progress(f"loaded {loaded.sample_id}: {loaded.sessions} sessions, {len(loaded.turns)} turns, "
-                 f"{len(asked)} questions ({time.perf_counter() - started:.0f}s)")
-    run = EvalRun(conversations=[_slug(s) for s in samples], questions=sum(len(c.questions) for c in corpora),
-                  skipped_questions=skipped, messages=messages)
+        progress(
+            f"loaded {loaded.sample_id}: {loaded.sessions} sessions, {len(loaded.turns)} turns, "
+            f"{len(asked)} questions ({time.perf_counter() - started:.0f}s)"
+        )
+    run = EvalRun(
+        conversations=[_slug(s) for s in samples],
+        questions=sum(len(c.questions) for c in corpora),
+        skipped_questions=skipped,
+        messages=messages,
+    )
     vectors = QueryVectors(embedder)
     for config in configs:
-        run.configs.append(_evaluate_config(config, corpora, vectors, max_results=max_results, budget=budget,
-                                            ks=ks, variants=variants, progress=progress))
+        run.configs.append(
+            _evaluate_config(
+                config,
+                corpora,
+                vectors,
+                max_results=max_results,
+                budget=budget,
+                ks=ks,
+                variants=variants,
+                progress=progress,
+            )
+        )
     return run
 
 
-def _evaluate_config(config: EvalConfig, corpora: Sequence[EvalCorpus], vectors: QueryVectors, *,
-                     max_results: int, budget: int, ks: Sequence[int], variants: Sequence[str],
-                     progress: Callable[[str], None]) -> dict[str, Any]:
+def _evaluate_config(
+    config: EvalConfig,
+    corpora: Sequence[EvalCorpus],
+    vectors: QueryVectors,
+    *,
+    max_results: int,
+    budget: int,
+    ks: Sequence[int],
+    variants: Sequence[str],
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
     started = time.perf_counter()
     for corpus in corpora:
         _apply(corpus.assistant, config)
     _refresh_statistics()
     chunks = MemoryChunk.objects.filter(assistant__in=[c.assistant for c in corpora])
-    stats = {"chunks": chunks.count(), "mean_chunk_chars": round(
-        chunks.aggregate(mean=Avg(Length("text")))["mean"] or 0)}
-    progress(f"[{config.label}] indexed: {stats['chunks']} chunks, {stats['mean_chunk_chars']} characters "
-             f"on average ({time.perf_counter() - started:.0f}s)")
+    stats = {
+        "chunks": chunks.count(),
+        "mean_chunk_chars": round(chunks.aggregate(mean=Avg(Length("text")))["mean"] or 0),
+    }
+    progress(
+        f"[{config.label}] indexed: {stats['chunks']} chunks, {stats['mean_chunk_chars']} characters "
+        f"on average ({time.perf_counter() - started:.0f}s)"
+    )
     options = resolve_options(corpora[0].assistant, max_results=max_results)
     started = time.perf_counter()
     scores = evaluate(corpora, options=options, vectors=vectors, ks=ks, budget=budget, variants=variants)
     progress(f"[{config.label}] evaluated ({time.perf_counter() - started:.0f}s)")
-    return {"label": config.label, "settings": {"chunking": config.chunking, "query": config.query},
-            "max_results": max_results, "budget_chars": budget, **stats,
-            "methods": [s.summary(ks) for s in scores]}
+    return {
+        "label": config.label,
+        "settings": {"chunking": config.chunking, "query": config.query},
+        "max_results": max_results,
+        "budget_chars": budget,
+        **stats,
+        "methods": [s.summary(ks) for s in scores],
+    }
 
 
 def _apply(assistant: Assistant, config: EvalConfig) -> None:

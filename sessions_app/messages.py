@@ -25,10 +25,29 @@ ROLE_BLOCKS = {
     "system": {"text"},
 }
 STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
-_ALIASES = {"tool_call_id": "toolCallId", "tool_name": "toolName", "is_error": "isError",
-            "stop_reason": "stopReason", "error_message": "errorMessage"}
-_KNOWN = {"role", "content", "timestamp", "toolCallId", "toolName", "isError", "usage", "stopReason",
-          "errorMessage", "model", "provider", "api", "details", "silent"}
+_ALIASES = {
+    "tool_call_id": "toolCallId",
+    "tool_name": "toolName",
+    "is_error": "isError",
+    "stop_reason": "stopReason",
+    "error_message": "errorMessage",
+}
+_KNOWN = {
+    "role",
+    "content",
+    "timestamp",
+    "toolCallId",
+    "toolName",
+    "isError",
+    "usage",
+    "stopReason",
+    "errorMessage",
+    "model",
+    "provider",
+    "api",
+    "details",
+    "silent",
+}
 
 
 class MessageError(ValueError):
@@ -70,18 +89,26 @@ def validate_message(data: Any, *, max_bytes: int) -> MessageInput:
     data = {_ALIASES.get(key, key): value for key, value in data.items()}
     unknown = sorted(set(data) - _KNOWN)
     if unknown:
-        raise MessageError("invalid_message", f"Unknown message field(s): {', '.join(unknown)}.", field=unknown[0])
+        raise MessageError(
+            "invalid_message", f"Unknown message field(s): {', '.join(unknown)}.", field=unknown[0]
+        )
     size = len(json.dumps(data, ensure_ascii=False).encode())
     if size > max_bytes:
-        raise MessageError("payload_too_large", f"The message is {size} bytes; the limit is {max_bytes}.", too_large=True)
+        raise MessageError(
+            "payload_too_large", f"The message is {size} bytes; the limit is {max_bytes}.", too_large=True
+        )
     role = data.get("role")
     if role not in ROLES:
         raise MessageError("invalid_role", f"role must be one of: {', '.join(ROLES)}.", field="role")
     content = _check_content(role, data.get("content"))
     return MessageInput(
-        role=role, content=content, created_at=parse_timestamp(data.get("timestamp")),
-        **_tool_fields(role, data), **_assistant_fields(role, data),
-        details=data.get("details"), silent=_bool(data, "silent"),
+        role=role,
+        content=content,
+        created_at=parse_timestamp(data.get("timestamp")),
+        **_tool_fields(role, data),
+        **_assistant_fields(role, data),
+        details=data.get("details"),
+        silent=_bool(data, "silent"),
     )
 
 
@@ -89,7 +116,9 @@ def _check_content(role: str, content: Any) -> Any:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise MessageError("invalid_content", "content must be a string or a list of content blocks.", field="content")
+        raise MessageError(
+            "invalid_content", "content must be a string or a list of content blocks.", field="content"
+        )
     for index, block in enumerate(content):
         _check_block(role, block, index)
     return content
@@ -98,42 +127,68 @@ def _check_content(role: str, content: Any) -> Any:
 def _check_block(role: str, block: Any, index: int) -> None:
     where = f"content[{index}]"
     if not isinstance(block, dict) or block.get("type") not in BLOCK_FIELDS:
-        raise MessageError("invalid_content", f"{where} must be a block of type {', '.join(BLOCK_FIELDS)}.", field=where)
+        raise MessageError(
+            "invalid_content", f"{where} must be a block of type {', '.join(BLOCK_FIELDS)}.", field=where
+        )
     kind = block["type"]
     if kind not in ROLE_BLOCKS[role]:
-        raise MessageError("invalid_content", f"{where}: a {role} message cannot hold a {kind} block.", field=where)
+        raise MessageError(
+            "invalid_content", f"{where}: a {role} message cannot hold a {kind} block.", field=where
+        )
     for name, expected in BLOCK_FIELDS[kind]:
         if not isinstance(block.get(name), expected):
-            raise MessageError("invalid_content", f"{where}.{name} is required ({expected.__name__}).", field=f"{where}.{name}")
+            raise MessageError(
+                "invalid_content",
+                f"{where}.{name} is required ({expected.__name__}).",
+                field=f"{where}.{name}",
+            )
 
 
 def _tool_fields(role: str, data: dict[str, Any]) -> dict[str, Any]:
     call_id, name = data.get("toolCallId") or "", data.get("toolName") or ""
     if role == "toolResult":
         if not isinstance(call_id, str) or not call_id:
-            raise MessageError("missing_tool_call_id", "A toolResult message needs toolCallId.", field="toolCallId")
+            raise MessageError(
+                "missing_tool_call_id", "A toolResult message needs toolCallId.", field="toolCallId"
+            )
         if not isinstance(name, str) or not name:
             raise MessageError("missing_tool_name", "A toolResult message needs toolName.", field="toolName")
     elif call_id or name:
-        raise MessageError("invalid_message", "toolCallId and toolName belong to toolResult messages only.", field="toolCallId")
+        raise MessageError(
+            "invalid_message",
+            "toolCallId and toolName belong to toolResult messages only.",
+            field="toolCallId",
+        )
     return {"tool_call_id": call_id, "tool_name": name, "is_error": _bool(data, "isError")}
 
 
 def _assistant_fields(role: str, data: dict[str, Any]) -> dict[str, Any]:
     usage = data.get("usage")
-    if usage is not None and not (isinstance(usage, dict) and all(isinstance(v, (int, float, dict)) for v in usage.values())):
+    if usage is not None and not (
+        isinstance(usage, dict) and all(isinstance(v, (int, float, dict)) for v in usage.values())
+    ):
         raise MessageError("invalid_usage", "usage must be an object of token counts.", field="usage")
     stop = data.get("stopReason") or ""
     if stop and stop not in STOP_REASONS:
-        raise MessageError("invalid_message", f"stopReason must be one of: {', '.join(STOP_REASONS)}.", field="stopReason")
+        raise MessageError(
+            "invalid_message", f"stopReason must be one of: {', '.join(STOP_REASONS)}.", field="stopReason"
+        )
     if role != "assistant" and (usage or stop):
-        raise MessageError("invalid_message", "usage and stopReason belong to assistant messages only.", field="usage")
+        raise MessageError(
+            "invalid_message", "usage and stopReason belong to assistant messages only.", field="usage"
+        )
     strings = {key: data.get(key) or "" for key in ("errorMessage", "model", "provider", "api")}
     for key, value in strings.items():
         if not isinstance(value, str):
             raise MessageError("invalid_message", f"{key} must be a string.", field=key)
-    return {"usage": usage, "stop_reason": stop, "error_message": strings["errorMessage"], "model": strings["model"],
-            "provider": strings["provider"], "api": strings["api"]}
+    return {
+        "usage": usage,
+        "stop_reason": stop,
+        "error_message": strings["errorMessage"],
+        "model": strings["model"],
+        "provider": strings["provider"],
+        "api": strings["api"],
+    }
 
 
 def _bool(data: dict[str, Any], key: str) -> bool:
@@ -148,7 +203,9 @@ def parse_timestamp(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise MessageError("invalid_timestamp", "timestamp must be ISO-8601 or epoch milliseconds.", field="timestamp")
+        raise MessageError(
+            "invalid_timestamp", "timestamp must be ISO-8601 or epoch milliseconds.", field="timestamp"
+        )
     if isinstance(value, (int, float)):
         seconds = value if value < 1e11 else value / 1000
         try:
@@ -159,9 +216,13 @@ def parse_timestamp(value: Any) -> datetime | None:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise MessageError("invalid_timestamp", f"timestamp {value!r} is not ISO-8601.", field="timestamp") from None
+            raise MessageError(
+                "invalid_timestamp", f"timestamp {value!r} is not ISO-8601.", field="timestamp"
+            ) from None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-    raise MessageError("invalid_timestamp", "timestamp must be ISO-8601 or epoch milliseconds.", field="timestamp")
+    raise MessageError(
+        "invalid_timestamp", "timestamp must be ISO-8601 or epoch milliseconds.", field="timestamp"
+    )
 
 
 def epoch_ms(moment: datetime) -> int:

@@ -40,7 +40,9 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        constraints = [models.UniqueConstraint(fields=["assistant", "key"], name="session_assistant_key_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "key"], name="session_assistant_key_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.assistant}:{self.key}"
@@ -85,7 +87,8 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["session", "entry_id"], name="message_session_entry_unique"),
             models.CheckConstraint(condition=models.Q(role__in=Role.values), name="message_role_valid"),
             models.CheckConstraint(
-                condition=~models.Q(role="toolResult") | (~models.Q(tool_call_id="") & ~models.Q(tool_name="")),
+                condition=~models.Q(role="toolResult")
+                | (~models.Q(tool_call_id="") & ~models.Q(tool_name="")),
                 name="message_tool_result_has_call",
             ),
         ]
@@ -106,7 +109,9 @@ class CompactionEntry(models.Model):
     seq = models.PositiveIntegerField()
     entry_id = models.CharField(max_length=8, default=new_entry_id)
     summary = models.TextField()
-    first_kept = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    first_kept = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     first_kept_entry_id = models.CharField(max_length=8)
     tokens_before = models.PositiveIntegerField()
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
@@ -140,7 +145,11 @@ class RunState(models.TextChoices):
 
 # A run in one of these states holds the session's compaction lock (see CompactionRun.Meta).
 ACTIVE_RUN_STATES = (
-    RunState.PENDING, RunState.FLUSHING, RunState.FLUSHED, RunState.FLUSH_SKIPPED, RunState.SUMMARIZING,
+    RunState.PENDING,
+    RunState.FLUSHING,
+    RunState.FLUSHED,
+    RunState.FLUSH_SKIPPED,
+    RunState.SUMMARIZING,
 )
 
 
@@ -172,7 +181,8 @@ class CompactionRun(models.Model):
             # across processes and hosts; a crashed worker's run is expired by
             # sessions_app.compaction (stale-run recovery), never left holding the lock forever.
             models.UniqueConstraint(
-                fields=["session"], condition=models.Q(state__in=[s.value for s in ACTIVE_RUN_STATES]),
+                fields=["session"],
+                condition=models.Q(state__in=[s.value for s in ACTIVE_RUN_STATES]),
                 name="compaction_run_one_active_per_session",
             ),
         ]

@@ -28,13 +28,9 @@ DECISIONS, TODOS, RULES, ASKS = REQUIRED_SUMMARY_SECTIONS[:4]
 _PLACEHOLDERS = frozenset({"none.", "none", "none captured.", "no prior history."})
 
 _DECISION_RE = re.compile(r"\b(?:decided|decision|agreed|we will|we'll)\b|决定", re.IGNORECASE)
-_RULE_RE = re.compile(
-    r"\b(?:must|never|always|don't|don’t|do not|prefer)\b|必须|不要", re.IGNORECASE
-)
+_RULE_RE = re.compile(r"\b(?:must|never|always|don't|don’t|do not|prefer)\b|必须|不要", re.IGNORECASE)
 _TODO_RE = re.compile(r"\b(?:todo|need to|should)\b|待办", re.IGNORECASE)
-_PREFERENCE_RE = re.compile(
-    r"\b(?:prefer|preference|i like|i want|i'd like)\b|喜欢|偏好", re.IGNORECASE
-)
+_PREFERENCE_RE = re.compile(r"\b(?:prefer|preference|i like|i want|i'd like)\b|喜欢|偏好", re.IGNORECASE)
 _REQUEST_RE = re.compile(
     r"^(?:please|pls|can you|could you|would you|will you|let's|help me|i need|i want)\b"
     r"|请|帮我|能否|麻烦",
@@ -120,9 +116,7 @@ def _texts(message: Message) -> list[str]:
     return [
         block["text"]
         for block in blocks
-        if isinstance(block, Mapping)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
+        if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
     ]
 
 
@@ -159,14 +153,11 @@ def _pending_asks(messages: Sequence[Message]) -> list[str]:
 def _has_answer(messages: Sequence[Message]) -> bool:
     """Tell whether any assistant message has text (so earlier pending asks were addressed)."""
     return any(
-        message.get("role") == "assistant" and any(t.strip() for t in _texts(message))
-        for message in messages
+        message.get("role") == "assistant" and any(t.strip() for t in _texts(message)) for message in messages
     )
 
 
-def _parse_previous(
-    summary: str, messages: Sequence[Message]
-) -> tuple[dict[str, list[str]], list[str]]:
+def _parse_previous(summary: str, messages: Sequence[Message]) -> tuple[dict[str, list[str]], list[str]]:
     """Split a previous summary into its section items and identifiers."""
     sections: dict[str, list[str]] = {heading: [] for heading in REQUIRED_SUMMARY_SECTIONS[:4]}
     identifiers = extract_identifiers(summary)

@@ -36,10 +36,22 @@ BRANCH_SUMMARY_PREFIX = (
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
-MESSAGE_FIELDS = frozenset({
-    "role", "content", "toolCallId", "toolName", "isError", "usage", "stopReason", "errorMessage",
-    "model", "provider", "api", "details",
-})
+MESSAGE_FIELDS = frozenset(
+    {
+        "role",
+        "content",
+        "toolCallId",
+        "toolName",
+        "isError",
+        "usage",
+        "stopReason",
+        "errorMessage",
+        "model",
+        "provider",
+        "api",
+        "details",
+    }
+)
 SKIPPED_ENTRY_TYPES = frozenset({"model_change", "thinking_level_change", "label", "session_info", "custom"})
 TRIGGERS = ("threshold", "overflow", "manual", "budget")
 # Our exports put this in the header and mark silent entries with "silent": true. Files without it
@@ -115,8 +127,14 @@ def parse_transcript(text: str, *, source: str) -> ParsedTranscript:
     parsed = reader.read(path)
     reader.skipped["off_branch"] += len(entries) - len(path)
     return ParsedTranscript(
-        session_id=session_id, created_at=created_at, cwd=cwd, entries=tuple(parsed), title=reader.title,
-        last_cache_touch_ms=reader.cache_touch_ms, skipped=+reader.skipped, notes=tuple(reader.notes),
+        session_id=session_id,
+        created_at=created_at,
+        cwd=cwd,
+        entries=tuple(parsed),
+        title=reader.title,
+        last_cache_touch_ms=reader.cache_touch_ms,
+        skipped=+reader.skipped,
+        notes=tuple(reader.notes),
     )
 
 
@@ -141,7 +159,9 @@ def _header(header: dict[str, Any], source: str, line: int) -> tuple[str, dateti
     version = header.get("version", 1)
     if version not in READABLE_VERSIONS:
         raise TranscriptError(
-            source, line, f"transcript version {version!r} is not supported (need {CURRENT_VERSION}; "
+            source,
+            line,
+            f"transcript version {version!r} is not supported (need {CURRENT_VERSION}; "
             "open the session once in OpenClaw to migrate it)",
         )
     created_at = _timestamp(header.get("timestamp"), source, line)
@@ -264,8 +284,15 @@ class _BranchReader:
         when = _message_time(timestamp, message.get("timestamp"))
         silent = self._silent(entry, converted)
         flush_turn = entry.get("flushTurn") is True if self.explicit_silent else self.last_was_flush
-        return ParsedEntry(kind="message", entry_id=entry["id"], timestamp=when, line=line, message=converted,
-                           silent=silent, flush_turn=flush_turn)
+        return ParsedEntry(
+            kind="message",
+            entry_id=entry["id"],
+            timestamp=when,
+            line=line,
+            message=converted,
+            silent=silent,
+            flush_turn=flush_turn,
+        )
 
     def _silent(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
         self.last_was_flush = False
@@ -286,13 +313,21 @@ class _BranchReader:
         if role in ("user", "assistant", "toolResult", "system"):
             return self._known_fields(message)
         if role in ("custom", "hookMessage"):
-            return _from_custom(message.get("customType"), message.get("content"), message.get("display"),
-                                message.get("details"), origin=f"{role} message", mapped=self.skipped)
+            return _from_custom(
+                message.get("customType"),
+                message.get("content"),
+                message.get("display"),
+                message.get("details"),
+                origin=f"{role} message",
+                mapped=self.skipped,
+            )
         if role == "bashExecution":
             return self._bash_execution(message)
         if role == "branchSummary":
             self.skipped["mapped:branchSummary->user"] += 1
-            return _branch_summary_message(message.get("summary"), message.get("fromId"), origin="branchSummary")
+            return _branch_summary_message(
+                message.get("summary"), message.get("fromId"), origin="branchSummary"
+            )
         # compactionSummary is what buildSessionContext derives from a compaction entry; the entry itself
         # is imported, so the message would be a duplicate.
         self.skipped[f"message:{role}"] += 1
@@ -309,12 +344,22 @@ class _BranchReader:
             self.skipped["message:bashExecution(excluded from context)"] += 1
             return None
         self.skipped["mapped:bashExecution->user"] += 1
-        details = {key: message.get(key) for key in ("command", "exitCode", "cancelled", "truncated", "fullOutputPath")}
-        return {"role": "user", "content": [{"type": "text", "text": bash_execution_text(message)}],
-                "details": {"openclawRole": "bashExecution", **details}}
+        details = {
+            key: message.get(key)
+            for key in ("command", "exitCode", "cancelled", "truncated", "fullOutputPath")
+        }
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": bash_execution_text(message)}],
+            "details": {"openclawRole": "bashExecution", **details},
+        }
 
     def _compaction(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry:
-        summary, first_kept, before = entry.get("summary"), entry.get("firstKeptEntryId"), entry.get("tokensBefore")
+        summary, first_kept, before = (
+            entry.get("summary"),
+            entry.get("firstKeptEntryId"),
+            entry.get("tokensBefore"),
+        )
         if not isinstance(summary, str) or not isinstance(first_kept, str):
             raise TranscriptError(self.source, line, "a compaction entry needs summary and firstKeptEntryId")
         if not isinstance(before, (int, float)) or isinstance(before, bool) or before < 0:
@@ -322,18 +367,39 @@ class _BranchReader:
         after = entry.get("tokensAfter")
         trigger = entry.get("trigger") if entry.get("trigger") in TRIGGERS else "threshold"
         return ParsedEntry(
-            kind="compaction", entry_id=entry["id"], timestamp=timestamp, line=line, summary=summary,
-            first_kept_entry_id=first_kept, tokens_before=int(before),
-            tokens_after=int(after) if isinstance(after, (int, float)) and not isinstance(after, bool) else None,
-            trigger=trigger, details=_details(entry.get("details")), from_hook=entry.get("fromHook") is True,
+            kind="compaction",
+            entry_id=entry["id"],
+            timestamp=timestamp,
+            line=line,
+            summary=summary,
+            first_kept_entry_id=first_kept,
+            tokens_before=int(before),
+            tokens_after=int(after)
+            if isinstance(after, (int, float)) and not isinstance(after, bool)
+            else None,
+            trigger=trigger,
+            details=_details(entry.get("details")),
+            from_hook=entry.get("fromHook") is True,
             offline=entry.get("offline") is True,
         )
 
     def _custom_message(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry:
-        message = _from_custom(entry.get("customType"), entry.get("content"), entry.get("display"),
-                               entry.get("details"), origin="custom_message entry", mapped=self.skipped)
-        return ParsedEntry(kind="message", entry_id=entry["id"], timestamp=timestamp, line=line, message=message,
-                           silent=self._silent(entry, message))
+        message = _from_custom(
+            entry.get("customType"),
+            entry.get("content"),
+            entry.get("display"),
+            entry.get("details"),
+            origin="custom_message entry",
+            mapped=self.skipped,
+        )
+        return ParsedEntry(
+            kind="message",
+            entry_id=entry["id"],
+            timestamp=timestamp,
+            line=line,
+            message=message,
+            silent=self._silent(entry, message),
+        )
 
     def _branch_summary(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry | None:
         if not entry.get("summary"):  # Pi emits a branch summary into context only when it has text
@@ -341,7 +407,9 @@ class _BranchReader:
             return None
         self.skipped["mapped:branch_summary->user"] += 1
         message = _branch_summary_message(entry.get("summary"), entry.get("fromId"), origin="branch_summary")
-        return ParsedEntry(kind="message", entry_id=entry["id"], timestamp=timestamp, line=line, message=message)
+        return ParsedEntry(
+            kind="message", entry_id=entry["id"], timestamp=timestamp, line=line, message=message
+        )
 
     def _retarget_first_kept(self, kept: list[ParsedEntry], order: list[str]) -> list[ParsedEntry]:
         """Point each compaction's firstKeptEntryId at a kept message.
@@ -362,8 +430,10 @@ class _BranchReader:
         start = position.get(entry.first_kept_entry_id)
         if start is None:
             # Pi then keeps nothing from before the compaction; pointing at the compaction itself says the same.
-            self.notes.append(f"{self.source}: compaction {entry.entry_id} keeps from {entry.first_kept_entry_id!r}, "
-                              "which is not on the active branch; it now keeps only what follows it")
+            self.notes.append(
+                f"{self.source}: compaction {entry.entry_id} keeps from {entry.first_kept_entry_id!r}, "
+                "which is not on the active branch; it now keeps only what follows it"
+            )
             return _replace(entry, first_kept_entry_id=entry.entry_id)
         end = position[entry.entry_id]
         following = [e for e in kept if e.kind == "message" and start < position[e.entry_id] < end]
@@ -391,8 +461,9 @@ def _message_time(entry_time: datetime, message_ms: Any) -> datetime:
         return entry_time
 
 
-def _from_custom(custom_type: Any, content: Any, display: Any, details: Any, *, origin: str,
-                 mapped: Counter) -> dict[str, Any]:
+def _from_custom(
+    custom_type: Any, content: Any, display: Any, details: Any, *, origin: str, mapped: Counter
+) -> dict[str, Any]:
     if custom_type == SYSTEM_CUSTOM_TYPE:
         message = {"role": "system", "content": content}
         if details is not None:
@@ -400,14 +471,25 @@ def _from_custom(custom_type: Any, content: Any, display: Any, details: Any, *, 
         return message
     # Pi's convertToLlm sends custom messages to the model as user messages; keep what makes them custom.
     mapped[f"mapped:{origin.split()[0]}->user"] += 1
-    return {"role": "user", "content": content if content is not None else "",
-            "details": {"openclawRole": "custom", "customType": custom_type, "display": display, "details": details}}
+    return {
+        "role": "user",
+        "content": content if content is not None else "",
+        "details": {
+            "openclawRole": "custom",
+            "customType": custom_type,
+            "display": display,
+            "details": details,
+        },
+    }
 
 
 def _branch_summary_message(summary: Any, from_id: Any, *, origin: str) -> dict[str, Any]:
     text = f"{BRANCH_SUMMARY_PREFIX}{summary if isinstance(summary, str) else ''}{BRANCH_SUMMARY_SUFFIX}"
-    return {"role": "user", "content": [{"type": "text", "text": text}],
-            "details": {"openclawRole": origin, "fromId": from_id}}
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "details": {"openclawRole": origin, "fromId": from_id},
+    }
 
 
 def bash_execution_text(message: dict[str, Any]) -> str:
@@ -436,8 +518,11 @@ def _fit_entry_ids(entries: list[ParsedEntry], notes: list[str]) -> list[ParsedE
         return entries
     notes.append(f"{len(renamed)} entry id(s) longer than {ENTRY_ID_LENGTH} characters were given new ids")
     return [
-        _replace(e, entry_id=renamed.get(e.entry_id, e.entry_id),
-                 first_kept_entry_id=renamed.get(e.first_kept_entry_id, e.first_kept_entry_id))
+        _replace(
+            e,
+            entry_id=renamed.get(e.entry_id, e.entry_id),
+            first_kept_entry_id=renamed.get(e.first_kept_entry_id, e.first_kept_entry_id),
+        )
         for e in entries
     ]
 

@@ -32,9 +32,7 @@ OTHER_ROLE_CHARS = 256
 TOOL_CALL_ERROR_CHARS = 128
 PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
 DEFAULT_PLACEHOLDER = "[Old tool result content cleared]"
-TRIM_NOTE = (
-    "\n\n[Tool result trimmed: kept first {head} chars and last {tail} chars of {raw} chars.]"
-)
+TRIM_NOTE = "\n\n[Tool result trimmed: kept first {head} chars and last {tail} chars of {raw} chars.]"
 # design.md item 5: the model can fetch the original back, so pruning loses nothing for good.
 ORIGINAL_REFERENCE = "\n[Original: message {entry_id}; call tool_result_get to read it in full.]"
 
@@ -218,9 +216,7 @@ def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
 # --- TTL gate --------------------------------------------------------------------------------
 
 
-def should_prune(
-    settings: PruningSettings, *, now_ms: int, last_cache_touch_at_ms: int | None
-) -> bool:
+def should_prune(settings: PruningSettings, *, now_ms: int, last_cache_touch_at_ms: int | None) -> bool:
     """Tell whether pruning runs on this call (reference 3.2 TTL gate, plus our `always` mode).
 
     The caller sets `last_cache_touch_at` to now when a pass changed something, so the pass runs
@@ -234,8 +230,6 @@ def should_prune(
 
 
 # --- char estimates (pruner.ts `estimateMessageChars`) ---------------------------------------
-
-
 
 
 def _blocks(content: object) -> list[Mapping[str, Any]]:
@@ -278,8 +272,9 @@ def _assistant_block_chars(block: Mapping[str, Any]) -> int:
     if kind == "toolCall":
         try:
             arguments = block.get("arguments")
-            dumped = json.dumps({} if arguments is None else arguments, separators=(",", ":"),
-                                ensure_ascii=False)
+            dumped = json.dumps(
+                {} if arguments is None else arguments, separators=(",", ":"), ensure_ascii=False
+            )
         except (TypeError, ValueError):
             return TOOL_CALL_ERROR_CHARS
         # pruner.ts counts JSON.stringify(arguments).length: raw UTF-16, not CJK-weighted.
@@ -298,10 +293,6 @@ def estimate_message_chars(message: Mapping[str, Any]) -> int:
 
 
 # --- soft trim -------------------------------------------------------------------------------
-
-
-
-
 
 
 def _take_head(parts: list[str], max_chars: int) -> str:
@@ -338,9 +329,7 @@ def _take_tail(parts: list[str], max_chars: int) -> str:
     return "".join(reversed(out))
 
 
-def _soft_trim_text(
-    message: Mapping[str, Any], soft_trim: SoftTrim
-) -> tuple[str, PruneAction] | None:
+def _soft_trim_text(message: Mapping[str, Any], soft_trim: SoftTrim) -> tuple[str, PruneAction] | None:
     """Return the replacement text of a tool result and what was done, or None to keep it."""
     blocks = _blocks(message.get("content"))
     has_images = any(block.get("type") == "image" for block in blocks)
@@ -408,9 +397,7 @@ class _Pass:
         if entry_id:
             text += ORIGINAL_REFERENCE.format(entry_id=entry_id)
         updated = {**self.messages[index], "content": [{"type": "text", "text": text}]}
-        self.total_chars += estimate_message_chars(updated) - estimate_message_chars(
-            self.messages[index]
-        )
+        self.total_chars += estimate_message_chars(updated) - estimate_message_chars(self.messages[index])
         self.messages[index] = updated
         self.changes[index] = PruneChange(
             index=index,
@@ -454,8 +441,7 @@ def _prunable_indexes(
     return [
         index
         for index in range(start, cutoff)
-        if messages[index].get("role") == "toolResult"
-        and tools.is_prunable(messages[index].get("toolName"))
+        if messages[index].get("role") == "toolResult" and tools.is_prunable(messages[index].get("toolName"))
     ]
 
 

@@ -34,7 +34,9 @@ _SECRET_WORDS = r"(?:api[_\-]?key|access[_\-]?token|refresh[_\-]?token|auth[_\-]
 _BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/\-]+=*)", re.IGNORECASE)
 # KEY=value, "apiKey": "value", --password value, password: value, password is value.
 _ASSIGNMENTS = [
-    re.compile(rf"(\b[A-Z0-9_]*{_SECRET_WORDS}[A-Z0-9_]*\s*[=:]\s*)([\"']?)([^\s\"'`,;]+)(\2)", re.IGNORECASE),
+    re.compile(
+        rf"(\b[A-Z0-9_]*{_SECRET_WORDS}[A-Z0-9_]*\s*[=:]\s*)([\"']?)([^\s\"'`,;]+)(\2)", re.IGNORECASE
+    ),
     re.compile(rf"(\"{_SECRET_WORDS}\"\s*:\s*\")([^\"]+)(\")", re.IGNORECASE),
     re.compile(rf"(--{_SECRET_WORDS}[=\s]+)([\"']?)([^\s\"']+)(\2)", re.IGNORECASE),
     re.compile(rf"(\b{_SECRET_WORDS}\s+(?:is|was|=)\s+)([\"']?)([^\s\"'`,;]+)(\2)", re.IGNORECASE),

@@ -16,8 +16,12 @@ SESSION_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}$")
 
 
 def _session_exists(key: str) -> ApiError:
-    return ApiError("session_exists", f"The assistant already has a session {key!r}.", status_code=409,
-                    details={"field": "key"})
+    return ApiError(
+        "session_exists",
+        f"The assistant already has a session {key!r}.",
+        status_code=409,
+        details={"field": "key"},
+    )
 
 
 @transaction.atomic
@@ -25,8 +29,11 @@ def session_create(*, assistant: Assistant, key: str | None = None, title: str =
     """Create a session of ``assistant`` (a random key when none is given)."""
     key = key or new_session_key()
     if not SESSION_KEY_PATTERN.match(key):
-        raise ApiError("validation_error", "key: letters, digits and . _ : @ + = - only, up to 128 characters.",
-                       details={"field": "key"})
+        raise ApiError(
+            "validation_error",
+            "key: letters, digits and . _ : @ + = - only, up to 128 characters.",
+            details={"field": "key"},
+        )
     if Session.objects.filter(assistant=assistant, key=key).exists():
         raise _session_exists(key)
     try:

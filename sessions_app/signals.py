@@ -27,16 +27,27 @@ def session_saved(sender: Any, instance: Session, update_fields: Any = None, **k
 
 
 def session_deleted(sender: Any, instance: Session, **kwargs: Any) -> None:
-    enqueue("sessions_app.tasks.export_sessions_index", instance.assistant_id,
-            task_name=f"export-index-{instance.assistant_id}")
+    enqueue(
+        "sessions_app.tasks.export_sessions_index",
+        instance.assistant_id,
+        task_name=f"export-index-{instance.assistant_id}",
+    )
 
 
 def compaction_saved(sender: Any, instance: CompactionEntry, **kwargs: Any) -> None:
-    enqueue("sessions_app.tasks.export_session", instance.session_id, task_name=f"export-session-{instance.session_id}")
+    enqueue(
+        "sessions_app.tasks.export_session",
+        instance.session_id,
+        task_name=f"export-session-{instance.session_id}",
+    )
 
 
 def assistant_saved(sender: Any, instance: Assistant, **kwargs: Any) -> None:
-    enqueue("sessions_app.tasks.export_assistant_metadata", instance.pk, task_name=f"export-assistant-{instance.pk}")
+    enqueue(
+        "sessions_app.tasks.export_assistant_metadata",
+        instance.pk,
+        task_name=f"export-assistant-{instance.pk}",
+    )
 
 
 def connect() -> None:

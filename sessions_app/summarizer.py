@@ -475,8 +475,7 @@ def _is_real_conversation(messages: Sequence[Message], index: int) -> bool:
         return False
     start = max(0, index - TOOL_RESULT_REAL_CONVERSATION_LOOKBACK)
     return any(
-        messages[i].get("role") in ("user", "compactionSummary")
-        and _has_meaningful_content(messages[i])
+        messages[i].get("role") in ("user", "compactionSummary") and _has_meaningful_content(messages[i])
         for i in range(index - 1, start - 1, -1)
     )
 
@@ -621,9 +620,7 @@ def split_preserved_recent_turns(
     return _drop_orphan_tool_results(summarizable), kept
 
 
-def _preserved_indexes(
-    messages: Sequence[Message], conversation: list[int], turns: int
-) -> set[int]:
+def _preserved_indexes(messages: Sequence[Message], conversation: list[int], turns: int) -> set[int]:
     """Pick the user/assistant indexes of the last N turns, or all users plus the last 2N."""
     users = [i for i in conversation if messages[i].get("role") == "user"]
     if len(users) >= turns:
@@ -841,9 +838,7 @@ class _TokenShareSplitter:
         return self.chunks
 
 
-def chunk_messages_by_max_tokens(
-    messages: Sequence[Message], max_tokens: int
-) -> list[list[Message]]:
+def chunk_messages_by_max_tokens(messages: Sequence[Message], max_tokens: int) -> list[list[Message]]:
     """Chunk sequentially under `max_tokens / 1.2`; an oversized message is its own chunk."""
     effective = max(1, math.floor(max_tokens / SAFETY_MARGIN))
     chunks: list[list[Message]] = []
@@ -870,9 +865,7 @@ def chunk_messages_by_max_tokens(
 class SummaryClient:
     """The injected model call with the settings it runs under; counts calls, rejects blanks."""
 
-    def __init__(
-        self, summarize: SummarizeFn, settings: SummarySettings, context_window: int
-    ) -> None:
+    def __init__(self, summarize: SummarizeFn, settings: SummarySettings, context_window: int) -> None:
         self.summarize, self.settings, self.context_window = summarize, settings, context_window
         self.calls = 0
 
@@ -880,9 +873,7 @@ class SummaryClient:
         """Run one `generateSummary` request and return its non-empty text."""
         instructions = build_summarization_instructions(custom, self.settings)
         self.calls += 1
-        chat = build_summary_request(
-            messages=messages, previous_summary=previous, instructions=instructions
-        )
+        chat = build_summary_request(messages=messages, previous_summary=previous, instructions=instructions)
         text = self.summarize(chat)
         if not isinstance(text, str) or not text.strip():
             raise SummaryError("the summarizer returned an empty summary")
@@ -908,16 +899,12 @@ def summarize_in_stages(
     if len(splits) <= 1:
         return _summarize_with_fallback(safe, summarizer, custom, previous_summary, max_chunk)
     # Each part starts fresh; the original previous summary joins only at the merge (1.7 step 9).
-    partials = [
-        _summarize_with_fallback(chunk, summarizer, custom, None, max_chunk) for chunk in splits
-    ]
+    partials = [_summarize_with_fallback(chunk, summarizer, custom, None, max_chunk) for chunk in splits]
     merge_messages = [{"role": "user", "content": text, "timestamp": 0} for text in partials]
     merge_custom = MERGE_SUMMARIES_INSTRUCTIONS
     if custom.strip():
         merge_custom = f"{MERGE_SUMMARIES_INSTRUCTIONS}\n\n{custom.strip()}"
-    return _summarize_with_fallback(
-        merge_messages, summarizer, merge_custom, previous_summary, max_chunk
-    )
+    return _summarize_with_fallback(merge_messages, summarizer, merge_custom, previous_summary, max_chunk)
 
 
 def _strip_details(messages: Sequence[Message]) -> list[Message]:
@@ -949,9 +936,7 @@ def _summarize_with_fallback(
     return partial + "\n\n" + "\n".join(notes)
 
 
-def _oversized_plan(
-    messages: Sequence[Message], context_window: int
-) -> tuple[list[Message], list[str]]:
+def _oversized_plan(messages: Sequence[Message], context_window: int) -> tuple[list[Message], list[str]]:
     """Split out messages over half the window, with `[Large ... omitted]` notes (ladder step b)."""
     small: list[Message] = []
     notes: list[str] = []
@@ -1062,9 +1047,7 @@ def _leaf_strings(value: object) -> list[str]:
     return []
 
 
-def ensure_identifiers(
-    summary: str, *, source_texts: Sequence[str], also_present_in: str = ""
-) -> str:
+def ensure_identifiers(summary: str, *, source_texts: Sequence[str], also_present_in: str = "") -> str:
     """Append identifiers missing from summary and memory under `## Exact identifiers`, capped."""
     head, section, rest = split_identifier_section(summary)
     identifiers = extract_identifiers("\n".join(source_texts))
@@ -1168,9 +1151,7 @@ def summarize_session(
     to_summarize, previous, dropped = _prune_for_history_share(
         plan, prefix, previous_summary, tokens_before, client, structured
     )
-    to_summarize, preserved = split_preserved_recent_turns(
-        to_summarize, settings.recent_turns_preserve
-    )
+    to_summarize, preserved = split_preserved_recent_turns(to_summarize, settings.recent_turns_preserve)
     max_chunk = max_chunk_tokens([*to_summarize, *prefix], context_window)
     body = _history_body(to_summarize, client, structured, previous, max_chunk)
     failures = collect_tool_failures([*plan, *prefix])
@@ -1180,9 +1161,7 @@ def summarize_session(
         format_tool_failures_section(failures),
     )
     head, section, body_rest = split_identifier_section(body)
-    summary, added = _place_identifiers(
-        head, section, body_rest + suffix, identifiers, also_present_in
-    )
+    summary, added = _place_identifiers(head, section, body_rest + suffix, identifiers, also_present_in)
     return SummaryResult(
         summary=summary,
         boundary_only=False,
@@ -1196,9 +1175,7 @@ def summarize_session(
 
 def _structured_for(settings: SummarySettings, command_instructions: str | None) -> str:
     """Resolve /compact or config instructions and wrap them in the structured template."""
-    custom = resolve_instructions(
-        command_text=command_instructions, config_text=settings.custom_instructions
-    )
+    custom = resolve_instructions(command_text=command_instructions, config_text=settings.custom_instructions)
     return build_structured_instructions(
         custom=custom,
         identifier_policy=settings.identifier_policy,
@@ -1258,9 +1235,7 @@ def _prune_for_history_share(
     new_content = max(0, math.floor(tokens_before - estimate_messages_tokens([*plan, *prefix])))
     if new_content <= math.floor(window * share * SAFETY_MARGIN):
         return plan, previous_summary, 0
-    kept, dropped = prune_history_for_context_share(
-        plan, context_window=window, max_history_share=share
-    )
+    kept, dropped = prune_history_for_context_share(plan, context_window=window, max_history_share=share)
     if not dropped:
         return plan, previous_summary, 0
     # OpenClaw skips a failed dropped-history summary with a warning; we let it raise, because
@@ -1275,9 +1250,7 @@ def _prune_for_history_share(
     return kept, dropped_summary, len(dropped)
 
 
-def _split_turn_section(
-    prefix: list[Message], client: SummaryClient, structured: str, max_chunk: int
-) -> str:
+def _split_turn_section(prefix: list[Message], client: SummaryClient, structured: str, max_chunk: int) -> str:
     """Summarise a split turn's prefix into `**Turn Context (split turn):**` (1.7 step 10)."""
     if not prefix:
         return ""

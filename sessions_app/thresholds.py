@@ -106,7 +106,9 @@ def thresholds_for(settings: Mapping[str, Any] | None, *, context_window: int) -
     return Thresholds(
         context_window=int(context_window),
         reserve_tokens=effective_reserve(compaction),
-        soft_threshold_tokens=_non_negative_int(flush.get("softThresholdTokens"), DEFAULT_SOFT_THRESHOLD_TOKENS),
+        soft_threshold_tokens=_non_negative_int(
+            flush.get("softThresholdTokens"), DEFAULT_SOFT_THRESHOLD_TOKENS
+        ),
         flush_enabled=flush.get("enabled") is not False,
         force_flush_transcript_bytes=DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES if force is None else force,
     )
@@ -129,6 +131,8 @@ def output_tokens_of(usage: Mapping[str, Any] | None) -> int:
     return _non_negative_int((usage or {}).get("output"), 0)
 
 
-def projected_next_turn_tokens(*, last_prompt_tokens: int, last_output_tokens: int, prompt_estimate: int) -> int:
+def projected_next_turn_tokens(
+    *, last_prompt_tokens: int, last_output_tokens: int, prompt_estimate: int
+) -> int:
     """Return the projected size of the next request (`runMemoryFlushIfNeeded`)."""
     return max(0, last_prompt_tokens) + max(0, last_output_tokens) + max(0, prompt_estimate)

@@ -19,7 +19,9 @@ from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 
 def lock_session(session_id: int) -> Session:
     """Return the session row locked until the end of the current transaction."""
-    return Session.objects.select_for_update().select_related("assistant", "assistant__team").get(pk=session_id)
+    return (
+        Session.objects.select_for_update().select_related("assistant", "assistant__team").get(pk=session_id)
+    )
 
 
 def take_seq(session: Session) -> int:
@@ -34,8 +36,10 @@ def unique_entry_id(session: Session, taken: set[str]) -> str:
         candidate = new_entry_id()
         if candidate in taken:
             continue
-        clash = Message.objects.filter(session=session, entry_id=candidate).exists() or \
-            CompactionEntry.objects.filter(session=session, entry_id=candidate).exists()
+        clash = (
+            Message.objects.filter(session=session, entry_id=candidate).exists()
+            or CompactionEntry.objects.filter(session=session, entry_id=candidate).exists()
+        )
         if not clash:
             taken.add(candidate)
             return candidate
@@ -43,7 +47,9 @@ def unique_entry_id(session: Session, taken: set[str]) -> str:
 
 
 @transaction.atomic
-def append_messages(*, session_id: int, messages: Iterable[MessageInput], silent: bool = False) -> list[Message]:
+def append_messages(
+    *, session_id: int, messages: Iterable[MessageInput], silent: bool = False
+) -> list[Message]:
     """Append messages atomically (all or nothing) and return the stored rows."""
     session = lock_session(session_id)
     now = timezone.now()
@@ -62,10 +68,21 @@ def append_messages(*, session_id: int, messages: Iterable[MessageInput], silent
 
 def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> Message:
     row = Message(
-        session=session, role=item.role, content=item.content, tool_call_id=item.tool_call_id,
-        tool_name=item.tool_name, is_error=item.is_error, details=item.details, usage=item.usage,
-        stop_reason=item.stop_reason, error_message=item.error_message, model=item.model,
-        provider=item.provider, api=item.api, silent=silent, created_at=item.created_at or now,
+        session=session,
+        role=item.role,
+        content=item.content,
+        tool_call_id=item.tool_call_id,
+        tool_name=item.tool_name,
+        is_error=item.is_error,
+        details=item.details,
+        usage=item.usage,
+        stop_reason=item.stop_reason,
+        error_message=item.error_message,
+        model=item.model,
+        provider=item.provider,
+        api=item.api,
+        silent=silent,
+        created_at=item.created_at or now,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row
@@ -79,22 +96,31 @@ def after_transcript_change(session: Session) -> None:
 
 def to_agent_message(message: Message) -> dict[str, Any]:
     """Return a stored message as OpenClaw's AgentMessage dict (plus our ``entryId``)."""
-    data: dict[str, Any] = {"role": message.role, "content": message.content,
-                            "timestamp": epoch_ms(message.created_at), "entryId": message.entry_id}
+    data: dict[str, Any] = {
+        "role": message.role,
+        "content": message.content,
+        "timestamp": epoch_ms(message.created_at),
+        "entryId": message.entry_id,
+    }
     if message.role == "toolResult":
         data.update(toolCallId=message.tool_call_id, toolName=message.tool_name, isError=message.is_error)
         if message.details is not None:
             data["details"] = message.details
     if message.role == "assistant":
         data.update(usage=message.usage, stopReason=message.stop_reason or "stop", model=message.model)
-        for key, value in (("provider", message.provider), ("api", message.api), ("errorMessage", message.error_message)):
+        for key, value in (
+            ("provider", message.provider),
+            ("api", message.api),
+            ("errorMessage", message.error_message),
+        ):
             if value:
                 data[key] = value
     return data
 
 
-def transcript_entries(session: Session, *, include_silent: bool = True, after_seq: int = 0,
-                       limit: int | None = None) -> list[dict[str, Any]]:
+def transcript_entries(
+    session: Session, *, include_silent: bool = True, after_seq: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Return messages and compaction entries in ``seq`` order as JSONL v3 entry dicts.
 
     ``after_seq`` and ``limit`` page through a long transcript (the REST API's ``?after_seq=``).
@@ -113,13 +139,25 @@ def transcript_entries(session: Session, *, include_silent: bool = True, after_s
 
 
 def message_entry_dict(message: Message) -> dict[str, Any]:
-    return {"type": "message", "id": message.entry_id, "seq": message.seq, "silent": message.silent,
-            "timestamp": message.created_at.isoformat(), "message": to_agent_message(message)}
+    return {
+        "type": "message",
+        "id": message.entry_id,
+        "seq": message.seq,
+        "silent": message.silent,
+        "timestamp": message.created_at.isoformat(),
+        "message": to_agent_message(message),
+    }
 
 
 def compaction_entry_dict(entry: CompactionEntry) -> dict[str, Any]:
     return {
-        "type": "compaction", "id": entry.entry_id, "seq": entry.seq, "timestamp": entry.created_at.isoformat(),
-        "summary": entry.summary, "firstKeptEntryId": entry.first_kept_entry_id,
-        "tokensBefore": entry.tokens_before, "details": entry.details, "fromHook": entry.from_hook,
+        "type": "compaction",
+        "id": entry.entry_id,
+        "seq": entry.seq,
+        "timestamp": entry.created_at.isoformat(),
+        "summary": entry.summary,
+        "firstKeptEntryId": entry.first_kept_entry_id,
+        "tokensBefore": entry.tokens_before,
+        "details": entry.details,
+        "fromHook": entry.from_hook,
     }

@@ -46,8 +46,11 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [block.get("text", "") for block in content
-                 if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)]
+        parts = [
+            block.get("text", "")
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        ]
         return " ".join(parts)
     return ""
 
@@ -74,16 +77,28 @@ def session_path(session: Session) -> str:
 
 def session_entry(session: Session) -> SourceEntry:
     """Return the session's transcript as an index entry (hash as in reference 4.11)."""
-    messages = Message.objects.filter(session=session).only(
-        "seq", "role", "content", "silent", "created_at").order_by("seq")
+    messages = (
+        Message.objects.filter(session=session)
+        .only("seq", "role", "content", "silent", "created_at")
+        .order_by("seq")
+    )
     rendered = transcript_lines(messages)
     content = "\n".join(rendered.lines)
     stamps = [str(int(t.timestamp() * 1000)) for t in rendered.times]
     digest = hashlib.sha256(
-        f"{content}\n{','.join(map(str, rendered.seqs))}\n{','.join(stamps)}".encode()).hexdigest()
-    return SourceEntry(source=Source.SESSIONS, path=session_path(session), content=content, source_hash=digest,
-                       session_pk=session.pk, line_map=tuple(rendered.seqs), line_times=tuple(rendered.times),
-                       timestamp=rendered.times[-1] if rendered.times else None, upto=session.last_seq)
+        f"{content}\n{','.join(map(str, rendered.seqs))}\n{','.join(stamps)}".encode()
+    ).hexdigest()
+    return SourceEntry(
+        source=Source.SESSIONS,
+        path=session_path(session),
+        content=content,
+        source_hash=digest,
+        session_pk=session.pk,
+        line_map=tuple(rendered.seqs),
+        line_times=tuple(rendered.times),
+        timestamp=rendered.times[-1] if rendered.times else None,
+        upto=session.last_seq,
+    )
 
 
 class SessionTranscripts:
@@ -93,10 +108,12 @@ class SessionTranscripts:
         sessions = Session.objects.filter(assistant_id=assistant_id)
         if changed_only:
             # Transcripts only grow: one whose last seq was indexed has nothing new.
-            indexed = IndexedSource.objects.filter(assistant_id=assistant_id, source=Source.SESSIONS,
-                                                   key=Cast(OuterRef("pk"), CharField()))
+            indexed = IndexedSource.objects.filter(
+                assistant_id=assistant_id, source=Source.SESSIONS, key=Cast(OuterRef("pk"), CharField())
+            )
             sessions = sessions.annotate(upto=Subquery(indexed.values("indexed_upto")[:1])).filter(
-                Q(upto__isnull=True) | Q(upto__lt=F("last_seq")))
+                Q(upto__isnull=True) | Q(upto__lt=F("last_seq"))
+            )
         return [str(pk) for pk in sessions.order_by("pk").values_list("pk", flat=True)]
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None:
@@ -119,12 +136,18 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
 
 def pending_delta(session: Session) -> tuple[int, int]:
     """Return (bytes, messages) appended since the transcript was last indexed."""
-    ticket = IndexedSource.objects.filter(assistant_id=session.assistant_id, source=Source.SESSIONS,
-                                          key=str(session.pk)).values("indexed_upto").first()
+    ticket = (
+        IndexedSource.objects.filter(
+            assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk)
+        )
+        .values("indexed_upto")
+        .first()
+    )
     upto = ticket["indexed_upto"] if ticket else 0
     # Length of the stored JSON text: close to the bytes the JSONL file grows by.
     stats = Message.objects.filter(session=session, seq__gt=upto).aggregate(
-        count=Count("id"), size=Sum(Length(Cast("content", TextField()))))
+        count=Count("id"), size=Sum(Length(Cast("content", TextField())))
+    )
     return int(stats["size"] or 0), int(stats["count"] or 0)
 
 
@@ -136,7 +159,9 @@ def thresholds_reached(session: Session) -> bool:
         return False
     # reference 4.6: a threshold <= 0 means any change.
     delta_bytes, delta_messages = sync["deltaBytes"], sync["deltaMessages"]
-    return (delta_bytes <= 0 or pending_bytes >= delta_bytes) or (delta_messages <= 0 or pending_messages >= delta_messages)
+    return (delta_bytes <= 0 or pending_bytes >= delta_bytes) or (
+        delta_messages <= 0 or pending_messages >= delta_messages
+    )
 
 
 def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
@@ -144,10 +169,19 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None or Source.SESSIONS not in config.indexed_sources(session.assistant):
         return False
-    version = debounce.request(assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk),
-                               delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS)
-    enqueue("sessions_app.tasks.index_session_transcript", session.pk, version, force,
-            task_name=f"index-session-{session.pk}-{version}")
+    version = debounce.request(
+        assistant_id=session.assistant_id,
+        source=Source.SESSIONS,
+        key=str(session.pk),
+        delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS,
+    )
+    enqueue(
+        "sessions_app.tasks.index_session_transcript",
+        session.pk,
+        version,
+        force,
+        task_name=f"index-session-{session.pk}-{version}",
+    )
     return True
 
 
@@ -166,8 +200,9 @@ def run_debounced_index(session_id: int, version: int | None, force: bool = Fals
     session = Session.objects.filter(pk=session_id).values("assistant_id").first()
     if session is None:
         return {"skipped": "session deleted"}
-    if version is not None and not debounce.wait_turn(assistant_id=session["assistant_id"], source=Source.SESSIONS,
-                                                      key=str(session_id), version=version):
+    if version is not None and not debounce.wait_turn(
+        assistant_id=session["assistant_id"], source=Source.SESSIONS, key=str(session_id), version=version
+    ):
         return {"skipped": "superseded by a newer change"}
     return index_session_transcript(session_id, force=force).as_dict()
 
@@ -197,8 +232,9 @@ def _after_compaction(sender: Any, instance: Any, created: bool, **kwargs: Any) 
 def _after_session_delete(sender: Any, instance: Session, **kwargs: Any) -> None:
     """Drop a deleted session's chunks (no foreign key carries the delete over to memory_app)."""
     remove_entry_rows(assistant_id=instance.assistant_id, source=Source.SESSIONS, session_pk=instance.pk)
-    IndexedSource.objects.filter(assistant_id=instance.assistant_id, source=Source.SESSIONS,
-                                 key=str(instance.pk)).delete()
+    IndexedSource.objects.filter(
+        assistant_id=instance.assistant_id, source=Source.SESSIONS, key=str(instance.pk)
+    ).delete()
 
 
 def connect() -> None:
@@ -208,5 +244,9 @@ def connect() -> None:
     from sessions_app.models import CompactionEntry
 
     register_source(Source.SESSIONS, SessionTranscripts())
-    post_save.connect(_after_compaction, sender=CompactionEntry, dispatch_uid="transcript_index.after_compaction")
-    post_delete.connect(_after_session_delete, sender=Session, dispatch_uid="transcript_index.after_session_delete")
+    post_save.connect(
+        _after_compaction, sender=CompactionEntry, dispatch_uid="transcript_index.after_compaction"
+    )
+    post_delete.connect(
+        _after_session_delete, sender=Session, dispatch_uid="transcript_index.after_session_delete"
+    )

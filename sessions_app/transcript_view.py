@@ -69,11 +69,19 @@ def message_view(message: Message) -> MessageView:
             view.thinking.append(str(block.get("thinking", "")))
         elif kind == "toolCall":
             arguments = json.dumps(block.get("arguments", {}), ensure_ascii=False, indent=2)
-            view.tool_calls.append(ToolCallView(id=str(block.get("id", "")), name=str(block.get("name", "")),
-                                                arguments=arguments, size=len(arguments)))
+            view.tool_calls.append(
+                ToolCallView(
+                    id=str(block.get("id", "")),
+                    name=str(block.get("name", "")),
+                    arguments=arguments,
+                    size=len(arguments),
+                )
+            )
         elif kind == "image":
             view.images += 1
-    view.chars = sum(map(len, view.texts)) + sum(map(len, view.thinking)) + sum(c.size for c in view.tool_calls)
+    view.chars = (
+        sum(map(len, view.texts)) + sum(map(len, view.thinking)) + sum(c.size for c in view.tool_calls)
+    )
     return view
 
 
@@ -135,14 +143,24 @@ def _first_kept_seq(entry: CompactionEntry, by_entry_id: dict[str, Message]) -> 
 def compaction_cards(session: Session, messages: list[Message]) -> list[CompactionCard]:
     """Return the session's compaction entries in order, each with the message range it covered."""
     by_entry_id = {m.entry_id: m for m in messages}
-    entries = list(CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("seq"))
+    entries = list(
+        CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("seq")
+    )
     runs = _runs_by_entry([e.pk for e in entries])
     cards, previous_cut = [], 0
     for number, entry in enumerate(entries, start=1):
         cut = max(_first_kept_seq(entry, by_entry_id), previous_cut)
         count = sum(1 for m in messages if previous_cut <= m.seq < cut)
-        cards.append(CompactionCard(entry=entry, number=number, covered_from_seq=previous_cut, covered_to_seq=cut,
-                                    covered_count=count, run=runs.get(entry.pk)))
+        cards.append(
+            CompactionCard(
+                entry=entry,
+                number=number,
+                covered_from_seq=previous_cut,
+                covered_to_seq=cut,
+                covered_count=count,
+                run=runs.get(entry.pk),
+            )
+        )
         previous_cut = cut
     return cards
 
@@ -159,12 +177,17 @@ def build_transcript(session: Session) -> Transcript:
     cards = compaction_cards(session, messages)
     cut = cards[-1].covered_to_seq if cards else 0
     live = [message_view(m) for m in messages if m.seq >= cut]
-    return Transcript(cards=cards, live=group_messages(live), silent_count=sum(1 for m in live if m.silent),
-                      last_seq=session.last_seq)
+    return Transcript(
+        cards=cards,
+        live=group_messages(live),
+        silent_count=sum(1 for m in live if m.silent),
+        last_seq=session.last_seq,
+    )
 
 
 def covered_messages(session: Session, card: CompactionCard) -> list[Group]:
     """Return the original messages a compaction entry summarised, grouped like the live ones."""
-    messages = Message.objects.filter(session=session, seq__gte=card.covered_from_seq,
-                                      seq__lt=card.covered_to_seq).order_by("seq")
+    messages = Message.objects.filter(
+        session=session, seq__gte=card.covered_from_seq, seq__lt=card.covered_to_seq
+    ).order_by("seq")
     return group_messages(message_view(m) for m in messages)

@@ -25,7 +25,9 @@ def usage_dict(completion: Completion) -> dict[str, Any] | None:
     return {**completion.usage.to_openclaw(), "cost": dict(ZERO_COST)}
 
 
-def assistant_input(completion: Completion, *, silent: bool = False, started_at: datetime | None = None) -> MessageInput:
+def assistant_input(
+    completion: Completion, *, silent: bool = False, started_at: datetime | None = None
+) -> MessageInput:
     """Return a completion as the assistant message to store: thinking, text, tool calls.
 
     Like Pi's AgentMessage, it is stamped with the time the call started (`started_at`), which is
@@ -36,25 +38,45 @@ def assistant_input(completion: Completion, *, silent: bool = False, started_at:
         blocks.append({"type": "thinking", "thinking": completion.thinking})
     if completion.text:
         blocks.append({"type": "text", "text": completion.text})
-    blocks += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
+    blocks += [
+        {"type": "toolCall", "id": c.id, "name": c.name, "arguments": c.arguments}
+        for c in completion.tool_calls
+    ]
     return MessageInput(
-        role="assistant", content=blocks, usage=usage_dict(completion), stop_reason=completion.stop_reason,
-        model=completion.model, provider=PROVIDER_NAME, api=API_NAME, silent=silent, created_at=started_at,
+        role="assistant",
+        content=blocks,
+        usage=usage_dict(completion),
+        stop_reason=completion.stop_reason,
+        model=completion.model,
+        provider=PROVIDER_NAME,
+        api=API_NAME,
+        silent=silent,
+        created_at=started_at,
     )
 
 
 def error_assistant_input(error: ProviderError, *, model_name: str) -> MessageInput:
     """Return the assistant message that records a failed model call (stopReason error)."""
     return MessageInput(
-        role="assistant", content=[], stop_reason="error", error_message=error.message or "The model call failed.",
-        model=model_name, provider=PROVIDER_NAME, api=API_NAME,
+        role="assistant",
+        content=[],
+        stop_reason="error",
+        error_message=error.message or "The model call failed.",
+        model=model_name,
+        provider=PROVIDER_NAME,
+        api=API_NAME,
     )
 
 
 def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageInput:
     """Return a tool's answer as the toolResult message to store."""
-    return MessageInput(role="toolResult", content=[{"type": "text", "text": text}], tool_call_id=call.id,
-                        tool_name=call.name, is_error=is_error)
+    return MessageInput(
+        role="toolResult",
+        content=[{"type": "text", "text": text}],
+        tool_call_id=call.id,
+        tool_name=call.name,
+        is_error=is_error,
+    )
 
 
 @transaction.atomic

@@ -32,8 +32,11 @@ UNPROCESSABLE = 422
 
 def _session(request: HttpRequest, pk: int) -> Session:
     """Return the active team's session, or 404 (another team's session is simply not found)."""
-    session = Session.objects.select_related("assistant", "assistant__team").filter(
-        pk=pk, assistant__team=request.web.team).first()
+    session = (
+        Session.objects.select_related("assistant", "assistant__team")
+        .filter(pk=pk, assistant__team=request.web.team)
+        .first()
+    )
     if session is None:
         raise Http404("No such session in this team.")
     return session
@@ -44,10 +47,17 @@ def _redirect(request: HttpRequest, url: str) -> HttpResponse:
 
 
 class NewSessionForm(forms.Form):
-    title = forms.CharField(max_length=200, required=False, help_text="Optional; shown in the list.",
-                            widget=forms.TextInput(attrs={"placeholder": "Planning the launch"}))
-    key = forms.CharField(max_length=128, required=False,
-                          help_text="Optional stable key for API clients; a random one otherwise.")
+    title = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Optional; shown in the list.",
+        widget=forms.TextInput(attrs={"placeholder": "Planning the launch"}),
+    )
+    key = forms.CharField(
+        max_length=128,
+        required=False,
+        help_text="Optional stable key for API clients; a random one otherwise.",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -61,25 +71,39 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
         request.web.require(Role.MEMBER)
         if form.is_valid():
             try:
-                session = engine.create_session(assistant=assistant, key=form.cleaned_data["key"] or None,
-                                                title=form.cleaned_data["title"])
+                session = engine.create_session(
+                    assistant=assistant,
+                    key=form.cleaned_data["key"] or None,
+                    title=form.cleaned_data["title"],
+                )
             except ApiError as error:  # key taken or malformed
                 form.add_error("key", error.message)
             else:
                 return _redirect(request, reverse("session", args=[session.pk]))
         status = UNPROCESSABLE
-    sessions = (assistant.sessions.annotate(message_count=Count("messages", distinct=True))
-                .order_by("-updated_at"))
-    return render_page(request, "sessions/list.html", {"assistant": assistant, "sessions": sessions, "form": form,
-                                                       "tab": "sessions"}, partial="session-list", status=status)
+    sessions = assistant.sessions.annotate(message_count=Count("messages", distinct=True)).order_by(
+        "-updated_at"
+    )
+    return render_page(
+        request,
+        "sessions/list.html",
+        {"assistant": assistant, "sessions": sessions, "form": form, "tab": "sessions"},
+        partial="session-list",
+        status=status,
+    )
 
 
 def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
     gauge = engine.gauge(session)
     return {
-        "session": session, "assistant": session.assistant, "tab": "sessions",
-        "transcript": build_transcript(session), "gauge": gauge, "poll": _should_poll(session, gauge),
-        "runs": _runs(session), "model": engine.model_status(session.assistant),
+        "session": session,
+        "assistant": session.assistant,
+        "tab": "sessions",
+        "transcript": build_transcript(session),
+        "gauge": gauge,
+        "poll": _should_poll(session, gauge),
+        "runs": _runs(session),
+        "model": engine.model_status(session.assistant),
         "memory_writes": _memory_writes(session),
     }
 
@@ -88,8 +112,11 @@ def _memory_writes(session: Session) -> list[Any]:
     """Memory revisions this session caused (flush and agent writes), newest first."""
     from memory_app.models import MemoryRevision
 
-    return list(MemoryRevision.objects.filter(assistant=session.assistant, session_pk=session.pk)
-                .exclude(author="user")[:8])
+    return list(
+        MemoryRevision.objects.filter(assistant=session.assistant, session_pk=session.pk).exclude(
+            author="user"
+        )[:8]
+    )
 
 
 def _runs(session: Session) -> list[CompactionRun]:
@@ -157,10 +184,18 @@ def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResp
     card = next((c for c in compaction_cards(session, messages_) if c.entry.entry_id == entry_id), None)
     if card is None:
         raise Http404("No such compaction entry in this session.")
-    return render_page(request, "sessions/covered.html", {
-        "session": session, "assistant": session.assistant, "card": card, "groups": covered_messages(session, card),
-        "tab": "sessions",
-    }, partial="covered")
+    return render_page(
+        request,
+        "sessions/covered.html",
+        {
+            "session": session,
+            "assistant": session.assistant,
+            "card": card,
+            "groups": covered_messages(session, card),
+            "tab": "sessions",
+        },
+        partial="covered",
+    )
 
 
 @require_GET
@@ -172,14 +207,23 @@ def session_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     if message is None:
         raise Http404("No such message in this session.")
     around = Message.objects.filter(session=session, seq__gte=seq - 3, seq__lte=seq + 3).order_by("seq")
-    return render_page(request, "sessions/message.html", {
-        "session": session, "assistant": session.assistant, "target": message,
-        "views": [message_view(m) for m in around], "tab": "sessions",
-    })
+    return render_page(
+        request,
+        "sessions/message.html",
+        {
+            "session": session,
+            "assistant": session.assistant,
+            "target": message,
+            "views": [message_view(m) for m in around],
+            "tab": "sessions",
+        },
+    )
 
 
 class ChatForm(forms.Form):
-    text = forms.CharField(max_length=100_000, strip=True, error_messages={"required": "Type a message first."})
+    text = forms.CharField(
+        max_length=100_000, strip=True, error_messages={"required": "Type a message first."}
+    )
 
 
 @require_POST
@@ -196,11 +240,16 @@ def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
         return _composer_error(request, session, outcome.error, status=outcome.status)
     session.refresh_from_db()
     if not is_htmx(request):
-        (messages.error if outcome.error else messages.info)(request, outcome.error or outcome.notice or "Sent.")
+        (messages.error if outcome.error else messages.info)(
+            request, outcome.error or outcome.notice or "Sent."
+        )
         return redirect(reverse("session", args=[session.pk]) + "#composer")
     # A failed turn keeps what it stored: the page shows the transcript as it is now, with the
     # error by the composer (a 200, so htmx swaps it in; the error is in the content).
-    context = _page_context(request, session) | {"composer_error": outcome.error, "composer_notice": outcome.notice}
+    context = _page_context(request, session) | {
+        "composer_error": outcome.error,
+        "composer_notice": outcome.notice,
+    }
     return render_page(request, "sessions/session.html", context, partial="chat-result")
 
 
@@ -209,7 +258,9 @@ def _composer_error(request: HttpRequest, session: Session, message: str, *, sta
     if not is_htmx(request):
         messages.error(request, message)
         return render_page(request, "sessions/session.html", context, status=status)
-    response = render_page(request, "sessions/session.html", context, partial="composer-notice", status=status)
+    response = render_page(
+        request, "sessions/session.html", context, partial="composer-notice", status=status
+    )
     response["HX-Retarget"] = "#composer-notice"
     response["HX-Reswap"] = "outerHTML"
     return response
@@ -220,16 +271,27 @@ def _composer_error(request: HttpRequest, session: Session, message: str, *, sta
 def session_context(request: HttpRequest, pk: int) -> HttpResponse:
     """What the model sees: the compaction view after pruning, with trimmed and cleared results marked."""
     session = _session(request, pk)
-    return render_page(request, "sessions/context.html", {
-        "session": session, "assistant": session.assistant, "context": engine.model_context(session),
-        "tab": "sessions",
-    }, partial="context")
+    return render_page(
+        request,
+        "sessions/context.html",
+        {
+            "session": session,
+            "assistant": session.assistant,
+            "context": engine.model_context(session),
+            "tab": "sessions",
+        },
+        partial="context",
+    )
 
 
 class CompactForm(forms.Form):
-    instructions = forms.CharField(max_length=4000, required=False, strip=True,
-                                   widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Focus on decisions and open TODOs"}),
-                                   help_text="Optional focus for the summary (at most 800 characters are used).")
+    instructions = forms.CharField(
+        max_length=4000,
+        required=False,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Focus on decisions and open TODOs"}),
+        help_text="Optional focus for the summary (at most 800 characters are used).",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -241,14 +303,33 @@ def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
     instructions = form.cleaned_data["instructions"] if form.is_valid() else ""
     if request.method == "GET":
         preview = engine.compaction_preview(session=session, instructions=instructions)
-        return render_page(request, "sessions/compact.html", {
-            "session": session, "assistant": session.assistant, "form": form, "preview": preview, "tab": "sessions",
-        }, partial="preview")
+        return render_page(
+            request,
+            "sessions/compact.html",
+            {
+                "session": session,
+                "assistant": session.assistant,
+                "form": form,
+                "preview": preview,
+                "tab": "sessions",
+            },
+            partial="preview",
+        )
     request.web.require(Role.MEMBER)
     if not form.is_valid():
-        return render_page(request, "sessions/compact.html", {
-            "session": session, "assistant": session.assistant, "form": form, "preview": None, "tab": "sessions",
-        }, partial="preview", status=UNPROCESSABLE)
+        return render_page(
+            request,
+            "sessions/compact.html",
+            {
+                "session": session,
+                "assistant": session.assistant,
+                "form": form,
+                "preview": None,
+                "tab": "sessions",
+            },
+            partial="preview",
+            status=UNPROCESSABLE,
+        )
     result = engine.compact(session=session, instructions=instructions)
     if not is_htmx(request):
         (messages.success if result.ok else messages.error)(request, result.message)

@@ -35,7 +35,8 @@ def world(db) -> World:
 
     acme, globex = factories.make_team("acme"), factories.make_team("globex")
     return World(
-        acme=acme, globex=globex,
+        acme=acme,
+        globex=globex,
         alice=factories.make_user("alice", team=acme, role="admin"),
         bob=factories.make_user("bob", team=acme, role="member"),
         vera=factories.make_user("vera", team=acme, role="viewer"),

@@ -22,14 +22,20 @@ def make_team(slug: str | None = None) -> Team:
     return Team.objects.create(slug=slug, name=slug.replace("-", " ").title())
 
 
-def make_user(username: str, *, team: Team | None = None, role: str = "member", password: str = "pw-secret-123"):
-    user = get_user_model().objects.create_user(username=username, password=password, email=f"{username}@example.com")
+def make_user(
+    username: str, *, team: Team | None = None, role: str = "member", password: str = "pw-secret-123"
+):
+    user = get_user_model().objects.create_user(
+        username=username, password=password, email=f"{username}@example.com"
+    )
     if team is not None:
         Membership.objects.create(user=user, team=team, role=role)
     return user
 
 
-def make_api_key(team: Team, scopes: list[str], *, name: str = "test key", **fields: Any) -> tuple[ApiKey, str]:
+def make_api_key(
+    team: Team, scopes: list[str], *, name: str = "test key", **fields: Any
+) -> tuple[ApiKey, str]:
     key, secret = ApiKey.generate(team=team, name=name, scopes=scopes, **fields)
     key.save()
     return key, secret
@@ -53,5 +59,7 @@ def add_messages(session: Session, *messages: dict[str, Any]) -> list[Message]:
 
 
 def make_document(assistant: Assistant, path: str, content: str, *, author: str = "user") -> MemoryDocument:
-    document, _ = write_document(assistant=assistant, path=path, content=content, provenance=Provenance(author=author))
+    document, _ = write_document(
+        assistant=assistant, path=path, content=content, provenance=Provenance(author=author)
+    )
     return document

@@ -332,9 +332,7 @@ def _chat_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model") or DEFAULT_MODELS[0],
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
         "usage": _usage(reply, request, message),
     }
 

@@ -31,12 +31,21 @@ def admin_client(world) -> Client:
 
 
 def add_document(admin_client: Client, world, path: str, content: str):
-    return admin_client.post(reverse("admin:memory_app_memorydocument_add"),
-                             {"assistant": world.assistant.pk, "path": path, "content": content,
-                              "revisions-TOTAL_FORMS": "0", "revisions-INITIAL_FORMS": "0"})
+    return admin_client.post(
+        reverse("admin:memory_app_memorydocument_add"),
+        {
+            "assistant": world.assistant.pk,
+            "path": path,
+            "content": content,
+            "revisions-TOTAL_FORMS": "0",
+            "revisions-INITIAL_FORMS": "0",
+        },
+    )
 
 
-def test_adding_a_document_makes_an_admin_revision_and_signals(admin_client, world, django_capture_on_commit_callbacks):
+def test_adding_a_document_makes_an_admin_revision_and_signals(
+    admin_client, world, django_capture_on_commit_callbacks
+):
     seen = []
 
     def receiver(sender, **kwargs):
@@ -61,14 +70,25 @@ def test_editing_a_document_makes_an_admin_revision(admin_client, world):
     url = reverse("admin:memory_app_memorydocument_change", args=[document.pk])
     page = admin_client.get(url)
     assert page.status_code == 200 and "old" in page.content.decode()
-    response = admin_client.post(url, {"content": "new text\n", "base_hash": document.content_hash,
-                                       "revisions-TOTAL_FORMS": "0", "revisions-INITIAL_FORMS": "0"})
+    response = admin_client.post(
+        url,
+        {
+            "content": "new text\n",
+            "base_hash": document.content_hash,
+            "revisions-TOTAL_FORMS": "0",
+            "revisions-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     document.refresh_from_db()
     assert document.content == "new text\n"
     latest = MemoryRevision.objects.filter(document=document).first()
-    assert (latest.author, latest.action, latest.user, latest.content) == ("admin", "update", admin_client.user,
-                                                                          "new text\n")
+    assert (latest.author, latest.action, latest.user, latest.content) == (
+        "admin",
+        "update",
+        admin_client.user,
+        "new text\n",
+    )
     assert MemoryRevision.objects.filter(document=document).count() == 2
 
 
@@ -77,8 +97,15 @@ def test_an_edit_over_a_newer_version_is_refused(admin_client, world):
     stale_hash = document.content_hash
     factories.make_document(world.assistant, "MEMORY.md", "v2 from the agent\n")
     url = reverse("admin:memory_app_memorydocument_change", args=[document.pk])
-    response = admin_client.post(url, {"content": "my edit\n", "base_hash": stale_hash,
-                                       "revisions-TOTAL_FORMS": "0", "revisions-INITIAL_FORMS": "0"})
+    response = admin_client.post(
+        url,
+        {
+            "content": "my edit\n",
+            "base_hash": stale_hash,
+            "revisions-TOTAL_FORMS": "0",
+            "revisions-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 200 and "changed since you opened it" in response.content.decode()
     document.refresh_from_db()
     assert document.content == "v2 from the agent\n"
@@ -93,7 +120,9 @@ def test_bad_paths_are_refused_in_the_admin(admin_client, world, path):
 
 def test_deleting_a_document_keeps_an_admin_delete_revision(admin_client, world):
     document = factories.make_document(world.assistant, "memory/old.md", "bye\n")
-    response = admin_client.post(reverse("admin:memory_app_memorydocument_delete", args=[document.pk]), {"post": "yes"})
+    response = admin_client.post(
+        reverse("admin:memory_app_memorydocument_delete", args=[document.pk]), {"post": "yes"}
+    )
     assert response.status_code == 302
     assert not MemoryDocument.objects.exists()
     latest = MemoryRevision.objects.filter(path="memory/old.md").first()
@@ -103,8 +132,10 @@ def test_deleting_a_document_keeps_an_admin_delete_revision(admin_client, world)
 def test_bulk_delete_goes_through_the_service(admin_client, world):
     a = factories.make_document(world.assistant, "memory/a.md", "a")
     b = factories.make_document(world.assistant, "memory/b.md", "b")
-    response = admin_client.post(reverse("admin:memory_app_memorydocument_changelist"),
-                                 {"action": "delete_selected", "_selected_action": [a.pk, b.pk], "post": "yes"})
+    response = admin_client.post(
+        reverse("admin:memory_app_memorydocument_changelist"),
+        {"action": "delete_selected", "_selected_action": [a.pk, b.pk], "post": "yes"},
+    )
     assert response.status_code == 302
     assert not MemoryDocument.objects.exists()
     assert MemoryRevision.objects.filter(action="delete", author="admin").count() == 2
@@ -113,7 +144,12 @@ def test_bulk_delete_goes_through_the_service(admin_client, world):
 def test_revisions_are_read_only(admin_client, world):
     document = factories.make_document(world.assistant, "MEMORY.md", "x")
     revision = MemoryRevision.objects.get(document=document)
-    assert admin_client.get(reverse("admin:memory_app_memoryrevision_changelist") + "?author__exact=user").status_code == 200
+    assert (
+        admin_client.get(
+            reverse("admin:memory_app_memoryrevision_changelist") + "?author__exact=user"
+        ).status_code
+        == 200
+    )
     assert admin_client.get(reverse("admin:memory_app_memoryrevision_add")).status_code == 403
     url = reverse("admin:memory_app_memoryrevision_change", args=[revision.pk])
     assert admin_client.get(url).status_code == 200
@@ -123,8 +159,10 @@ def test_revisions_are_read_only(admin_client, world):
 
 
 def test_an_api_key_created_in_the_admin_shows_its_secret_once(admin_client, world):
-    response = admin_client.post(reverse("admin:openclaw_site_apikey_add"),
-                                 {"team": world.acme.pk, "name": "from admin", "scopes": ["memory:read", "sessions:read"]})
+    response = admin_client.post(
+        reverse("admin:openclaw_site_apikey_add"),
+        {"team": world.acme.pk, "name": "from admin", "scopes": ["memory:read", "sessions:read"]},
+    )
     assert response.status_code == 200
     html = response.content.decode()
     secret = re.search(r'value="(ocs_[0-9a-f]{8}_[^"]+)"', html).group(1)
@@ -132,8 +170,10 @@ def test_an_api_key_created_in_the_admin_shows_its_secret_once(admin_client, wor
     assert key.secret_hash == hash_secret(secret) and key.scopes == ["memory:read", "sessions:read"]
     assert key.created_by == admin_client.user and "no-store" in response["Cache-Control"]
     assert bearer_client(secret).get(f"{API}/assistants/helper/memory/").status_code == 200
-    for page in (reverse("admin:openclaw_site_apikey_change", args=[key.pk]),
-                 reverse("admin:openclaw_site_apikey_changelist")):
+    for page in (
+        reverse("admin:openclaw_site_apikey_change", args=[key.pk]),
+        reverse("admin:openclaw_site_apikey_changelist"),
+    ):
         shown = admin_client.get(page)
         assert shown.status_code == 200 and secret not in shown.content.decode()
     assert secret not in str(admin_client.session.items())
@@ -141,8 +181,10 @@ def test_an_api_key_created_in_the_admin_shows_its_secret_once(admin_client, wor
 
 def test_the_revoke_action_revokes(admin_client, world):
     key, secret = factories.make_api_key(world.acme, ["admin"])
-    response = admin_client.post(reverse("admin:openclaw_site_apikey_changelist"),
-                                 {"action": "revoke_keys", "_selected_action": [key.pk]})
+    response = admin_client.post(
+        reverse("admin:openclaw_site_apikey_changelist"),
+        {"action": "revoke_keys", "_selected_action": [key.pk]},
+    )
     assert response.status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
@@ -152,35 +194,59 @@ def test_the_revoke_action_revokes(admin_client, world):
 def test_assistant_settings_are_validated_in_the_admin(admin_client, world):
     url = reverse("admin:openclaw_site_assistant_change", args=[world.assistant.pk])
     assert admin_client.get(url).status_code == 200
-    form = {"team": world.acme.pk, "slug": "helper", "name": "Helper", "model": "", "context_window": 200000,
-            "system_prompt": "", "timezone": "UTC", "workspace_access": "rw",
-            "settings": '{"compaction": {"reserveTokens": -5}}'}
+    form = {
+        "team": world.acme.pk,
+        "slug": "helper",
+        "name": "Helper",
+        "model": "",
+        "context_window": 200000,
+        "system_prompt": "",
+        "timezone": "UTC",
+        "workspace_access": "rw",
+        "settings": '{"compaction": {"reserveTokens": -5}}',
+    }
     response = admin_client.post(url, form)
     assert response.status_code == 200 and "settings.compaction.reserveTokens" in response.content.decode()
     form["settings"] = '{"compaction": {"reserveTokens": 5000}}'
     assert admin_client.post(url, form).status_code == 302
     settings = Assistant.objects.get(pk=world.assistant.pk).settings
-    assert settings["compaction"]["reserveTokens"] == 5000 and settings["compaction"]["keepRecentTokens"] == 20000
+    assert (
+        settings["compaction"]["reserveTokens"] == 5000
+        and settings["compaction"]["keepRecentTokens"] == 20000
+    )
 
 
 @pytest.fixture
 def transcript(world) -> Session:
     session = factories.make_session(world.assistant, "main", title="Main")
-    rows = factories.add_messages(session, {"role": "user", "content": "find the needle"},
-                                  {"role": "assistant", "content": "ok", "silent": True})
-    entry = CompactionEntry.objects.create(session=session, seq=3, summary="summary", first_kept=rows[1],
-                                           first_kept_entry_id=rows[1].entry_id, tokens_before=10, trigger="manual",
-                                           created_at=rows[1].created_at)
+    rows = factories.add_messages(
+        session,
+        {"role": "user", "content": "find the needle"},
+        {"role": "assistant", "content": "ok", "silent": True},
+    )
+    entry = CompactionEntry.objects.create(
+        session=session,
+        seq=3,
+        summary="summary",
+        first_kept=rows[1],
+        first_kept_entry_id=rows[1].entry_id,
+        tokens_before=10,
+        trigger="manual",
+        created_at=rows[1].created_at,
+    )
     CompactionRun.objects.create(session=session, trigger="manual", state="committed", entry=entry)
     return session
 
 
-@pytest.mark.parametrize("model, query", [
-    ("session", "?assistant__team__id__exact=1&q=main"),
-    ("message", "?role__exact=user&silent__exact=1&q=needle"),
-    ("compactionentry", "?trigger__exact=manual&q=summary"),
-    ("compactionrun", "?state__exact=committed&trigger__exact=manual"),
-])
+@pytest.mark.parametrize(
+    "model, query",
+    [
+        ("session", "?assistant__team__id__exact=1&q=main"),
+        ("message", "?role__exact=user&silent__exact=1&q=needle"),
+        ("compactionentry", "?trigger__exact=manual&q=summary"),
+        ("compactionrun", "?state__exact=committed&trigger__exact=manual"),
+    ],
+)
 def test_session_records_are_listed_filtered_and_read_only(admin_client, transcript, model, query):
     changelist = reverse(f"admin:sessions_app_{model}_changelist")
     assert admin_client.get(changelist).status_code == 200

@@ -14,8 +14,13 @@ pytestmark = pytest.mark.django_db
 
 
 def test_create_fills_settings_defaults(api, world):
-    body = {"slug": "writer", "name": "Writer", "context_window": 128000, "timezone": "Europe/Berlin",
-            "settings": {"compaction": {"reserveTokens": 30000, "memoryFlush": {"softThresholdTokens": 6000}}}}
+    body = {
+        "slug": "writer",
+        "name": "Writer",
+        "context_window": 128000,
+        "timezone": "Europe/Berlin",
+        "settings": {"compaction": {"reserveTokens": 30000, "memoryFlush": {"softThresholdTokens": 6000}}},
+    }
     response = api.post(f"{API}/assistants/", body, format="json")
     assert response.status_code == 201
     settings = response.json()["settings"]
@@ -24,7 +29,9 @@ def test_create_fills_settings_defaults(api, world):
     expected["compaction"]["memoryFlush"]["softThresholdTokens"] = 6000
     assert settings == expected
     stored = Assistant.objects.get(team=world.acme, slug="writer")
-    assert stored.settings == expected and stored.context_window == 128000 and stored.timezone == "Europe/Berlin"
+    assert (
+        stored.settings == expected and stored.context_window == 128000 and stored.timezone == "Europe/Berlin"
+    )
 
 
 def test_get_and_list_show_full_settings(api, world):
@@ -33,35 +40,49 @@ def test_get_and_list_show_full_settings(api, world):
     assert [a["slug"] for a in api.get(f"{API}/assistants/").json()["assistants"]] == ["helper"]
 
 
-@pytest.mark.parametrize("settings, path", [
-    ({"compaction": {"bogus": 1}}, "settings.compaction.bogus"),
-    ({"compaction": {"reserveTokens": "many"}}, "settings.compaction.reserveTokens"),
-    ({"compaction": {"reserveTokens": True}}, "settings.compaction.reserveTokens"),
-    ({"compaction": {"memoryFlush": {"enabled": "yes"}}}, "settings.compaction.memoryFlush.enabled"),
-    ({"memorySearch": {"query": {"minScore": 1.5}}}, "settings.memorySearch.query.minScore"),
-    ({"memorySearch": {"sources": ["memory", "web"]}}, "settings.memorySearch.sources[1]"),
-    ({"memorySearch": {"chunking": {"tokens": 100, "overlap": 100}}}, "settings.memorySearch.chunking.overlap"),
-    ({"contextPruning": {"mode": "sometimes"}}, "settings.contextPruning.mode"),
-    ({"contextPruning": []}, "settings.contextPruning"),
-    ([], "settings"),
-])
+@pytest.mark.parametrize(
+    "settings, path",
+    [
+        ({"compaction": {"bogus": 1}}, "settings.compaction.bogus"),
+        ({"compaction": {"reserveTokens": "many"}}, "settings.compaction.reserveTokens"),
+        ({"compaction": {"reserveTokens": True}}, "settings.compaction.reserveTokens"),
+        ({"compaction": {"memoryFlush": {"enabled": "yes"}}}, "settings.compaction.memoryFlush.enabled"),
+        ({"memorySearch": {"query": {"minScore": 1.5}}}, "settings.memorySearch.query.minScore"),
+        ({"memorySearch": {"sources": ["memory", "web"]}}, "settings.memorySearch.sources[1]"),
+        (
+            {"memorySearch": {"chunking": {"tokens": 100, "overlap": 100}}},
+            "settings.memorySearch.chunking.overlap",
+        ),
+        ({"contextPruning": {"mode": "sometimes"}}, "settings.contextPruning.mode"),
+        ({"contextPruning": []}, "settings.contextPruning"),
+        ([], "settings"),
+    ],
+)
 def test_bad_settings_are_rejected_with_their_path(api, settings, path):
     before = snapshot()
-    error = assert_error(api.post(f"{API}/assistants/", {"slug": "x", "name": "X", "settings": settings},
-                                  format="json"), 400, "invalid_settings")
+    error = assert_error(
+        api.post(f"{API}/assistants/", {"slug": "x", "name": "X", "settings": settings}, format="json"),
+        400,
+        "invalid_settings",
+    )
     assert error["details"]["path"] == path and path in error["message"]
     assert snapshot() == before
-    error = assert_error(api.patch(f"{API}/assistants/helper/", {"settings": settings}, format="json"),
-                         400, "invalid_settings")
+    error = assert_error(
+        api.patch(f"{API}/assistants/helper/", {"settings": settings}, format="json"), 400, "invalid_settings"
+    )
     assert error["details"]["path"] == path
     assert snapshot() == before
 
 
 def test_patch_merges_settings_onto_the_current_ones(api, world):
-    api.patch(f"{API}/assistants/helper/", {"settings": {"compaction": {"reserveTokens": 30000}}}, format="json")
-    response = api.patch(f"{API}/assistants/helper/",
-                         {"name": "Helper 2", "settings": {"compaction": {"memoryFlush": {"enabled": False}}}},
-                         format="json")
+    api.patch(
+        f"{API}/assistants/helper/", {"settings": {"compaction": {"reserveTokens": 30000}}}, format="json"
+    )
+    response = api.patch(
+        f"{API}/assistants/helper/",
+        {"name": "Helper 2", "settings": {"compaction": {"memoryFlush": {"enabled": False}}}},
+        format="json",
+    )
     assert response.status_code == 200
     settings = Assistant.objects.get(pk=world.assistant.pk).settings
     assert settings["compaction"]["reserveTokens"] == 30000
@@ -80,15 +101,18 @@ def test_patch_fills_defaults_missing_from_an_old_settings_document(api, world):
     assert settings == expected
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"slug": "Bad Slug!", "name": "x"}, "slug"),
-    ({"slug": "ok"}, "name"),
-    ({"slug": "ok", "name": "x", "context_window": 1000}, "context_window"),
-    ({"slug": "ok", "name": "x", "timezone": "Mars/Olympus"}, "timezone"),
-    ({"slug": "ok", "name": "x", "workspace_access": "root"}, "workspace_access"),
-    ({"slug": "ok", "name": "x", "team": "globex"}, "team"),
-    ({"slug": "ok", "name": 7}, "name"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"slug": "Bad Slug!", "name": "x"}, "slug"),
+        ({"slug": "ok"}, "name"),
+        ({"slug": "ok", "name": "x", "context_window": 1000}, "context_window"),
+        ({"slug": "ok", "name": "x", "timezone": "Mars/Olympus"}, "timezone"),
+        ({"slug": "ok", "name": "x", "workspace_access": "root"}, "workspace_access"),
+        ({"slug": "ok", "name": "x", "team": "globex"}, "team"),
+        ({"slug": "ok", "name": 7}, "name"),
+    ],
+)
 def test_invalid_assistant_fields_are_a_400(api, body, field):
     before = snapshot()
     error = assert_error(api.post(f"{API}/assistants/", body, format="json"), 400, "validation_error")
@@ -97,13 +121,21 @@ def test_invalid_assistant_fields_are_a_400(api, body, field):
 
 
 def test_a_taken_slug_is_a_409_but_other_teams_may_use_it(api, other_api):
-    assert_error(api.post(f"{API}/assistants/", {"slug": "helper", "name": "Again"}, format="json"), 409,
-                 "assistant_exists")
-    assert other_api.post(f"{API}/assistants/", {"slug": "helper", "name": "Theirs"}, format="json").status_code == 201
+    assert_error(
+        api.post(f"{API}/assistants/", {"slug": "helper", "name": "Again"}, format="json"),
+        409,
+        "assistant_exists",
+    )
+    assert (
+        other_api.post(f"{API}/assistants/", {"slug": "helper", "name": "Theirs"}, format="json").status_code
+        == 201
+    )
 
 
 def test_the_slug_cannot_be_patched(api, world):
-    assert_error(api.patch(f"{API}/assistants/helper/", {"slug": "renamed"}, format="json"), 400, "validation_error")
+    assert_error(
+        api.patch(f"{API}/assistants/helper/", {"slug": "renamed"}, format="json"), 400, "validation_error"
+    )
     assert Assistant.objects.filter(pk=world.assistant.pk, slug="helper").exists()
 
 

@@ -50,8 +50,12 @@ def test_concurrent_appends_keep_seq_gap_free_and_unique(world):
         client = bearer_client(secret)
         seqs = []
         for n in range(POSTS_PER_THREAD):
-            body = {"messages": [{"role": "user", "content": f"t{index} m{n} a"},
-                                 {"role": "assistant", "content": f"t{index} m{n} b"}]}
+            body = {
+                "messages": [
+                    {"role": "user", "content": f"t{index} m{n} a"},
+                    {"role": "assistant", "content": f"t{index} m{n} b"},
+                ]
+            }
             response = client.post(f"{API}/sessions/{session.pk}/messages/", body, format="json")
             assert response.status_code == 201, response.content
             pair = [m["seq"] for m in response.json()["messages"]]
@@ -77,11 +81,15 @@ def test_concurrent_retries_with_one_idempotency_key_append_once(world):
     body = {"messages": [{"role": "user", "content": "exactly once"}, {"role": "assistant", "content": "ok"}]}
 
     def work(index: int) -> tuple[int, Any]:
-        response = bearer_client(secret).post(f"{API}/sessions/{session.pk}/messages/", body, format="json",
-                                              HTTP_IDEMPOTENCY_KEY="same-key")
+        response = bearer_client(secret).post(
+            f"{API}/sessions/{session.pk}/messages/", body, format="json", HTTP_IDEMPOTENCY_KEY="same-key"
+        )
         return response.status_code, response.json()
 
     results = run_in_threads(THREADS, work)
     assert {status for status, _ in results} == {201}
     assert all(payload == results[0][1] for _, payload in results)
-    assert list(Message.objects.filter(session=session).values_list("seq", flat=True).order_by("seq")) == [1, 2]
+    assert list(Message.objects.filter(session=session).values_list("seq", flat=True).order_by("seq")) == [
+        1,
+        2,
+    ]

@@ -44,9 +44,15 @@ def test_the_schema_lists_the_endpoints():
     assert response.status_code == 200
     schema = yaml.safe_load(response.content)
     paths = schema["paths"]
-    for expected in ("/api/v1/assistants/", "/api/v1/assistants/{slug}/", "/api/v1/sessions/{session_id}/messages/",
-                     "/api/v1/assistants/{slug}/memory/{path}", "/api/v1/assistants/{slug}/memory/{path}/revisions/",
-                     "/api/v1/api-keys/", "/api/v1/tasks/{task_id}/"):
+    for expected in (
+        "/api/v1/assistants/",
+        "/api/v1/assistants/{slug}/",
+        "/api/v1/sessions/{session_id}/messages/",
+        "/api/v1/assistants/{slug}/memory/{path}",
+        "/api/v1/assistants/{slug}/memory/{path}/revisions/",
+        "/api/v1/api-keys/",
+        "/api/v1/tasks/{task_id}/",
+    ):
         assert expected in paths, expected
     assert set(paths["/api/v1/sessions/{session_id}/messages/"]) >= {"get", "post"}
     assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"

@@ -45,9 +45,13 @@ ENDPOINTS = [
     Endpoint("patch", "/sessions/{session}/", Scope.SESSIONS_WRITE, {"title": "New title"}),
     Endpoint("delete", "/sessions/{session}/", Scope.SESSIONS_WRITE),
     Endpoint("get", "/sessions/{session}/messages/", Scope.SESSIONS_READ),
-    Endpoint("post", "/sessions/{session}/messages/", Scope.SESSIONS_WRITE, {"role": "user", "content": "hi"}),
+    Endpoint(
+        "post", "/sessions/{session}/messages/", Scope.SESSIONS_WRITE, {"role": "user", "content": "hi"}
+    ),
     Endpoint("get", "/assistants/{slug}/memory/", Scope.MEMORY_READ),
-    Endpoint("post", "/assistants/{slug}/memory/", Scope.MEMORY_WRITE, {"path": "memory/new.md", "content": "x"}),
+    Endpoint(
+        "post", "/assistants/{slug}/memory/", Scope.MEMORY_WRITE, {"path": "memory/new.md", "content": "x"}
+    ),
     Endpoint("get", "/assistants/{slug}/memory/MEMORY.md", Scope.MEMORY_READ),
     Endpoint("get", "/assistants/{slug}/memory/MEMORY.md?from=1&lines=1", Scope.MEMORY_READ),
     Endpoint("put", "/assistants/{slug}/memory/MEMORY.md", Scope.MEMORY_WRITE, {"content": "changed"}),
@@ -102,7 +106,11 @@ def test_another_teams_key_gets_404_and_changes_nothing(world, objects, other_ap
 @pytest.mark.parametrize("endpoint", OWNED, ids=str)
 def test_another_teams_user_gets_404(world, objects, endpoint):
     # An admin of globex, so no scope stands between the request and the lookup.
-    outsider = world.charlie if endpoint.scope != Scope.ADMIN else factories.make_user("gina", team=world.globex, role="admin")
+    outsider = (
+        world.charlie
+        if endpoint.scope != Scope.ADMIN
+        else factories.make_user("gina", team=world.globex, role="admin")
+    )
     client = login_client(outsider)
     before = snapshot()
     assert_error(call(client, endpoint, objects), 404, "not_found")
@@ -122,7 +130,11 @@ def test_a_key_without_the_scope_gets_403_and_changes_nothing(world, objects, sc
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
 def test_a_key_with_just_the_scope_succeeds(world, objects, scoped_api, endpoint):
-    client = scoped_api(*scopes_granting(endpoint.scope)) if endpoint.scope != MEMBER else scoped_api("memory:read")
+    client = (
+        scoped_api(*scopes_granting(endpoint.scope))
+        if endpoint.scope != MEMBER
+        else scoped_api("memory:read")
+    )
     response = call(client, endpoint, objects)
     assert 200 <= response.status_code < 300, (response.status_code, response.content[:300])
 
@@ -178,9 +190,17 @@ def test_a_member_cannot_use_admin_endpoints_but_an_admin_can(world, objects, en
 @pytest.mark.django_db
 def test_a_member_can_write_sessions_and_memory(world, objects):
     bob = login_client(world.bob)
-    assert bob.post(f"{API}/sessions/{objects['session']}/messages/", {"role": "user", "content": "from bob"},
-                    format="json").status_code == 201
-    response = bob.put(f"{API}/assistants/helper/memory/MEMORY.md", {"content": "bob was here\n"}, format="json")
+    assert (
+        bob.post(
+            f"{API}/sessions/{objects['session']}/messages/",
+            {"role": "user", "content": "from bob"},
+            format="json",
+        ).status_code
+        == 201
+    )
+    response = bob.put(
+        f"{API}/assistants/helper/memory/MEMORY.md", {"content": "bob was here\n"}, format="json"
+    )
     assert response.status_code == 200
     revision = bob.get(f"{API}/assistants/helper/memory/MEMORY.md/revisions/").json()["revisions"][0]
     assert (revision["author"], revision["user"], revision["action"]) == ("user", "bob", "update")
@@ -205,7 +225,9 @@ def test_revoked_and_expired_keys_get_401(world):
     from django.utils import timezone
 
     _, revoked = factories.make_api_key(world.acme, ALL_SCOPES, revoked_at=timezone.now())
-    _, expired = factories.make_api_key(world.acme, ALL_SCOPES, expires_at=timezone.now() - timedelta(minutes=1))
+    _, expired = factories.make_api_key(
+        world.acme, ALL_SCOPES, expires_at=timezone.now() - timedelta(minutes=1)
+    )
     assert_error(bearer_client(revoked).get(f"{API}/assistants/"), 401, "api_key_revoked")
     assert_error(bearer_client(expired).get(f"{API}/assistants/"), 401, "api_key_expired")
 

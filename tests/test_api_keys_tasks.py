@@ -14,8 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_created_key_shows_its_secret_once_and_works(api, world):
-    response = api.post(f"{API}/api-keys/", {"name": "ci", "scopes": ["sessions:read", "sessions:read"]},
-                        format="json")
+    response = api.post(
+        f"{API}/api-keys/", {"name": "ci", "scopes": ["sessions:read", "sessions:read"]}, format="json"
+    )
     assert response.status_code == 201
     body = response.json()
     secret = body["secret"]
@@ -30,17 +31,23 @@ def test_a_created_key_shows_its_secret_once_and_works(api, world):
 
 
 def test_a_browser_admin_creates_keys_as_themselves(world):
-    body = login_client(world.alice).post(f"{API}/api-keys/", {"name": "mine", "scopes": ["admin"]},
-                                          format="json").json()
+    body = (
+        login_client(world.alice)
+        .post(f"{API}/api-keys/", {"name": "mine", "scopes": ["admin"]}, format="json")
+        .json()
+    )
     assert body["created_by"] == "alice"
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"name": "x", "scopes": ["root"]}, "scopes"),
-    ({"name": "x", "scopes": []}, "scopes"),
-    ({"scopes": ["admin"]}, "name"),
-    ({"name": "x", "scopes": ["admin"], "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"name": "x", "scopes": ["root"]}, "scopes"),
+        ({"name": "x", "scopes": []}, "scopes"),
+        ({"scopes": ["admin"]}, "name"),
+        ({"name": "x", "scopes": ["admin"], "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
+    ],
+)
 def test_invalid_keys_are_a_400(api, body, field):
     count = ApiKey.objects.count()
     error = assert_error(api.post(f"{API}/api-keys/", body, format="json"), 400, "validation_error")
@@ -51,7 +58,9 @@ def test_invalid_keys_are_a_400(api, body, field):
 def test_revoking_a_key_stops_it(api, world):
     key, secret = factories.make_api_key(world.acme, ["sessions:read"])
     response = api.delete(f"{API}/api-keys/{key.pk}/")
-    assert response.status_code == 200 and response.json()["active"] is False and response.json()["revoked_at"]
+    assert (
+        response.status_code == 200 and response.json()["active"] is False and response.json()["revoked_at"]
+    )
     assert_error(bearer_client(secret).get(f"{API}/assistants/"), 401, "api_key_revoked")
     first = ApiKey.objects.get(pk=key.pk).revoked_at
     api.delete(f"{API}/api-keys/{key.pk}/")
@@ -73,8 +82,13 @@ def explode(_: int) -> None:
 
 def test_a_tracked_task_reports_state_progress_and_result(api, world, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        record = enqueue_tracked("tests.test_api_keys_tasks.count_to", 3, team=world.acme, kind="count",
-                                 object_ids={"assistant": world.assistant.pk})
+        record = enqueue_tracked(
+            "tests.test_api_keys_tasks.count_to",
+            3,
+            team=world.acme,
+            kind="count",
+            object_ids={"assistant": world.assistant.pk},
+        )
         assert api.get(f"{API}/tasks/{record.task_id}/").json()["state"] == "queued"
     body = api.get(f"{API}/tasks/{record.task_id}/").json()
     assert (body["state"], body["result"], body["kind"]) == ("succeeded", {"counted": 3}, "count")
@@ -97,7 +111,11 @@ def test_a_recorded_task_takes_its_outcome_from_django_q(api, world, django_capt
     record_task(task_id=task_id, team=world.acme, kind="count", object_ids={})
     update_progress(task_id, 2, 2)
     body = api.get(f"{API}/tasks/{task_id}/").json()
-    assert (body["state"], body["result"], body["progress"]) == ("succeeded", {"counted": 2}, {"done": 2, "total": 2})
+    assert (body["state"], body["result"], body["progress"]) == (
+        "succeeded",
+        {"counted": 2},
+        {"done": 2, "total": 2},
+    )
     assert body["attempts"] >= 1
 
 

@@ -14,7 +14,9 @@ BASE = f"{API}/assistants/helper/memory/"
 
 
 def test_create_list_and_read_a_document(api, world):
-    response = api.post(BASE, {"path": "memory/2026-01-02.md", "content": "# Jan 2\n- a\n- b\n"}, format="json")
+    response = api.post(
+        BASE, {"path": "memory/2026-01-02.md", "content": "# Jan 2\n- a\n- b\n"}, format="json"
+    )
     assert response.status_code == 201
     body = response.json()
     assert body["path"] == "memory/2026-01-02.md" and body["lines"] == 3 and body["size"] == 16
@@ -22,7 +24,9 @@ def test_create_list_and_read_a_document(api, world):
     factories.make_document(world.assistant, "MEMORY.md", "naïve 記憶")  # multi-byte, no final newline
     listing = api.get(BASE).json()["documents"]
     assert [(d["path"], d["size"], d["lines"]) for d in listing] == [
-        ("MEMORY.md", len("naïve 記憶".encode()), 1), ("memory/2026-01-02.md", 16, 3)]
+        ("MEMORY.md", len("naïve 記憶".encode()), 1),
+        ("memory/2026-01-02.md", 16, 3),
+    ]
     assert set(listing[0]) == {"path", "size", "lines", "updated_at", "created_at", "content_hash"}
     full = api.get(BASE + "memory/2026-01-02.md").json()
     assert full["content"] == "# Jan 2\n- a\n- b\n"
@@ -42,7 +46,9 @@ def test_a_line_range_reads_like_memory_get(api, world):
 def test_creating_an_existing_path_is_a_409(api, world):
     factories.make_document(world.assistant, "MEMORY.md", "original")
     before = snapshot()
-    assert_error(api.post(BASE, {"path": "MEMORY.md", "content": "other"}, format="json"), 409, "document_exists")
+    assert_error(
+        api.post(BASE, {"path": "MEMORY.md", "content": "other"}, format="json"), 409, "document_exists"
+    )
     assert snapshot() == before
 
 
@@ -59,16 +65,27 @@ def test_put_creates_then_replaces(api):
 def test_put_with_a_stale_hash_is_a_409_and_writes_nothing(api, world):
     document = factories.make_document(world.assistant, "MEMORY.md", "v1")
     read_hash = document.content_hash
-    assert api.put(BASE + "MEMORY.md", {"content": "v2", "expected_hash": read_hash}, format="json").status_code == 200
+    assert (
+        api.put(BASE + "MEMORY.md", {"content": "v2", "expected_hash": read_hash}, format="json").status_code
+        == 200
+    )
     before = snapshot()
-    error = assert_error(api.put(BASE + "MEMORY.md", {"content": "v3", "expected_hash": read_hash}, format="json"),
-                         409, "stale_write")
+    error = assert_error(
+        api.put(BASE + "MEMORY.md", {"content": "v3", "expected_hash": read_hash}, format="json"),
+        409,
+        "stale_write",
+    )
     assert error["details"]["current_hash"] == content_hash("v2")
     assert snapshot() == before
     assert MemoryDocument.objects.get(path="MEMORY.md").content == "v2"
     # An empty expected_hash means "must not exist yet".
-    assert_error(api.put(BASE + "MEMORY.md", {"content": "v4", "expected_hash": ""}, format="json"), 409, "stale_write")
-    assert api.put(BASE + "memory/new.md", {"content": "n", "expected_hash": ""}, format="json").status_code == 201
+    assert_error(
+        api.put(BASE + "MEMORY.md", {"content": "v4", "expected_hash": ""}, format="json"), 409, "stale_write"
+    )
+    assert (
+        api.put(BASE + "memory/new.md", {"content": "n", "expected_hash": ""}, format="json").status_code
+        == 201
+    )
 
 
 def test_delete_keeps_the_revisions(api, world):
@@ -88,7 +105,12 @@ def test_revisions_carry_provenance(world, scoped_api):
     key_client.put(BASE + "MEMORY.md", {"content": "by a key"}, format="json")
     body = key_client.get(BASE + "MEMORY.md/revisions/?include_content=1").json()
     newest, oldest = body["revisions"]
-    assert (oldest["author"], oldest["user"], oldest["action"], oldest["content"]) == ("user", "bob", "create", "by bob")
+    assert (oldest["author"], oldest["user"], oldest["action"], oldest["content"]) == (
+        "user",
+        "bob",
+        "create",
+        "by bob",
+    )
     assert (newest["author"], newest["user"], newest["action"]) == ("user", None, "update")
     assert newest["note"].startswith("api key test key")
     assert set(newest) >= {"session_pk", "message_pk", "created_at", "content_hash", "size"}
@@ -99,19 +121,36 @@ def test_revisions_carry_provenance(world, scoped_api):
 def test_revisions_show_agent_provenance(api, world):
     from memory_app.documents import Provenance, append_to_document
 
-    append_to_document(assistant=world.assistant, path="memory/2026-03-04.md", addition="- note",
-                       provenance=Provenance(author="flush", session_pk=7, message_pk=42))
+    append_to_document(
+        assistant=world.assistant,
+        path="memory/2026-03-04.md",
+        addition="- note",
+        provenance=Provenance(author="flush", session_pk=7, message_pk=42),
+    )
     [revision] = api.get(BASE + "memory/2026-03-04.md/revisions/").json()["revisions"]
     assert (revision["author"], revision["action"], revision["session_pk"], revision["message_pk"]) == (
-        "flush", "append", 7, 42)
+        "flush",
+        "append",
+        7,
+        42,
+    )
 
 
 def test_revisions_of_an_unknown_path_are_a_404(api):
     assert_error(api.get(BASE + "memory/never.md/revisions/"), 404, "not_found")
 
 
-BAD_PATHS = ["../x.md", "/etc/passwd", "memory/x.txt", "notes.md", "memory/../MEMORY.md", "memory/.md",
-             "C:/memory/x.md", "memory\\x.md", ""]
+BAD_PATHS = [
+    "../x.md",
+    "/etc/passwd",
+    "memory/x.txt",
+    "notes.md",
+    "memory/../MEMORY.md",
+    "memory/.md",
+    "C:/memory/x.md",
+    "memory\\x.md",
+    "",
+]
 
 
 @pytest.mark.parametrize("path", BAD_PATHS)
@@ -133,13 +172,24 @@ def test_bad_paths_in_the_url_are_a_400(api, path):
 
 def test_an_oversized_document_is_a_413(api, settings):
     settings.MAX_MEMORY_DOCUMENT_BYTES = 1024
-    assert_error(api.post(BASE, {"path": "MEMORY.md", "content": "x" * 2000}, format="json"), 413, "payload_too_large")
-    assert_error(api.put(BASE + "MEMORY.md", {"content": "x" * 2000}, format="json"), 413, "payload_too_large")
+    assert_error(
+        api.post(BASE, {"path": "MEMORY.md", "content": "x" * 2000}, format="json"), 413, "payload_too_large"
+    )
+    assert_error(
+        api.put(BASE + "MEMORY.md", {"content": "x" * 2000}, format="json"), 413, "payload_too_large"
+    )
     assert not MemoryDocument.objects.exists()
 
 
-@pytest.mark.parametrize("body", [{"content": "x"}, {"path": "MEMORY.md"}, {"path": "MEMORY.md", "content": 3},
-                                  {"path": "MEMORY.md", "content": "x", "author": "admin"}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"content": "x"},
+        {"path": "MEMORY.md"},
+        {"path": "MEMORY.md", "content": 3},
+        {"path": "MEMORY.md", "content": "x", "author": "admin"},
+    ],
+)
 def test_invalid_create_bodies_are_a_400(api, body):
     assert_error(api.post(BASE, body, format="json"), 400, "validation_error")
     assert not MemoryDocument.objects.exists()

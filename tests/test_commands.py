@@ -46,7 +46,9 @@ def test_create_user_with_a_role_who_can_then_sign_in():
 
 
 def test_create_api_key_prints_only_the_secret_and_the_key_works(world):
-    out, err = run("create_api_key", "--team", "acme", "--name", "deploy", "--scopes", "sessions:read", "memory:read")
+    out, err = run(
+        "create_api_key", "--team", "acme", "--name", "deploy", "--scopes", "sessions:read", "memory:read"
+    )
     lines = out.splitlines()
     assert len(lines) == 1
     secret = lines[0]
@@ -55,13 +57,25 @@ def test_create_api_key_prints_only_the_secret_and_the_key_works(world):
     assert secret not in err and "deploy" in err
     client = bearer_client(secret)
     assert client.get(f"{API}/assistants/helper/sessions/").status_code == 200
-    assert_error(client.post(f"{API}/assistants/", {"slug": "x", "name": "x"}, format="json"), 403,
-                 "insufficient_scope")
+    assert_error(
+        client.post(f"{API}/assistants/", {"slug": "x", "name": "x"}, format="json"),
+        403,
+        "insufficient_scope",
+    )
 
 
 def test_create_api_key_accepts_comma_separated_scopes_and_expiry(world):
-    out, _ = run("create_api_key", "--team", "acme", "--name", "ci", "--scopes", "admin,memory:write",
-                 "--expires-days", "30")
+    out, _ = run(
+        "create_api_key",
+        "--team",
+        "acme",
+        "--name",
+        "ci",
+        "--scopes",
+        "admin,memory:write",
+        "--expires-days",
+        "30",
+    )
     key = ApiKey.objects.get(name="ci")
     assert sorted(key.scopes) == ["admin", "memory:write"] and key.expires_at is not None
     assert bearer_client(out.strip()).get(f"{API}/api-keys/").status_code == 200

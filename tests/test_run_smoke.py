@@ -35,11 +35,25 @@ def free_port() -> int:
 
 def server_env(var_dir: Path) -> dict[str, str]:
     # Drop the test settings' environment: runall must run exactly as `make run` does.
-    test_only = ("OPENCLAW_", "DJANGO_", "PYTEST", "DATABASE_URL", "EXPORT_ROOT", "LLM_", "LOG_LEVEL",
-                 "MEMORY_INDEX_", "SESSION_INDEX_", "REDIS_URL")
+    test_only = (
+        "OPENCLAW_",
+        "DJANGO_",
+        "PYTEST",
+        "DATABASE_URL",
+        "EXPORT_ROOT",
+        "LLM_",
+        "LOG_LEVEL",
+        "MEMORY_INDEX_",
+        "SESSION_INDEX_",
+        "REDIS_URL",
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith(test_only)}
-    env.update(OPENCLAW_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="openclaw_site.settings", Q_WORKERS="1",
-               PYTHONUNBUFFERED="1")
+    env.update(
+        OPENCLAW_VAR_DIR=str(var_dir),
+        DJANGO_SETTINGS_MODULE="openclaw_site.settings",
+        Q_WORKERS="1",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -100,8 +114,14 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
     env, port = server_env(var_dir), free_port()
     base = f"http://127.0.0.1:{port}"
     with log.open("w") as out:
-        server = subprocess.Popen([sys.executable, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"],
-                                  cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     children: list[psutil.Process] = []
     try:
         health = wait_for_health(base, server, log)
@@ -112,9 +132,25 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
         assert len(children) >= 2  # the django-q2 cluster and the web server
 
         key = subprocess.run(
-            [sys.executable, "manage.py", "create_api_key", "--team", "demo", "--name", "smoke",
-             "--scopes", "sessions:read", "sessions:write", "memory:read", "memory:write"],
-            cwd=BASE_DIR, env=env, capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "manage.py",
+                "create_api_key",
+                "--team",
+                "demo",
+                "--name",
+                "smoke",
+                "--scopes",
+                "sessions:read",
+                "sessions:write",
+                "memory:read",
+                "memory:write",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         assert key.startswith("ocs_") and "\n" not in key  # the secret and nothing else on stdout
 
@@ -125,13 +161,22 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
 
         # A message through the API reaches the export mirror through the worker (ORM broker on the
         # embedded database), and the streaming export serves the same transcript.
-        status, session = call_json(f"{base}/api/v1/assistants/demo/sessions/", token=key, body={"key": "smoke"})
+        status, session = call_json(
+            f"{base}/api/v1/assistants/demo/sessions/", token=key, body={"key": "smoke"}
+        )
         assert status == 201, session
-        status, body = call_json(f"{base}/api/v1/sessions/{session['id']}/messages/", token=key,
-                           body={"role": "user", "content": "hello from the smoke test"})
+        status, body = call_json(
+            f"{base}/api/v1/sessions/{session['id']}/messages/",
+            token=key,
+            body={"role": "user", "content": "hello from the smoke test"},
+        )
         assert status == 201, body
         transcript = var_dir / "exports" / "demo" / "demo" / "sessions" / "smoke.jsonl"
-        wait_until(lambda: transcript.exists() and len(transcript.read_text().splitlines()) == 2, server=server, log=log)
+        wait_until(
+            lambda: transcript.exists() and len(transcript.read_text().splitlines()) == 2,
+            server=server,
+            log=log,
+        )
         status, streamed = call(f"{base}/api/v1/sessions/{session['id']}/export.jsonl", token=key)
         assert status == 200 and streamed.decode() == transcript.read_text()
         store = json.loads((transcript.parent / "sessions.json").read_text())

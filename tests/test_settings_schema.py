@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from openclaw_site.assistant_settings import SettingsError, default_settings, parse_byte_size, validate_settings
+from openclaw_site.assistant_settings import (
+    SettingsError,
+    default_settings,
+    parse_byte_size,
+    validate_settings,
+)
 from openclaw_site.env import EnvError, env_bool, env_int, load_dotenv
 
 
@@ -41,10 +46,15 @@ def test_partial_update_merges_onto_base():
         ({"contextPruning": {"softTrimRatio": 1.5}}, "settings.contextPruning.softTrimRatio"),
         ({"contextPruning": {"tools": {"deny": [1]}}}, "settings.contextPruning.tools.deny[0]"),
         ({"memorySearch": {"sources": ["memory", "web"]}}, "settings.memorySearch.sources[1]"),
-        ({"memorySearch": {"chunking": {"tokens": 100, "overlap": 100}}}, "settings.memorySearch.chunking.overlap"),
+        (
+            {"memorySearch": {"chunking": {"tokens": 100, "overlap": 100}}},
+            "settings.memorySearch.chunking.overlap",
+        ),
         ({"memorySearch": "on"}, "settings.memorySearch"),
-        ({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "lots"}}},
-         "settings.compaction.memoryFlush.forceFlushTranscriptBytes"),
+        (
+            {"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "lots"}}},
+            "settings.compaction.memoryFlush.forceFlushTranscriptBytes",
+        ),
     ],
 )
 def test_bad_settings_name_their_path(data, path):

@@ -12,7 +12,11 @@ def test_appends_assign_gap_free_seq_and_entry_ids(world):
     rows = factories.add_messages(
         session,
         {"role": "user", "content": "hello"},
-        {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "usage": {"input": 5, "output": 2}},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "hi"}],
+            "usage": {"input": 5, "output": 2},
+        },
     )
     assert [r.seq for r in rows] == [1, 2]
     assert all(len(r.entry_id) == 8 for r in rows)
@@ -49,6 +53,8 @@ def test_healthz_reports_each_dependency(client):
     assert body["status"] == "ok"
     assert body["checks"]["database"]["ok"] and body["checks"]["database"]["pgvector"] >= "0.8"
     assert body["checks"]["broker"]["kind"] == "orm"
-    assert body["checks"]["model"]["configured"] is False and "LLM_BASE_URL" in body["checks"]["model"]["hint"]
+    assert (
+        body["checks"]["model"]["configured"] is False and "LLM_BASE_URL" in body["checks"]["model"]["hint"]
+    )
     deep = client.get("/healthz?deep=1").json()["checks"]["embedder"]
     assert deep["checked"] is True and deep["search_mode"] in ("hybrid", "text-only")

@@ -14,8 +14,13 @@ pytestmark = pytest.mark.django_db
 
 
 def test_tree_groups_memory_daily_notes_newest_first_and_folders(world):
-    for path in ["memory/2026-01-02.md", "MEMORY.md", "memory/2026-03-04.md", "memory/projects/launch.md",
-                 "memory/people.md"]:
+    for path in [
+        "memory/2026-01-02.md",
+        "MEMORY.md",
+        "memory/2026-03-04.md",
+        "memory/projects/launch.md",
+        "memory/people.md",
+    ]:
         factories.make_document(world.assistant, path, f"text of {path}")
     factories.make_document(world.other_assistant, "memory/secret-plans.md", "theirs")
     response = signed_in(world.vera).get("/assistants/helper/memory/")
@@ -57,9 +62,14 @@ def test_member_edits_a_document_and_a_revision_names_them(world):
     form = client.get("/assistants/helper/memory/edit/MEMORY.md")
     assert form.status_code == 200 and b'<label for="id_content"' in form.content
     assert f'value="{document.content_hash}"' in form.content.decode()
-    response = client.post("/assistants/helper/memory/edit/MEMORY.md",
-                           {"content": "new text\n", "expected_hash": document.content_hash}, **HX)
-    assert response.status_code == 200 and response["HX-Redirect"] == "/assistants/helper/memory/doc/MEMORY.md"
+    response = client.post(
+        "/assistants/helper/memory/edit/MEMORY.md",
+        {"content": "new text\n", "expected_hash": document.content_hash},
+        **HX,
+    )
+    assert (
+        response.status_code == 200 and response["HX-Redirect"] == "/assistants/helper/memory/doc/MEMORY.md"
+    )
     document.refresh_from_db()
     assert document.content == "new text\n"
     latest = MemoryRevision.objects.filter(document=document).first()
@@ -72,8 +82,9 @@ def test_stale_edit_is_refused_and_keeps_the_users_text(world):
     document = factories.make_document(world.assistant, "MEMORY.md", "v1")
     old_hash = document.content_hash
     factories.make_document(world.assistant, "MEMORY.md", "v2 by someone else")
-    response = signed_in(world.bob).post("/assistants/helper/memory/edit/MEMORY.md",
-                                         {"content": "my edit", "expected_hash": old_hash}, **HX)
+    response = signed_in(world.bob).post(
+        "/assistants/helper/memory/edit/MEMORY.md", {"content": "my edit", "expected_hash": old_hash}, **HX
+    )
     assert response.status_code == 422
     content = response.content.decode()
     assert "Someone saved this document after you opened it" in content and "my edit" in content
@@ -87,22 +98,30 @@ def test_viewer_cannot_edit_create_delete_or_revert(world):
     client = signed_in(world.vera)
     assert client.get("/assistants/helper/memory/edit/MEMORY.md").status_code == 403
     assert client.post("/assistants/helper/memory/edit/MEMORY.md", {"content": "x"}).status_code == 403
-    assert client.post("/assistants/helper/memory/new/", {"path": "memory/x.md", "content": "x"}).status_code == 403
+    assert (
+        client.post("/assistants/helper/memory/new/", {"path": "memory/x.md", "content": "x"}).status_code
+        == 403
+    )
     assert client.post("/assistants/helper/memory/delete/MEMORY.md").status_code == 403
     assert client.post(f"/assistants/helper/memory/revisions/{revision.pk}/revert/").status_code == 403
     document.refresh_from_db()
     assert document.content == "keep" and MemoryDocument.objects.count() == 1
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("notes.md", "only MEMORY.md, memory.md and files under memory/"),
-    ("memory/../etc/passwd.md", "&#x27;..&#x27; and &#x27;.&#x27; segments are not allowed"),
-    ("/abs/MEMORY.md", "absolute paths are not allowed"),
-    ("memory/todo.txt", "memory documents must end in .md"),
-    ("", "This field is required."),
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("notes.md", "only MEMORY.md, memory.md and files under memory/"),
+        ("memory/../etc/passwd.md", "&#x27;..&#x27; and &#x27;.&#x27; segments are not allowed"),
+        ("/abs/MEMORY.md", "absolute paths are not allowed"),
+        ("memory/todo.txt", "memory documents must end in .md"),
+        ("", "This field is required."),
+    ],
+)
 def test_create_rejects_bad_paths_with_the_reason(world, path, message):
-    response = signed_in(world.bob).post("/assistants/helper/memory/new/", {"path": path, "content": "x"}, **HX)
+    response = signed_in(world.bob).post(
+        "/assistants/helper/memory/new/", {"path": path, "content": "x"}, **HX
+    )
     assert response.status_code == 422 and not is_full_page(response)
     error = re.search(r'id="id_path_error">(.*?)</p>', response.content.decode(), re.S).group(1)
     assert message in error
@@ -111,7 +130,9 @@ def test_create_rejects_bad_paths_with_the_reason(world, path, message):
 
 def test_create_refuses_an_existing_path(world):
     factories.make_document(world.assistant, "MEMORY.md", "there")
-    response = signed_in(world.bob).post("/assistants/helper/memory/new/", {"path": "MEMORY.md", "content": "x"})
+    response = signed_in(world.bob).post(
+        "/assistants/helper/memory/new/", {"path": "MEMORY.md", "content": "x"}
+    )
     assert response.status_code == 422 and is_full_page(response)
     assert b"MEMORY.md already exists" in response.content
     assert MemoryDocument.objects.get(assistant=world.assistant).content == "there"
@@ -120,7 +141,9 @@ def test_create_refuses_an_existing_path(world):
 def test_create_a_document(world):
     client = signed_in(world.bob)
     assert b'value="MEMORY.md"' in client.get("/assistants/helper/memory/new/?path=MEMORY.md").content
-    response = client.post("/assistants/helper/memory/new/", {"path": "memory/projects/launch.md", "content": "# Launch"})
+    response = client.post(
+        "/assistants/helper/memory/new/", {"path": "memory/projects/launch.md", "content": "# Launch"}
+    )
     assert response.status_code == 302
     assert response["Location"] == "/assistants/helper/memory/doc/memory/projects/launch.md"
     document = MemoryDocument.objects.get(assistant=world.assistant, path="memory/projects/launch.md")
@@ -160,7 +183,11 @@ def test_revision_page_shows_the_diff_and_revert_restores_it(world):
     document.refresh_from_db()
     assert document.content == "alpha\nbeta\n"
     revert = MemoryRevision.objects.filter(document=document).first()
-    assert revert.action == "revert" and revert.note == f"reverted to revision {first.pk}" and revert.user == world.bob
+    assert (
+        revert.action == "revert"
+        and revert.note == f"reverted to revision {first.pk}"
+        and revert.user == world.bob
+    )
 
 
 def test_flush_revision_links_to_the_message_that_wrote_it(world):
@@ -168,8 +195,12 @@ def test_flush_revision_links_to_the_message_that_wrote_it(world):
 
     session = factories.make_session(world.assistant)
     message = factories.add_messages(session, {"role": "user", "content": "remember the launch date"})[0]
-    append_to_document(assistant=world.assistant, path="memory/2026-11-30.md", addition="- launch 12-15",
-                       provenance=Provenance(author="flush", session_pk=session.pk, message_pk=message.pk))
+    append_to_document(
+        assistant=world.assistant,
+        path="memory/2026-11-30.md",
+        addition="- launch 12-15",
+        provenance=Provenance(author="flush", session_pk=session.pk, message_pk=message.pk),
+    )
     content = signed_in(world.vera).get("/assistants/helper/memory/doc/memory/2026-11-30.md").content.decode()
     assert "badge-author-flush" in content
     assert f'href="/sessions/{session.pk}/messages/{message.seq}/">the message that wrote it' in content

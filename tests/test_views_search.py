@@ -24,16 +24,31 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def memory(world):
-    factories.make_document(world.assistant, "MEMORY.md",
-                            "# Memory\n\n- The user prefers short answers.\n- Launch date: 2026-12-15, decided with Dana.\n")
-    factories.make_document(world.assistant, "memory/2026-11-30.md", "- Deploy key lives at vault path secret/deploy.\n")
-    factories.make_document(world.other_assistant, "MEMORY.md", "- Globex launch date is secret: 2027-01-01.\n")
+    factories.make_document(
+        world.assistant,
+        "MEMORY.md",
+        "# Memory\n\n- The user prefers short answers.\n- Launch date: 2026-12-15, decided with Dana.\n",
+    )
+    factories.make_document(
+        world.assistant, "memory/2026-11-30.md", "- Deploy key lives at vault path secret/deploy.\n"
+    )
+    factories.make_document(
+        world.other_assistant, "MEMORY.md", "- Globex launch date is secret: 2027-01-01.\n"
+    )
     session = factories.make_session(world.assistant, title="Zebra chat")
     factories.add_messages(
         session,
         {"role": "user", "content": "Which code did the build use?"},
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "exec", "arguments": {"cmd": "git log"}}]},
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": [{"type": "text", "text": "commit 9f3ab21"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": "c1", "name": "exec", "arguments": {"cmd": "git log"}}],
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "exec",
+            "content": [{"type": "text", "text": "commit 9f3ab21"}],
+        },
         {"role": "assistant", "content": "The zebra build used commit 9f3ab21."},
     )
     reindex_assistant(world.assistant.pk)
@@ -56,16 +71,26 @@ def test_search_finds_memory_with_highlight_citation_link_and_explain(world, mem
     content = response.content.decode()
     result = re.search(r'<article class="result">.*?</article>', content, re.S).group(0)
     assert 'badge-source-memory">memory<' in result
-    assert '<a class="mono result-cite" href="/assistants/helper/memory/doc/MEMORY.md?from=1&amp;lines=' in result
+    assert (
+        '<a class="mono result-cite" href="/assistants/helper/memory/doc/MEMORY.md?from=1&amp;lines='
+        in result
+    )
     assert "<mark>Launch</mark> <mark>date</mark>" in result
-    assert "Vector score" in result and "Text score" in result and "Decay multiplier" in result and "MMR position" in result
+    assert (
+        "Vector score" in result
+        and "Text score" in result
+        and "Decay multiplier" in result
+        and "MMR position" in result
+    )
     assert "2027-01-01" not in content  # another team's memory
     assert "text search" in content  # no embedder in the test settings: the page says what ran
 
 
 def test_session_result_links_to_the_message_it_quotes(world, memory):
     content = signed_in(world.bob).get("/assistants/helper/search/?q=zebra+9f3ab21").content.decode()
-    result = re.search(r'<article class="result">.*?badge-source-sessions.*?</article>', content, re.S).group(0)
+    result = re.search(r'<article class="result">.*?badge-source-sessions.*?</article>', content, re.S).group(
+        0
+    )
     quoted = memory.messages.get(role="assistant", content="The zebra build used commit 9f3ab21.")
     assert quoted.seq == 4  # a tool call and its result sit between the question and the answer
     links = re.findall(r'href="(/sessions/\d+/messages/\d+/)"', result)
@@ -86,7 +111,11 @@ def test_sources_filter_and_htmx_partial(world, memory):
 
 
 def test_mmr_and_decay_toggles_reach_the_search(world, memory):
-    content = signed_in(world.bob).get("/assistants/helper/search/?q=launch&opts=1&sources=memory&mmr=on&decay=on").content.decode()
+    content = (
+        signed_in(world.bob)
+        .get("/assistants/helper/search/?q=launch&opts=1&sources=memory&mmr=on&decay=on")
+        .content.decode()
+    )
     assert re.search(r"MMR position</th><td class=\"num\">1</td>", content)  # 1-based rank after re-ranking
     assert re.search(r'name="mmr"[^>]*checked', content) and re.search(r'name="decay"[^>]*checked', content)
 
@@ -104,7 +133,9 @@ def test_bare_query_link_uses_the_assistants_settings(world, memory):
 def test_hybrid_search_with_embeddings_reports_vector_scores(world, fake_embeddings):
     factories.make_document(world.assistant, "MEMORY.md", "- The marketing page belongs to Dana.\n")
     reindex_assistant(world.assistant.pk)
-    content = signed_in(world.bob).get("/assistants/helper/search/?q=who+owns+the+marketing+page").content.decode()
+    content = (
+        signed_in(world.bob).get("/assistants/helper/search/?q=who+owns+the+marketing+page").content.decode()
+    )
     assert "hybrid search" in content
     vector = float(re.search(r'Vector score</th><td class="num">([\d.]+)<', content).group(1))
     assert vector > 0
@@ -117,6 +148,7 @@ def test_search_of_another_team_is_404(world, memory):
 
 
 # --- the index badge of a document ------------------------------------------------------------
+
 
 def test_saved_document_shows_indexed(world):
     factories.make_document(world.assistant, "MEMORY.md", "hello index\n")
@@ -131,14 +163,19 @@ def test_a_save_not_yet_indexed_polls_then_settles(world):
     # A save whose reindex task has not run yet (in production a worker picks it up ~1.5 s later).
     from memory_app.models import content_hash
 
-    MemoryDocument.objects.filter(pk=document.pk).update(content="new text\n", content_hash=content_hash("new text\n"))
+    MemoryDocument.objects.filter(pk=document.pk).update(
+        content="new text\n", content_hash=content_hash("new text\n")
+    )
     client = signed_in(world.vera)
     badge = client.get("/assistants/helper/memory/status/MEMORY.md", **HX).content.decode()
     assert "indexing…" in badge and 'hx-trigger="every 1s"' in badge and not badge.startswith("<!doctype")
     reindex_assistant(world.assistant.pk)
     badge = client.get("/assistants/helper/memory/status/MEMORY.md", **HX).content.decode()
     assert "indexed" in badge and "every 1s" not in badge
-    MemoryDocument.objects.filter(pk=document.pk).update(content="newer\n", content_hash=content_hash("newer\n"),
-                                                         updated_at=timezone.now() - timedelta(minutes=10))
+    MemoryDocument.objects.filter(pk=document.pk).update(
+        content="newer\n",
+        content_hash=content_hash("newer\n"),
+        updated_at=timezone.now() - timedelta(minutes=10),
+    )
     badge = client.get("/assistants/helper/memory/status/MEMORY.md", **HX).content.decode()
     assert "not indexed yet" in badge and "every 1s" not in badge

@@ -15,7 +15,15 @@ from tests import factories
 from tests.views_support import HX, is_full_page, signed_in
 from tests.fake_openai import text_reply, tool_call_reply
 from tests.sessions_app.engine_fixtures import *  # noqa: F403  (llm, no_llm, router, chatter, usage...)
-from tests.sessions_app.engine_fixtures import SUMMARY_TEXT, assistant, chatter, router, tool_result, usage, user
+from tests.sessions_app.engine_fixtures import (
+    SUMMARY_TEXT,
+    assistant,
+    chatter,
+    router,
+    tool_result,
+    usage,
+    user,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -23,8 +31,9 @@ pytestmark = pytest.mark.django_db
 def small_window(assistant_, **compaction):
     """Window 16000, reserve 4000 (floor off): flush at 10000, compaction above 12000."""
     settings = assistant_.settings
-    settings["compaction"].update({"reserveTokens": 4000, "reserveTokensFloor": 0, "keepRecentTokens": 300,
-                                   **compaction})
+    settings["compaction"].update(
+        {"reserveTokens": 4000, "reserveTokensFloor": 0, "keepRecentTokens": 300, **compaction}
+    )
     settings["compaction"]["memoryFlush"]["softThresholdTokens"] = 2000
     assistant_.context_window = 16000
     assistant_.settings = settings
@@ -33,6 +42,7 @@ def small_window(assistant_, **compaction):
 
 
 # --- list and create ---------------------------------------------------------------------------
+
 
 def test_session_list_shows_the_assistants_sessions(world):
     session = factories.make_session(world.assistant, title="Launch plan")
@@ -61,7 +71,9 @@ def test_session_key_errors_show_next_to_the_field(world):
     factories.make_session(world.assistant, key="taken")
     client = signed_in(world.bob)
     taken = client.post("/assistants/helper/sessions/", {"title": "x", "key": "taken"})
-    assert taken.status_code == 422 and re.search(rb'id="id_key_error">The assistant already has a session', taken.content)
+    assert taken.status_code == 422 and re.search(
+        rb'id="id_key_error">The assistant already has a session', taken.content
+    )
     bad = client.post("/assistants/helper/sessions/", {"title": "x", "key": "no spaces"})
     assert bad.status_code == 422 and b'id="id_key_error">key: letters, digits' in bad.content
     assert Session.objects.filter(assistant=world.assistant).count() == 1
@@ -74,10 +86,12 @@ def test_viewer_cannot_start_a_session(world):
 
 # --- the session page --------------------------------------------------------------------------
 
+
 def test_session_page_renders_transcript_with_tools_collapsed_and_sizes(world, no_llm):
     session = factories.make_session(world.assistant, title="Tools")
     factories.add_messages(
-        session, user("What is in the log?"),
+        session,
+        user("What is in the log?"),
         assistant("Let me look.", calls=(("c1", "exec", {"cmd": "tail -n 500 app.log"}),), usage=usage(900)),
         tool_result("c1", "ERROR boom\n" * 300, name="exec"),
         assistant("The log shows ERROR boom repeated.", usage=usage(1800)),
@@ -85,9 +99,15 @@ def test_session_page_renders_transcript_with_tools_collapsed_and_sizes(world, n
     response = signed_in(world.vera).get(f"/sessions/{session.pk}/")
     assert response.status_code == 200 and is_full_page(response)
     content = response.content.decode()
-    assert content.index("What is in the log?") < content.index("Let me look.") < content.index("ERROR boom repeated")
+    assert (
+        content.index("What is in the log?")
+        < content.index("Let me look.")
+        < content.index("ERROR boom repeated")
+    )
     assert re.search(r'<details class="tool-call">\s*<summary>.*?Called <code>exec</code>', content, re.S)
-    assert re.search(r'<details class="tool-result">\s*<summary>.*?Result of <code>exec</code>.*?3.3k chars', content, re.S)
+    assert re.search(
+        r'<details class="tool-result">\s*<summary>.*?Result of <code>exec</code>.*?3.3k chars', content, re.S
+    )
     assert "900 in" in content  # provider-reported usage of the assistant message
     assert "members of Acme can chat" in content and 'id="composer"' not in content  # viewer
 
@@ -102,8 +122,10 @@ def test_session_page_shows_the_gauge_with_thresholds(world, no_llm):
     now = int(re.search(r'aria-valuenow="(\d+)"', gauge).group(1))
     assert 10500 <= now < 12000
     assert "state-flush" in gauge  # past the flush threshold, not yet the compaction one
-    assert re.search(r"Memory flush at</dt><dd>10k</dd>", gauge) and re.search(r"Compaction above</dt><dd>12k</dd>", gauge)
-    assert 'left: 62.50%' in gauge and 'left: 75.00%' in gauge
+    assert re.search(r"Memory flush at</dt><dd>10k</dd>", gauge) and re.search(
+        r"Compaction above</dt><dd>12k</dd>", gauge
+    )
+    assert "left: 62.50%" in gauge and "left: 75.00%" in gauge
     partial = signed_in(world.bob).get(f"/sessions/{session.pk}/gauge/", **HX)
     assert not is_full_page(partial) and partial.content.strip().startswith(b'<section id="gauge"')
 
@@ -112,8 +134,16 @@ def test_another_teams_session_pages_are_404(world, no_llm):
     theirs = factories.make_session(world.other_assistant)
     [message] = factories.add_messages(theirs, user("secret"))
     client = signed_in(world.bob)
-    for url in ["", "gauge/", "transcript/", "runs/", "context/", "compact/", f"messages/{message.seq}/",
-                "compactions/abcdef12/"]:
+    for url in [
+        "",
+        "gauge/",
+        "transcript/",
+        "runs/",
+        "context/",
+        "compact/",
+        f"messages/{message.seq}/",
+        "compactions/abcdef12/",
+    ]:
         assert client.get(f"/sessions/{theirs.pk}/{url}").status_code == 404, url
     assert client.post(f"/sessions/{theirs.pk}/chat/", {"text": "hi"}).status_code == 404
     assert client.post(f"/sessions/{theirs.pk}/compact/").status_code == 404
@@ -124,8 +154,12 @@ def test_htmx_partials_of_the_session_page(world, no_llm):
     session = factories.make_session(world.assistant)
     factories.add_messages(session, user("hello"))
     client = signed_in(world.vera)
-    for url, marker in [("transcript/", b'<section id="transcript"'), ("runs/", b'<div id="runs"'),
-                        ("context/", b'class="model-view"'), ("compact/", b'id="compact-preview"')]:
+    for url, marker in [
+        ("transcript/", b'<section id="transcript"'),
+        ("runs/", b'<div id="runs"'),
+        ("context/", b'class="model-view"'),
+        ("compact/", b'id="compact-preview"'),
+    ]:
         partial = client.get(f"/sessions/{session.pk}/{url}", **HX)
         assert partial.status_code == 200 and not is_full_page(partial) and marker in partial.content, url
         full = client.get(f"/sessions/{session.pk}/{url}")
@@ -144,6 +178,7 @@ def test_message_permalink_highlights_the_message(world, no_llm):
 
 # --- chat --------------------------------------------------------------------------------------
 
+
 def test_chat_without_a_model_says_how_to_configure_one_and_stores_nothing(world, no_llm):
     session = factories.make_session(world.assistant)
     client = signed_in(world.bob)
@@ -157,9 +192,15 @@ def test_chat_without_a_model_says_how_to_configure_one_and_stores_nothing(world
 
 
 def test_chat_posts_and_swaps_in_the_reply_and_the_gauge(world, llm):
-    llm.queue(text_reply("Hi Bob, the launch is on 2026-12-15.", usage={"prompt_tokens": 1234, "completion_tokens": 12}))
+    llm.queue(
+        text_reply(
+            "Hi Bob, the launch is on 2026-12-15.", usage={"prompt_tokens": 1234, "completion_tokens": 12}
+        )
+    )
     session = factories.make_session(world.assistant)
-    response = signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "When is the launch?"}, **HX)
+    response = signed_in(world.bob).post(
+        f"/sessions/{session.pk}/chat/", {"text": "When is the launch?"}, **HX
+    )
     assert response.status_code == 200 and not is_full_page(response)
     content = response.content.decode()
     assert content.lstrip().startswith('<section id="transcript"')
@@ -173,10 +214,11 @@ def test_chat_posts_and_swaps_in_the_reply_and_the_gauge(world, llm):
 
 def test_chat_with_a_tool_call_shows_it_collapsed(world, llm):
     factories.make_document(world.assistant, "MEMORY.md", "launch: 2026-12-15\n")
-    llm.queue(tool_call_reply([("memory_get", {"path": "MEMORY.md"})]),
-              text_reply("It is on 2026-12-15."))
+    llm.queue(tool_call_reply([("memory_get", {"path": "MEMORY.md"})]), text_reply("It is on 2026-12-15."))
     session = factories.make_session(world.assistant)
-    content = signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "launch?"}, **HX).content.decode()
+    content = (
+        signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "launch?"}, **HX).content.decode()
+    )
     assert "Called <code>memory_get</code>" in content and "Result of <code>memory_get</code>" in content
     assert "It is on 2026-12-15." in content
 
@@ -212,6 +254,7 @@ def test_chat_without_htmx_redirects_back_to_the_session(world, llm):
 
 
 # --- flush, compaction, silent turns -----------------------------------------------------------
+
 
 def _compacted_session(world, llm):
     """A session whose turns went past the flush and then the compaction threshold."""
@@ -254,8 +297,17 @@ def test_flush_turn_is_silent_and_behind_the_toggle(world, llm):
     def flush(request):
         writes["n"] += 1
         if writes["n"] == 1:
-            return tool_call_reply([("write", {"path": "memory/" + request["messages"][-1]["content"].split("memory/")[1][:13],
-                                               "content": "- Launch date 2026-12-15 decided."})])
+            return tool_call_reply(
+                [
+                    (
+                        "write",
+                        {
+                            "path": "memory/" + request["messages"][-1]["content"].split("memory/")[1][:13],
+                            "content": "- Launch date 2026-12-15 decided.",
+                        },
+                    )
+                ]
+            )
         return text_reply("NO_REPLY")
 
     llm.default_chat = router(chat="noted", summary=SUMMARY_TEXT, flush=flush)
@@ -266,7 +318,9 @@ def test_flush_turn_is_silent_and_behind_the_toggle(world, llm):
     outcome = run_memory_flush(session_id=session.pk)
     assert outcome.status == "flushed"
     content = signed_in(world.bob).get(f"/sessions/{session.pk}/").content.decode()
-    silent = re.search(r'<div class="silent-turn">.*?</div>\s*(?=<article|<div class="silent|</section>)', content, re.S).group(0)
+    silent = re.search(
+        r'<div class="silent-turn">.*?</div>\s*(?=<article|<div class="silent|</section>)', content, re.S
+    ).group(0)
     assert "Memory flush turn" in silent and "msg-silent" in silent
     assert re.search(r'<span id="silent-count" class="count"\s*>\d+</span>', content)
     assert 'id="show-silent"' in content
@@ -306,7 +360,9 @@ def test_slash_compact_in_the_chat_compacts(world, llm):
     llm.default_chat = router(chat="noted", summary=SUMMARY_TEXT, flush="NO_REPLY")
     session = factories.make_session(world.assistant)
     factories.add_messages(session, *chatter(6, words=40))
-    response = signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "/compact focus on dates"}, **HX)
+    response = signed_in(world.bob).post(
+        f"/sessions/{session.pk}/chat/", {"text": "/compact focus on dates"}, **HX
+    )
     assert response.status_code == 200
     assert "Compacted" in response.content.decode() and "Compaction #1" in response.content.decode()
     assert CompactionRun.objects.get(session=session).instructions == "focus on dates"
@@ -326,17 +382,24 @@ def test_viewer_may_preview_but_not_compact(world, llm):
 
 # --- what the model sees -----------------------------------------------------------------------
 
+
 def test_what_the_model_sees_marks_pruned_tool_results(world, llm):
     settings = world.assistant.settings
-    settings["contextPruning"].update({"mode": "always", "keepLastAssistants": 1, "softTrimRatio": 0.0,
-                                       "hardClearRatio": 1.0})
+    settings["contextPruning"].update(
+        {"mode": "always", "keepLastAssistants": 1, "softTrimRatio": 0.0, "hardClearRatio": 1.0}
+    )
     world.assistant.settings = settings
     world.assistant.context_window = 16000
     world.assistant.save()
     session = factories.make_session(world.assistant)
     factories.add_messages(
-        session, user("read the log"), assistant(calls=(("c1", "exec", {"cmd": "cat log"}),)),
-        tool_result("c1", "x" * 9000), assistant("It is long."), user("thanks"), assistant("welcome"),
+        session,
+        user("read the log"),
+        assistant(calls=(("c1", "exec", {"cmd": "cat log"}),)),
+        tool_result("c1", "x" * 9000),
+        assistant("It is long."),
+        user("thanks"),
+        assistant("welcome"),
     )
     content = signed_in(world.vera).get(f"/sessions/{session.pk}/context/", **HX).content.decode()
     assert "System prompt" in content and "Result of exec" in content
@@ -351,18 +414,25 @@ def test_page_polls_while_a_flush_is_due_and_stops_after_it(world, llm):
     session = factories.make_session(world.assistant)
     factories.add_messages(session, user("hello"), assistant("hi", usage=usage(10500, 20)))
     client = signed_in(world.bob)
-    gauge = re.search(r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(),
-                      re.S).group(0)
+    gauge = re.search(
+        r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(), re.S
+    ).group(0)
     assert "Memory flush queued…" in gauge
     assert f'hx-get="/sessions/{session.pk}/refresh/" hx-trigger="every 2s" hx-swap="none"' in gauge
     refresh = client.get(f"/sessions/{session.pk}/refresh/", **HX).content.decode()
-    for marker in ('<section id="transcript"', '<section id="gauge"', '<div id="runs"', '<span id="silent-count"'):
+    for marker in (
+        '<section id="transcript"',
+        '<section id="gauge"',
+        '<div id="runs"',
+        '<span id="silent-count"',
+    ):
         assert re.search(re.escape(marker) + r'[^>]*hx-swap-oob="true"', refresh), marker
     from sessions_app.flush import run_memory_flush
 
     run_memory_flush(session_id=session.pk)  # what the queued task does in a worker
-    gauge = re.search(r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(),
-                      re.S).group(0)
+    gauge = re.search(
+        r'<section id="gauge".*?</section>', client.get(f"/sessions/{session.pk}/").content.decode(), re.S
+    ).group(0)
     assert "queued" not in gauge and "every 2s" not in gauge
     assert client.get(f"/sessions/{session.pk}/refresh/").status_code == 302
 

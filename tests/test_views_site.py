@@ -17,6 +17,7 @@ pytestmark = pytest.mark.django_db
 
 # --- sign-in and teams -------------------------------------------------------------------------
 
+
 def test_pages_need_sign_in(client, world):
     for url in ["/", "/keys/", "/jobs/", "/assistants/helper/", "/assistants/helper/settings/"]:
         response = client.get(url)
@@ -30,7 +31,9 @@ def test_sign_in_with_password_lands_on_the_assistants(client, world):
     assert b'<label for="id_username"' in page.content and b'<label for="id_password"' in page.content
     wrong = client.post("/accounts/login/", {"username": "alice", "password": "nope"})
     assert wrong.status_code == 200 and b"didn't match" in wrong.content
-    response = client.post("/accounts/login/", {"username": "alice", "password": "pw-secret-123"}, follow=True)
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": "pw-secret-123"}, follow=True
+    )
     assert response.redirect_chain[-1][0] == "/"
     assert b"Helper" in response.content
 
@@ -58,7 +61,9 @@ def test_home_lists_only_the_teams_assistants_with_counts(world):
     content = response.content.decode()
     assert "Helper" in content and "Rival" not in content
     card = re.search(r'<li class="card assistant-card">(.*?)</li>', content, re.S).group(1)
-    assert re.search(r"<dt>Sessions</dt><dd>1</dd>", card) and re.search(r"<dt>Memory docs</dt><dd>1</dd>", card)
+    assert re.search(r"<dt>Sessions</dt><dd>1</dd>", card) and re.search(
+        r"<dt>Memory docs</dt><dd>1</dd>", card
+    )
     assert "just now" in card
 
 
@@ -102,31 +107,55 @@ def test_csrf_token_travels_in_hx_headers(world):
     token = re.search(r"hx-headers='\{\"X-CSRFToken\": \"([^\"]+)\"\}'", page).group(1)
     refused = client.post("/keys/", {"name": "no token", "scopes": ["memory:read"]}, **HX)
     assert refused.status_code == 403
-    accepted = client.post("/keys/", {"name": "with token", "scopes": ["memory:read"]}, HTTP_X_CSRFTOKEN=token, **HX)
+    accepted = client.post(
+        "/keys/", {"name": "with token", "scopes": ["memory:read"]}, HTTP_X_CSRFTOKEN=token, **HX
+    )
     assert accepted.status_code == 200
-    assert ApiKey.objects.filter(name="with token").exists() and not ApiKey.objects.filter(name="no token").exists()
+    assert (
+        ApiKey.objects.filter(name="with token").exists()
+        and not ApiKey.objects.filter(name="no token").exists()
+    )
 
 
 # --- assistants --------------------------------------------------------------------------------
+
 
 def test_admin_creates_an_assistant(world):
     client = signed_in(world.alice)
     form = client.get("/assistants/new/")
     assert form.status_code == 200 and b'<label for="id_slug"' in form.content
-    response = client.post("/assistants/new/", {
-        "slug": "writer", "name": "Writer", "model": "", "context_window": 128000, "system_prompt": "Write.",
-        "timezone": "Europe/Paris", "workspace_access": "rw",
-    })
+    response = client.post(
+        "/assistants/new/",
+        {
+            "slug": "writer",
+            "name": "Writer",
+            "model": "",
+            "context_window": 128000,
+            "system_prompt": "Write.",
+            "timezone": "Europe/Paris",
+            "workspace_access": "rw",
+        },
+    )
     assert response.status_code == 302 and response["Location"] == "/assistants/writer/"
     assistant = Assistant.objects.get(team=world.acme, slug="writer")
-    assert assistant.context_window == 128000 and assistant.settings["compaction"]["reserveTokensFloor"] == 20000
+    assert (
+        assistant.context_window == 128000 and assistant.settings["compaction"]["reserveTokensFloor"] == 20000
+    )
 
 
 def test_create_assistant_shows_errors_next_to_fields(world):
     client = signed_in(world.alice)
-    response = client.post("/assistants/new/", {
-        "slug": "helper", "name": "", "context_window": 1000, "timezone": "Mars/Olympus", "workspace_access": "rw",
-    }, **HX)
+    response = client.post(
+        "/assistants/new/",
+        {
+            "slug": "helper",
+            "name": "",
+            "context_window": 1000,
+            "timezone": "Mars/Olympus",
+            "workspace_access": "rw",
+        },
+        **HX,
+    )
     assert response.status_code == 422 and not is_full_page(response)
     content = response.content.decode()
     assert re.search(r'id="id_slug_error">Your team already has an assistant called', content)
@@ -137,9 +166,17 @@ def test_create_assistant_shows_errors_next_to_fields(world):
 
 
 def test_slug_may_repeat_across_teams(world):
-    response = signed_in(world.alice).post("/assistants/new/", {
-        "slug": "rival", "name": "Our rival", "context_window": 200000, "timezone": "UTC", "workspace_access": "rw",
-    }, **HX)
+    response = signed_in(world.alice).post(
+        "/assistants/new/",
+        {
+            "slug": "rival",
+            "name": "Our rival",
+            "context_window": 200000,
+            "timezone": "UTC",
+            "workspace_access": "rw",
+        },
+        **HX,
+    )
     assert response.status_code == 200 and response["HX-Redirect"] == "/assistants/rival/"
     assert Assistant.objects.filter(slug="rival").count() == 2
 
@@ -148,8 +185,10 @@ def test_slug_may_repeat_across_teams(world):
 def test_only_admins_create_assistants(world, persona):
     client = signed_in(getattr(world, persona))
     assert client.get("/assistants/new/").status_code == 403
-    response = client.post("/assistants/new/", {"slug": "x", "name": "X", "context_window": 200000,
-                                                 "timezone": "UTC", "workspace_access": "rw"})
+    response = client.post(
+        "/assistants/new/",
+        {"slug": "x", "name": "X", "context_window": 200000, "timezone": "UTC", "workspace_access": "rw"},
+    )
     assert response.status_code == 403
     assert not Assistant.objects.filter(slug="x").exists()
     assert b"New assistant" not in client.get("/").content
@@ -165,6 +204,7 @@ def test_assistant_page_and_another_teams_is_404(world):
 
 
 # --- settings ----------------------------------------------------------------------------------
+
 
 def _settings_post(assistant, **changes):
     """The form as the browser would send it, from the assistant's current values, with changes."""
@@ -189,19 +229,29 @@ def _settings_post(assistant, **changes):
 
 def test_settings_page_shows_every_openclaw_key(world):
     content = signed_in(world.vera).get("/assistants/helper/settings/").content.decode()
-    for key in ["compaction.reserveTokens", "compaction.memoryFlush.softThresholdTokens",
-                "contextPruning.softTrim.maxChars", "memorySearch.query.hybrid.mmr.lambda"]:
+    for key in [
+        "compaction.reserveTokens",
+        "compaction.memoryFlush.softThresholdTokens",
+        "contextPruning.softTrim.maxChars",
+        "memorySearch.query.hybrid.mmr.lambda",
+    ]:
         assert f'name="{key}"' in content
     assert "only admins" in content and "disabled" in content and "Save settings" not in content
 
 
 def test_admin_saves_settings(world):
     client = signed_in(world.alice)
-    data = _settings_post(world.assistant, **{
-        "compaction.reserveTokens": "30000", "contextPruning.mode": "always",
-        "memorySearch.query.hybrid.mmr.enabled": "on", "contextPruning.tools.deny": "exec, browser*",
-        "compaction.memoryFlush.forceFlushTranscriptBytes": "3mb", "name": "Helper two",
-    })
+    data = _settings_post(
+        world.assistant,
+        **{
+            "compaction.reserveTokens": "30000",
+            "contextPruning.mode": "always",
+            "memorySearch.query.hybrid.mmr.enabled": "on",
+            "contextPruning.tools.deny": "exec, browser*",
+            "compaction.memoryFlush.forceFlushTranscriptBytes": "3mb",
+            "name": "Helper two",
+        },
+    )
     response = client.post("/assistants/helper/settings/", data, **HX)
     assert response.status_code == 200 and not is_full_page(response)
     assert b"Settings saved." in response.content
@@ -225,11 +275,16 @@ def test_unchanged_form_keeps_the_settings(world):
 
 def test_bad_settings_show_the_message_next_to_each_field_and_save_nothing(world):
     before = dict(world.assistant.settings)
-    data = _settings_post(world.assistant, **{
-        "compaction.maxHistoryShare": "2", "contextPruning.softTrimRatio": "-1",
-        "compaction.keepRecentTokens": "", "compaction.memoryFlush.forceFlushTranscriptBytes": "lots",
-        "context_window": "100",
-    })
+    data = _settings_post(
+        world.assistant,
+        **{
+            "compaction.maxHistoryShare": "2",
+            "contextPruning.softTrimRatio": "-1",
+            "compaction.keepRecentTokens": "",
+            "compaction.memoryFlush.forceFlushTranscriptBytes": "lots",
+            "context_window": "100",
+        },
+    )
     response = signed_in(world.alice).post("/assistants/helper/settings/", data, **HX)
     assert response.status_code == 422
     content = response.content.decode()
@@ -246,8 +301,10 @@ def test_cross_field_rule_lands_on_its_field(world):
     data = _settings_post(world.assistant, **{"memorySearch.chunking.overlap": "400"})
     response = signed_in(world.alice).post("/assistants/helper/settings/", data)
     assert response.status_code == 422 and is_full_page(response)
-    assert re.search(r'id="id_memorySearch.chunking.overlap_error">must be less than chunking.tokens<',
-                     response.content.decode())
+    assert re.search(
+        r'id="id_memorySearch.chunking.overlap_error">must be less than chunking.tokens<',
+        response.content.decode(),
+    )
 
 
 @pytest.mark.parametrize("persona", ["bob", "vera"])
@@ -261,15 +318,25 @@ def test_only_admins_change_settings(world, persona):
 
 # --- API keys ----------------------------------------------------------------------------------
 
+
 def test_admin_creates_a_key_and_sees_the_secret_once(world):
     client = signed_in(world.alice)
-    response = client.post("/keys/", {"name": "CI ingest", "scopes": ["sessions:write", "sessions:read"],
-                                      "expires_in_days": "30"}, **HX)
+    response = client.post(
+        "/keys/",
+        {"name": "CI ingest", "scopes": ["sessions:write", "sessions:read"], "expires_in_days": "30"},
+        **HX,
+    )
     assert response.status_code == 200 and not is_full_page(response)
     assert response["Cache-Control"] == "no-store"
-    secret = re.search(r'id="new-secret" class="mono" readonly value="(ocs_[^"]+)"', response.content.decode()).group(1)
+    secret = re.search(
+        r'id="new-secret" class="mono" readonly value="(ocs_[^"]+)"', response.content.decode()
+    ).group(1)
     key = authenticate_api_key(secret)
-    assert key.team == world.acme and key.name == "CI ingest" and sorted(key.scopes) == ["sessions:read", "sessions:write"]
+    assert (
+        key.team == world.acme
+        and key.name == "CI ingest"
+        and sorted(key.scopes) == ["sessions:read", "sessions:write"]
+    )
     assert key.expires_at is not None and key.created_by == world.alice
     assert secret not in client.get("/keys/").content.decode()
 
@@ -322,6 +389,7 @@ def test_members_and_viewers_read_keys_but_cannot_change_them(world, persona):
 
 # --- jobs --------------------------------------------------------------------------------------
 
+
 def _task(func: str, *args, success: bool = True, result=None):
     from django.utils import timezone
     from django_q.models import Task
@@ -329,8 +397,17 @@ def _task(func: str, *args, success: bool = True, result=None):
 
     name, task_id = uuid()
     now = timezone.now()
-    return Task.objects.create(id=task_id, name=name, func=func, args=args, kwargs={}, started=now, stopped=now,
-                               success=success, result=result)
+    return Task.objects.create(
+        id=task_id,
+        name=name,
+        func=func,
+        args=args,
+        kwargs={},
+        started=now,
+        stopped=now,
+        success=success,
+        result=result,
+    )
 
 
 def test_jobs_page_lists_only_the_teams_tasks(world):
@@ -354,8 +431,13 @@ def test_jobs_page_lists_only_the_teams_tasks(world):
 def test_jobs_page_shows_tracked_tasks_with_progress_and_polls_while_running(world):
     from openclaw_site.models import TaskRecord
 
-    TaskRecord.objects.create(task_id="a" * 32, team=world.acme, kind="reindex", state="running",
-                              progress={"done": 3, "total": 10, "message": "embedding"})
+    TaskRecord.objects.create(
+        task_id="a" * 32,
+        team=world.acme,
+        kind="reindex",
+        state="running",
+        progress={"done": 3, "total": 10, "message": "embedding"},
+    )
     TaskRecord.objects.create(task_id="b" * 32, team=world.globex, kind="their-reindex", state="running")
     content = signed_in(world.bob).get("/jobs/").content.decode()
     assert 'aria-valuenow="3"' in content and 'aria-valuemax="10"' in content and "width: 30%" in content

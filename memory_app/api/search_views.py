@@ -36,14 +36,21 @@ class SourcesField(serializers.CharField):
 
 class SearchInput(serializers.Serializer):
     q = serializers.CharField(max_length=2000, help_text="The query.")
-    max_results = serializers.IntegerField(min_value=1, max_value=100, required=False,
-                                           help_text="Default memorySearch.query.maxResults (6).")
-    min_score = serializers.FloatField(min_value=0, max_value=1, required=False,
-                                       help_text="Default memorySearch.query.minScore (0.35).")
-    sources = SourcesField(required=False, help_text="memory, sessions or memory,sessions (default: settings).")
-    mode = serializers.ChoiceField(choices=MODES, required=False, help_text="hybrid (default), vector or text.")
-    explain = serializers.BooleanField(required=False, default=False,
-                                       help_text="Add each result's scores, decay and MMR position.")
+    max_results = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, help_text="Default memorySearch.query.maxResults (6)."
+    )
+    min_score = serializers.FloatField(
+        min_value=0, max_value=1, required=False, help_text="Default memorySearch.query.minScore (0.35)."
+    )
+    sources = SourcesField(
+        required=False, help_text="memory, sessions or memory,sessions (default: settings)."
+    )
+    mode = serializers.ChoiceField(
+        choices=MODES, required=False, help_text="hybrid (default), vector or text."
+    )
+    explain = serializers.BooleanField(
+        required=False, default=False, help_text="Add each result's scores, decay and MMR position."
+    )
     mmr = serializers.BooleanField(required=False, allow_null=True, default=None)
     mmr_lambda = serializers.FloatField(min_value=0, max_value=1, required=False)
     decay = serializers.BooleanField(required=False, allow_null=True, default=None)
@@ -63,9 +70,13 @@ class SearchResultOutput(serializers.Serializer):
     snippet = serializers.CharField()
     citation = serializers.CharField(help_text="path#Lx-Ly")
     session_id = serializers.IntegerField(allow_null=True, help_text="The session of a sessions result.")
-    explain = serializers.DictField(required=False, help_text=(
-        "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
-        "chunk_id, chunk_lines, timestamp."))
+    explain = serializers.DictField(
+        required=False,
+        help_text=(
+            "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
+            "chunk_id, chunk_lines, timestamp."
+        ),
+    )
 
 
 class SearchOutput(serializers.Serializer):
@@ -97,15 +108,22 @@ class AssistantSearchView(TeamApiView):
     def _params(self, request: Request) -> dict[str, Any]:
         unknown = sorted(set(request.query_params) - set(SearchInput().fields))
         if unknown:
-            raise ApiError("invalid_parameter", f"Unknown query parameter: {unknown[0]}.",
-                           details={"field": unknown[0], "unknown": unknown})
+            raise ApiError(
+                "invalid_parameter",
+                f"Unknown query parameter: {unknown[0]}.",
+                details={"field": unknown[0], "unknown": unknown},
+            )
         data = validated(SearchInput, request.query_params.dict())
         return {key: value for key, value in data.items() if value is not None}
 
     def _output(self, response: SearchResponse, *, explain: bool) -> dict[str, Any]:
         return {
-            "query": response.query, "mode": response.mode, "requested_mode": response.requested_mode,
-            "fallback": response.fallback, "provider": response.provider, "model": response.model,
+            "query": response.query,
+            "mode": response.mode,
+            "requested_mode": response.requested_mode,
+            "fallback": response.fallback,
+            "provider": response.provider,
+            "model": response.model,
             "results": [self._result(result, explain=explain) for result in response.results],
             "timings_ms": response.timings_ms,
         }
@@ -118,9 +136,14 @@ class AssistantSearchView(TeamApiView):
 
 
 class ReindexInput(StrictSerializer):
-    full = serializers.BooleanField(required=False, default=False, help_text=(
-        "Rebuild every chunk in a new generation (the old one answers until it is complete); "
-        "otherwise only changed documents and transcripts are indexed."))
+    full = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "Rebuild every chunk in a new generation (the old one answers until it is complete); "
+            "otherwise only changed documents and transcripts are indexed."
+        ),
+    )
 
 
 class AssistantReindexView(TeamApiView):
@@ -140,6 +163,12 @@ class AssistantReindexView(TeamApiView):
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
     """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
-    record = enqueue_tracked("memory_app.tasks.reindex_assistant", assistant.pk, full, team=assistant.team_id,
-                             kind="reindex", object_ids={"assistant": assistant.pk})
+    record = enqueue_tracked(
+        "memory_app.tasks.reindex_assistant",
+        assistant.pk,
+        full,
+        team=assistant.team_id,
+        kind="reindex",
+        object_ids={"assistant": assistant.pk},
+    )
     return task_status(record)

@@ -8,16 +8,20 @@ from openclaw_site.api.base import StrictCharField, StrictSerializer
 
 
 class DocumentCreateInput(StrictSerializer):
-    path = StrictCharField(max_length=1000, allow_blank=True, help_text="MEMORY.md, memory.md or memory/**/*.md")
+    path = StrictCharField(
+        max_length=1000, allow_blank=True, help_text="MEMORY.md, memory.md or memory/**/*.md"
+    )
     content = StrictCharField(allow_blank=True, trim_whitespace=False)
 
 
 class DocumentPutInput(StrictSerializer):
     content = StrictCharField(allow_blank=True, trim_whitespace=False)
     expected_hash = StrictCharField(
-        required=False, allow_blank=True, max_length=64,
+        required=False,
+        allow_blank=True,
+        max_length=64,
         help_text="The content_hash you read; the write is refused (409 stale_write) if it changed since. "
-                  "An empty string means 'the document must not exist yet'.",
+        "An empty string means 'the document must not exist yet'.",
     )
 
 
@@ -35,7 +39,9 @@ class DocumentOutput(DocumentSummaryOutput):
 
 
 class DocumentWriteOutput(DocumentOutput):
-    revision = serializers.IntegerField(allow_null=True, help_text="The new revision; null if nothing changed.")
+    revision = serializers.IntegerField(
+        allow_null=True, help_text="The new revision; null if nothing changed."
+    )
 
 
 class LineRangeOutput(serializers.Serializer):
@@ -48,7 +54,9 @@ class LineRangeOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-LineRangeOutput._declared_fields["from"] = serializers.IntegerField(help_text="The first line returned (1-based).")
+LineRangeOutput._declared_fields["from"] = serializers.IntegerField(
+    help_text="The first line returned (1-based)."
+)
 
 
 class RevisionOutput(serializers.Serializer):

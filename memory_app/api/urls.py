@@ -8,9 +8,16 @@ from memory_app.api import search_views, views
 # route cannot be mistaken for a document.
 urlpatterns = [
     path("assistants/<slug:slug>/memory/", views.MemoryListCreateApi.as_view(), name="api-memory"),
-    path("assistants/<slug:slug>/memory/<path:path>/revisions/", views.MemoryRevisionsApi.as_view(),
-         name="api-memory-revisions"),
-    path("assistants/<slug:slug>/memory/<path:path>", views.MemoryDocumentApi.as_view(), name="api-memory-document"),
+    path(
+        "assistants/<slug:slug>/memory/<path:path>/revisions/",
+        views.MemoryRevisionsApi.as_view(),
+        name="api-memory-revisions",
+    ),
+    path(
+        "assistants/<slug:slug>/memory/<path:path>",
+        views.MemoryDocumentApi.as_view(),
+        name="api-memory-document",
+    ),
     # Search index (memory_app/api/search_views.py).
     path("assistants/<slug:slug>/search/", search_views.AssistantSearchView.as_view(), name="api-search"),
     path("assistants/<slug:slug>/reindex/", search_views.AssistantReindexView.as_view(), name="api-reindex"),

@@ -13,15 +13,24 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Func, IntegerField, QuerySet, Value, When
 from django.db.models.functions import Length, Replace
 from drf_spectacular.utils import (
-    OpenApiParameter, OpenApiTypes, PolymorphicProxySerializer, extend_schema, inline_serializer,
+    OpenApiParameter,
+    OpenApiTypes,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
 )
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.serializers import (
-    DocumentCreateInput, DocumentOutput, DocumentPutInput, DocumentSummaryOutput, DocumentWriteOutput,
-    LineRangeOutput, RevisionOutput,
+    DocumentCreateInput,
+    DocumentOutput,
+    DocumentPutInput,
+    DocumentSummaryOutput,
+    DocumentWriteOutput,
+    LineRangeOutput,
+    RevisionOutput,
 )
 from memory_app.documents import Provenance, StaleWrite, delete_document, read_lines, write_document
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
@@ -31,12 +40,22 @@ from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
 
 DocumentList = inline_serializer("MemoryDocumentList", {"documents": DocumentSummaryOutput(many=True)})
-RevisionList = inline_serializer("MemoryRevisionList", {
-    "revisions": RevisionOutput(many=True), "count": OpenApiTypes.INT, "limit": OpenApiTypes.INT,
-    "offset": OpenApiTypes.INT, "next_offset": OpenApiTypes.INT,
-})
-PATH_PARAMETER = OpenApiParameter("path", str, OpenApiParameter.PATH,
-                                  description="MEMORY.md, memory.md or memory/**/*.md (slashes allowed).")
+RevisionList = inline_serializer(
+    "MemoryRevisionList",
+    {
+        "revisions": RevisionOutput(many=True),
+        "count": OpenApiTypes.INT,
+        "limit": OpenApiTypes.INT,
+        "offset": OpenApiTypes.INT,
+        "next_offset": OpenApiTypes.INT,
+    },
+)
+PATH_PARAMETER = OpenApiParameter(
+    "path",
+    str,
+    OpenApiParameter.PATH,
+    description="MEMORY.md, memory.md or memory/**/*.md (slashes allowed).",
+)
 
 
 def count_lines(content: str) -> int:
@@ -54,7 +73,9 @@ def octet_length(field: str) -> Func:
 def with_stats(documents: QuerySet) -> QuerySet:
     """Annotate size (UTF-8 bytes) and lines in SQL, so a listing never loads the texts."""
     newlines = Length("content") - Length(Replace("content", Value("\n"), Value("")))
-    last_line = Case(When(content="", then=Value(0)), When(content__endswith="\n", then=Value(0)), default=Value(1))
+    last_line = Case(
+        When(content="", then=Value(0)), When(content__endswith="\n", then=Value(0)), default=Value(1)
+    )
     return documents.annotate(
         size=octet_length("content"),
         lines=newlines + last_line,
@@ -68,7 +89,9 @@ def summary_dict(document: MemoryDocument) -> dict[str, Any]:
         "path": document.path,
         "size": size if size is not None else len(document.content.encode()),
         "lines": lines if lines is not None else count_lines(document.content),
-        "content_hash": document.content_hash, "created_at": document.created_at, "updated_at": document.updated_at,
+        "content_hash": document.content_hash,
+        "created_at": document.created_at,
+        "updated_at": document.updated_at,
     }
 
 
@@ -78,10 +101,17 @@ def document_dict(document: MemoryDocument) -> dict[str, Any]:
 
 def revision_dict(revision: MemoryRevision, *, include_content: bool) -> dict[str, Any]:
     data = {
-        "id": revision.pk, "path": revision.path, "action": revision.action, "author": revision.author,
-        "user": revision.user.get_username() if revision.user else None, "session_pk": revision.session_pk,
-        "message_pk": revision.message_pk, "note": revision.note, "content_hash": revision.content_hash,
-        "size": revision.size, "created_at": revision.created_at,
+        "id": revision.pk,
+        "path": revision.path,
+        "action": revision.action,
+        "author": revision.author,
+        "user": revision.user.get_username() if revision.user else None,
+        "session_pk": revision.session_pk,
+        "message_pk": revision.message_pk,
+        "note": revision.note,
+        "content_hash": revision.content_hash,
+        "size": revision.size,
+        "created_at": revision.created_at,
     }
     if include_content:
         data["content"] = revision.content
@@ -93,17 +123,23 @@ def checked_path(path: Any) -> str:
     try:
         return validate_memory_path(path)
     except InvalidPath as error:
-        raise ApiError("invalid_path", f"Invalid memory path: {error}.",
-                       details={"field": "path", "path": path, "reason": str(error)}) from None
+        raise ApiError(
+            "invalid_path",
+            f"Invalid memory path: {error}.",
+            details={"field": "path", "path": path, "reason": str(error)},
+        ) from None
 
 
 def check_size(content: str) -> None:
     """Refuse a document over OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES with 413."""
     size = len(content.encode())
     if size > settings.MAX_MEMORY_DOCUMENT_BYTES:
-        raise ApiError("payload_too_large",
-                       f"The document is {size} bytes; the limit is {settings.MAX_MEMORY_DOCUMENT_BYTES}.",
-                       status_code=413, details={"field": "content", "limit": settings.MAX_MEMORY_DOCUMENT_BYTES})
+        raise ApiError(
+            "payload_too_large",
+            f"The document is {size} bytes; the limit is {settings.MAX_MEMORY_DOCUMENT_BYTES}.",
+            status_code=413,
+            details={"field": "content", "limit": settings.MAX_MEMORY_DOCUMENT_BYTES},
+        )
 
 
 class MemoryApiView(TeamApiView):
@@ -129,11 +165,14 @@ class MemoryListCreateApi(MemoryApiView):
     @extend_schema(operation_id="memory_list", responses=DocumentList)
     def get(self, request: Request, slug: str) -> Response:
         assistant = self.get_assistant(slug)
-        documents = with_stats(MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path"))
+        documents = with_stats(
+            MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path")
+        )
         return Response({"documents": [summary_dict(document) for document in documents]})
 
-    @extend_schema(operation_id="memory_create", request=DocumentCreateInput,
-                   responses={201: DocumentWriteOutput})
+    @extend_schema(
+        operation_id="memory_create", request=DocumentCreateInput, responses={201: DocumentWriteOutput}
+    )
     def post(self, request: Request, slug: str) -> Response:
         assistant = self.get_assistant(slug)
         data = validated(DocumentCreateInput, self.json_object())
@@ -143,30 +182,45 @@ class MemoryListCreateApi(MemoryApiView):
             with transaction.atomic():
                 if MemoryDocument.objects.filter(assistant=assistant, path=path).exists():
                     raise _document_exists(path)
-                document, revision = write_document(assistant=assistant, path=path, content=data["content"],
-                                                    provenance=self.provenance())
+                document, revision = write_document(
+                    assistant=assistant, path=path, content=data["content"], provenance=self.provenance()
+                )
         except IntegrityError:  # a concurrent create of the same path won
             raise _document_exists(path) from None
-        return Response({**document_dict(document), "revision": revision.pk if revision else None},
-                        status=status.HTTP_201_CREATED)
+        return Response(
+            {**document_dict(document), "revision": revision.pk if revision else None},
+            status=status.HTTP_201_CREATED,
+        )
 
 
 def _document_exists(path: str) -> ApiError:
-    return ApiError("document_exists", f"{path} already exists; use PUT to replace it.", status_code=409,
-                    details={"field": "path", "path": path})
+    return ApiError(
+        "document_exists",
+        f"{path} already exists; use PUT to replace it.",
+        status_code=409,
+        details={"field": "path", "path": path},
+    )
 
 
 class MemoryDocumentApi(MemoryApiView):
     """``GET, PUT, DELETE /assistants/{slug}/memory/{path}``; ``GET ?from=&lines=`` reads a line range."""
 
-    @extend_schema(operation_id="memory_retrieve", parameters=[
-        PATH_PARAMETER,
-        OpenApiParameter("from", int, description="First line (1-based), like memory_get."),
-        OpenApiParameter("lines", int, description="How many lines."),
-    ], responses={200: PolymorphicProxySerializer(
-        component_name="MemoryDocumentOrLines", serializers=[DocumentOutput, LineRangeOutput],
-        resource_type_field_name=None)},
-        description="The whole document; with `from` or `lines`, that line range instead (like memory_get).")
+    @extend_schema(
+        operation_id="memory_retrieve",
+        parameters=[
+            PATH_PARAMETER,
+            OpenApiParameter("from", int, description="First line (1-based), like memory_get."),
+            OpenApiParameter("lines", int, description="How many lines."),
+        ],
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="MemoryDocumentOrLines",
+                serializers=[DocumentOutput, LineRangeOutput],
+                resource_type_field_name=None,
+            )
+        },
+        description="The whole document; with `from` or `lines`, that line range instead (like memory_get).",
+    )
     def get(self, request: Request, slug: str, path: str) -> Response:
         assistant = self.get_assistant(slug)
         document = self.get_document(assistant, checked_path(path))
@@ -175,31 +229,61 @@ class MemoryDocumentApi(MemoryApiView):
         if start is None and count is None:
             return Response(document_dict(document))
         text, first, returned, total = read_lines(document.content, start=start, count=count)
-        return Response({"path": document.path, "text": text, "from": first, "lines": returned,
-                         "total_lines": total, "content_hash": document.content_hash,
-                         "updated_at": document.updated_at})
+        return Response(
+            {
+                "path": document.path,
+                "text": text,
+                "from": first,
+                "lines": returned,
+                "total_lines": total,
+                "content_hash": document.content_hash,
+                "updated_at": document.updated_at,
+            }
+        )
 
-    @extend_schema(operation_id="memory_put", parameters=[PATH_PARAMETER], request=DocumentPutInput,
-                   responses={200: DocumentWriteOutput, 201: DocumentWriteOutput})
+    @extend_schema(
+        operation_id="memory_put",
+        parameters=[PATH_PARAMETER],
+        request=DocumentPutInput,
+        responses={200: DocumentWriteOutput, 201: DocumentWriteOutput},
+    )
     def put(self, request: Request, slug: str, path: str) -> Response:
         assistant = self.get_assistant(slug)
         path = checked_path(path)
         data = validated(DocumentPutInput, self.json_object())
         check_size(data["content"])
         try:
-            document, revision = write_document(assistant=assistant, path=path, content=data["content"],
-                                                provenance=self.provenance(), expected_hash=data.get("expected_hash"))
+            document, revision = write_document(
+                assistant=assistant,
+                path=path,
+                content=data["content"],
+                provenance=self.provenance(),
+                expected_hash=data.get("expected_hash"),
+            )
         except StaleWrite:
-            current = MemoryDocument.objects.filter(assistant=assistant, path=path).values_list("content_hash", flat=True).first()
-            raise ApiError("stale_write", f"{path} changed since you read it; read it again and retry.",
-                           status_code=409, details={"path": path, "expected_hash": data.get("expected_hash"),
-                                                     "current_hash": current}) from None
+            current = (
+                MemoryDocument.objects.filter(assistant=assistant, path=path)
+                .values_list("content_hash", flat=True)
+                .first()
+            )
+            raise ApiError(
+                "stale_write",
+                f"{path} changed since you read it; read it again and retry.",
+                status_code=409,
+                details={"path": path, "expected_hash": data.get("expected_hash"), "current_hash": current},
+            ) from None
         except IntegrityError:  # created concurrently by another request: the caller's view is stale
-            raise ApiError("stale_write", f"{path} was created by another request meanwhile; retry.",
-                           status_code=409, details={"path": path}) from None
+            raise ApiError(
+                "stale_write",
+                f"{path} was created by another request meanwhile; retry.",
+                status_code=409,
+                details={"path": path},
+            ) from None
         created = revision is not None and revision.action == RevisionAction.CREATE
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response({**document_dict(document), "revision": revision.pk if revision else None}, status=code)
+        return Response(
+            {**document_dict(document), "revision": revision.pk if revision else None}, status=code
+        )
 
     @extend_schema(operation_id="memory_destroy", parameters=[PATH_PARAMETER], responses={204: None})
     def delete(self, request: Request, slug: str, path: str) -> Response:
@@ -212,19 +296,33 @@ class MemoryDocumentApi(MemoryApiView):
 class MemoryRevisionsApi(MemoryApiView):
     """``GET /assistants/{slug}/memory/{path}/revisions/``: newest first, kept after a delete."""
 
-    @extend_schema(operation_id="memory_revisions", responses=RevisionList, parameters=[
-        PATH_PARAMETER, OpenApiParameter("include_content", bool), OpenApiParameter("limit", int),
-        OpenApiParameter("offset", int)])
+    @extend_schema(
+        operation_id="memory_revisions",
+        responses=RevisionList,
+        parameters=[
+            PATH_PARAMETER,
+            OpenApiParameter("include_content", bool),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+    )
     def get(self, request: Request, slug: str, path: str) -> Response:
         assistant = self.get_assistant(slug)
         path = checked_path(path)
         include_content = query_bool(request, "include_content", default=False)
-        revisions = (MemoryRevision.objects.filter(assistant=assistant, path=path).select_related("user")
-                     .annotate(size=octet_length("content")))
+        revisions = (
+            MemoryRevision.objects.filter(assistant=assistant, path=path)
+            .select_related("user")
+            .annotate(size=octet_length("content"))
+        )
         if not include_content:
             revisions = revisions.defer("content")
         page = paginate(request, revisions.order_by("-created_at", "-id"))
         if page.count == 0:
             raise not_found(f"Memory document {path!r}")
-        return Response({"revisions": [revision_dict(r, include_content=include_content) for r in page.items],
-                         **page.meta()})
+        return Response(
+            {
+                "revisions": [revision_dict(r, include_content=include_content) for r in page.items],
+                **page.meta(),
+            }
+        )

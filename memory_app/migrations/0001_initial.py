@@ -6,57 +6,126 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('openclaw_site', '0001_initial'),
+        ("openclaw_site", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MemoryDocument',
+            name="MemoryDocument",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=255)),
-                ('content', models.TextField(blank=True)),
-                ('content_hash', models.CharField(editable=False, max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memory_documents', to='openclaw_site.assistant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=255)),
+                ("content", models.TextField(blank=True)),
+                ("content_hash", models.CharField(editable=False, max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_documents",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['assistant', 'path'],
+                "ordering": ["assistant", "path"],
             },
         ),
         migrations.CreateModel(
-            name='MemoryRevision',
+            name="MemoryRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=255)),
-                ('content', models.TextField(blank=True)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('action', models.CharField(choices=[('create', 'Create'), ('update', 'Update'), ('append', 'Append'), ('delete', 'Delete'), ('revert', 'Revert')], max_length=16)),
-                ('author', models.CharField(choices=[('user', 'User'), ('admin', 'Admin'), ('agent', 'Agent'), ('flush', 'Flush'), ('import', 'Import')], max_length=16)),
-                ('session_pk', models.BigIntegerField(blank=True, null=True)),
-                ('message_pk', models.BigIntegerField(blank=True, null=True)),
-                ('note', models.CharField(blank=True, max_length=255)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memory_revisions', to='openclaw_site.assistant')),
-                ('document', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='revisions', to='memory_app.memorydocument')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=255)),
+                ("content", models.TextField(blank=True)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("create", "Create"),
+                            ("update", "Update"),
+                            ("append", "Append"),
+                            ("delete", "Delete"),
+                            ("revert", "Revert"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "author",
+                    models.CharField(
+                        choices=[
+                            ("user", "User"),
+                            ("admin", "Admin"),
+                            ("agent", "Agent"),
+                            ("flush", "Flush"),
+                            ("import", "Import"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("session_pk", models.BigIntegerField(blank=True, null=True)),
+                ("message_pk", models.BigIntegerField(blank=True, null=True)),
+                ("note", models.CharField(blank=True, max_length=255)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_revisions",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="revisions",
+                        to="memory_app.memorydocument",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddConstraint(
-            model_name='memorydocument',
-            constraint=models.UniqueConstraint(fields=('assistant', 'path'), name='memory_document_path_unique'),
+            model_name="memorydocument",
+            constraint=models.UniqueConstraint(
+                fields=("assistant", "path"), name="memory_document_path_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memoryrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('author__in', ['user', 'admin', 'agent', 'flush', 'import'])), name='revision_author_valid'),
+            model_name="memoryrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("author__in", ["user", "admin", "agent", "flush", "import"])),
+                name="revision_author_valid",
+            ),
         ),
     ]

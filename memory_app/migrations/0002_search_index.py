@@ -9,86 +9,166 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory_app', '0001_initial'),
-        ('openclaw_site', '0001_initial'),
+        ("memory_app", "0001_initial"),
+        ("openclaw_site", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EmbeddingCache',
+            name="EmbeddingCache",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider_key', models.CharField(max_length=64)),
-                ('model', models.CharField(max_length=200)),
-                ('hash', models.CharField(max_length=64)),
-                ('dims', models.PositiveIntegerField()),
-                ('embedding', pgvector.django.vector.VectorField()),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("provider_key", models.CharField(max_length=64)),
+                ("model", models.CharField(max_length=200)),
+                ("hash", models.CharField(max_length=64)),
+                ("dims", models.PositiveIntegerField()),
+                ("embedding", pgvector.django.vector.VectorField()),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('provider_key', 'model', 'hash'), name='embedding_cache_key_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("provider_key", "model", "hash"), name="embedding_cache_key_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='IndexState',
+            name="IndexState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fingerprint', models.JSONField(blank=True, null=True)),
-                ('active_generation', models.PositiveIntegerField(default=1)),
-                ('building_generation', models.PositiveIntegerField(blank=True, null=True)),
-                ('building_fingerprint', models.JSONField(blank=True, null=True)),
-                ('progress', models.JSONField(blank=True, default=dict)),
-                ('last_error', models.TextField(blank=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assistant', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='index_state', to='openclaw_site.assistant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fingerprint", models.JSONField(blank=True, null=True)),
+                ("active_generation", models.PositiveIntegerField(default=1)),
+                ("building_generation", models.PositiveIntegerField(blank=True, null=True)),
+                ("building_fingerprint", models.JSONField(blank=True, null=True)),
+                ("progress", models.JSONField(blank=True, default=dict)),
+                ("last_error", models.TextField(blank=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "assistant",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="index_state",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='IndexedSource',
+            name="IndexedSource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('memory', 'Memory'), ('sessions', 'Sessions')], max_length=16)),
-                ('key', models.CharField(max_length=255)),
-                ('request_version', models.PositiveIntegerField(default=0)),
-                ('due_at', models.DateTimeField(blank=True, null=True)),
-                ('indexed_version', models.PositiveIntegerField(default=0)),
-                ('indexed_upto', models.PositiveIntegerField(default=0)),
-                ('indexed_at', models.DateTimeField(blank=True, null=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='indexed_sources', to='openclaw_site.assistant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(choices=[("memory", "Memory"), ("sessions", "Sessions")], max_length=16),
+                ),
+                ("key", models.CharField(max_length=255)),
+                ("request_version", models.PositiveIntegerField(default=0)),
+                ("due_at", models.DateTimeField(blank=True, null=True)),
+                ("indexed_version", models.PositiveIntegerField(default=0)),
+                ("indexed_upto", models.PositiveIntegerField(default=0)),
+                ("indexed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="indexed_sources",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('assistant', 'source', 'key'), name='indexed_source_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("assistant", "source", "key"), name="indexed_source_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='MemoryChunk',
+            name="MemoryChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('memory', 'Memory'), ('sessions', 'Sessions')], max_length=16)),
-                ('generation', models.PositiveIntegerField(default=1)),
-                ('session_pk', models.BigIntegerField(blank=True, null=True)),
-                ('path', models.CharField(max_length=255)),
-                ('start_line', models.PositiveIntegerField()),
-                ('end_line', models.PositiveIntegerField()),
-                ('line_numbers', django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), default=list, size=None)),
-                ('text', models.TextField()),
-                ('hash', models.CharField(max_length=64)),
-                ('source_hash', models.CharField(max_length=64)),
-                ('model', models.CharField(max_length=200)),
-                ('dims', models.PositiveIntegerField(default=0)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, null=True)),
-                ('tsv', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('timestamp', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memory_chunks', to='openclaw_site.assistant')),
-                ('document', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='memory_app.memorydocument')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(choices=[("memory", "Memory"), ("sessions", "Sessions")], max_length=16),
+                ),
+                ("generation", models.PositiveIntegerField(default=1)),
+                ("session_pk", models.BigIntegerField(blank=True, null=True)),
+                ("path", models.CharField(max_length=255)),
+                ("start_line", models.PositiveIntegerField()),
+                ("end_line", models.PositiveIntegerField()),
+                (
+                    "line_numbers",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.PositiveIntegerField(), default=list, size=None
+                    ),
+                ),
+                ("text", models.TextField()),
+                ("hash", models.CharField(max_length=64)),
+                ("source_hash", models.CharField(max_length=64)),
+                ("model", models.CharField(max_length=200)),
+                ("dims", models.PositiveIntegerField(default=0)),
+                ("embedding", pgvector.django.vector.VectorField(blank=True, null=True)),
+                ("tsv", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("timestamp", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_chunks",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="memory_app.memorydocument",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['assistant', 'source', 'path', 'start_line'],
-                'indexes': [models.Index(fields=['assistant', 'source', 'path'], name='memchunk_asst_source_path'), models.Index(fields=['assistant', 'generation', 'source'], name='memchunk_asst_gen_source'), models.Index(fields=['session_pk'], name='memchunk_session'), django.contrib.postgres.indexes.GinIndex(fields=['tsv'], name='memchunk_tsv_gin')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('source__in', ['memory', 'sessions'])), name='memchunk_source_valid')],
+                "ordering": ["assistant", "source", "path", "start_line"],
+                "indexes": [
+                    models.Index(fields=["assistant", "source", "path"], name="memchunk_asst_source_path"),
+                    models.Index(
+                        fields=["assistant", "generation", "source"], name="memchunk_asst_gen_source"
+                    ),
+                    models.Index(fields=["session_pk"], name="memchunk_session"),
+                    django.contrib.postgres.indexes.GinIndex(fields=["tsv"], name="memchunk_tsv_gin"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("source__in", ["memory", "sessions"])),
+                        name="memchunk_source_valid",
+                    )
+                ],
             },
         ),
     ]

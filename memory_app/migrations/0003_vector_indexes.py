@@ -15,7 +15,6 @@ def _sql(dims: int) -> str:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("memory_app", "0002_search_index"),
     ]

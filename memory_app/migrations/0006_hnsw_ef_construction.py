@@ -21,7 +21,6 @@ NEW = " WITH (m = 16, ef_construction = 128)"
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("memory_app", "0005_refresh_schedule"),
     ]

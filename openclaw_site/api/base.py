@@ -33,8 +33,10 @@ def check_request_size(request: Request) -> None:
         raise ApiError("invalid_content_length", "Content-Length is not a number.") from None
     if length > settings.MAX_REQUEST_BYTES:
         raise ApiError(
-            "payload_too_large", f"The request body is {length} bytes; the limit is {settings.MAX_REQUEST_BYTES}.",
-            status_code=413, details={"limit": settings.MAX_REQUEST_BYTES, "size": length},
+            "payload_too_large",
+            f"The request body is {length} bytes; the limit is {settings.MAX_REQUEST_BYTES}.",
+            status_code=413,
+            details={"limit": settings.MAX_REQUEST_BYTES, "size": length},
         )
 
 
@@ -104,8 +106,9 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, **kwarg
     raise ApiError("validation_error", f"{label}: {text}", details={"field": label, "errors": errors})
 
 
-def query_int(request: Request, name: str, *, default: int | None = None, minimum: int = 0,
-              maximum: int | None = None) -> int | None:
+def query_int(
+    request: Request, name: str, *, default: int | None = None, minimum: int = 0, maximum: int | None = None
+) -> int | None:
     """Read an integer query parameter, or raise 400 ``invalid_parameter``."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -144,12 +147,20 @@ class Page:
 
     def meta(self) -> dict[str, Any]:
         following = self.offset + self.limit
-        return {"count": self.count, "limit": self.limit, "offset": self.offset,
-                "next_offset": following if following < self.count else None}
+        return {
+            "count": self.count,
+            "limit": self.limit,
+            "offset": self.offset,
+            "next_offset": following if following < self.count else None,
+        }
 
 
-def paginate(request: Request, queryset: QuerySet, *, default_limit: int = 100, max_limit: int = 1000) -> Page:
+def paginate(
+    request: Request, queryset: QuerySet, *, default_limit: int = 100, max_limit: int = 1000
+) -> Page:
     """Cut a queryset by ``?limit=&offset=``."""
     limit = query_int(request, "limit", default=default_limit, minimum=1, maximum=max_limit)
     offset = query_int(request, "offset", default=0, minimum=0)
-    return Page(items=list(queryset[offset:offset + limit]), count=queryset.count(), limit=limit, offset=offset)
+    return Page(
+        items=list(queryset[offset : offset + limit]), count=queryset.count(), limit=limit, offset=offset
+    )

@@ -13,6 +13,8 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {
-            "type": "http", "scheme": "bearer", "bearerFormat": "ocs_<prefix>_<secret>",
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "ocs_<prefix>_<secret>",
             "description": "A team API key; scopes: sessions:read, sessions:write, memory:read, memory:write, admin.",
         }

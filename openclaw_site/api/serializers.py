@@ -15,7 +15,9 @@ def _check_timezone(value: str) -> str:
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise serializers.ValidationError(f"{value!r} is not an IANA time zone (e.g. Europe/Berlin).") from None
+        raise serializers.ValidationError(
+            f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)."
+        ) from None
     return value
 
 
@@ -26,7 +28,9 @@ class AssistantFieldsMixin(serializers.Serializer):
     system_prompt = StrictCharField(allow_blank=True, required=False, trim_whitespace=False)
     timezone = StrictCharField(max_length=64, required=False, validators=[_check_timezone])
     workspace_access = serializers.ChoiceField(choices=WorkspaceAccess.choices, required=False)
-    settings = serializers.JSONField(required=False, help_text="OpenClaw-style settings; merged onto the defaults.")
+    settings = serializers.JSONField(
+        required=False, help_text="OpenClaw-style settings; merged onto the defaults."
+    )
 
 
 class AssistantCreateInput(StrictSerializer, AssistantFieldsMixin):
@@ -46,8 +50,20 @@ class AssistantOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Assistant
-        fields = ["id", "slug", "team", "name", "model", "context_window", "system_prompt", "timezone",
-                  "workspace_access", "settings", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "slug",
+            "team",
+            "name",
+            "model",
+            "context_window",
+            "system_prompt",
+            "timezone",
+            "workspace_access",
+            "settings",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
@@ -64,8 +80,18 @@ class ApiKeyOutput(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "name", "prefix", "scopes", "active", "created_by", "created_at", "expires_at",
-                  "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "active",
+            "created_by",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+        ]
         read_only_fields = fields
 
     def get_prefix(self, key: ApiKey) -> str:

@@ -11,7 +11,12 @@ from openclaw_site import services
 from openclaw_site.api import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
 from openclaw_site.api.base import TeamApiView, not_found, validated
 from openclaw_site.api.serializers import (
-    ApiKeyCreatedOutput, ApiKeyCreateInput, ApiKeyOutput, AssistantCreateInput, AssistantOutput, AssistantUpdateInput,
+    ApiKeyCreatedOutput,
+    ApiKeyCreateInput,
+    ApiKeyOutput,
+    AssistantCreateInput,
+    AssistantOutput,
+    AssistantUpdateInput,
     TaskOutput,
 )
 from openclaw_site.models import ApiKey, Assistant, Scope, TaskRecord
@@ -34,8 +39,11 @@ class AssistantListCreateApi(TeamApiView):
         assistants = Assistant.objects.filter(team=self.team).select_related("team").order_by("slug")
         return Response({"assistants": AssistantOutput(assistants, many=True).data})
 
-    @extend_schema(operation_id="assistants_create", request=AssistantCreateInput,
-                   responses={201: AssistantOutput, 409: OpenApiResponse(description="slug taken")})
+    @extend_schema(
+        operation_id="assistants_create",
+        request=AssistantCreateInput,
+        responses={201: AssistantOutput, 409: OpenApiResponse(description="slug taken")},
+    )
     def post(self, request: Request) -> Response:
         data = validated(AssistantCreateInput, self.json_object())
         assistant = services.assistant_create(team=self.team, **data)
@@ -52,8 +60,12 @@ class AssistantDetailApi(TeamApiView):
     def get(self, request: Request, slug: str) -> Response:
         return Response(AssistantOutput(self.get_assistant(slug)).data)
 
-    @extend_schema(operation_id="assistants_update", request=AssistantUpdateInput, responses=AssistantOutput,
-                   description="Change fields; `settings` is merged onto the current settings and validated.")
+    @extend_schema(
+        operation_id="assistants_update",
+        request=AssistantUpdateInput,
+        responses=AssistantOutput,
+        description="Change fields; `settings` is merged onto the current settings and validated.",
+    )
     def patch(self, request: Request, slug: str) -> Response:
         assistant = self.get_assistant(slug)
         data = validated(AssistantUpdateInput, self.json_object())
@@ -77,7 +89,9 @@ class ApiKeyListCreateApi(TeamApiView):
         keys = ApiKey.objects.filter(team=self.team).select_related("created_by")
         return Response({"api_keys": ApiKeyOutput(keys, many=True).data})
 
-    @extend_schema(operation_id="api_keys_create", request=ApiKeyCreateInput, responses={201: ApiKeyCreatedOutput})
+    @extend_schema(
+        operation_id="api_keys_create", request=ApiKeyCreateInput, responses={201: ApiKeyCreatedOutput}
+    )
     def post(self, request: Request) -> Response:
         data = validated(ApiKeyCreateInput, self.json_object())
         key, secret = services.api_key_create(team=self.team, created_by=self.acting_user(), **data)
@@ -108,4 +122,3 @@ class TaskDetailApi(TeamApiView):
         if record is None:
             raise not_found("Task")
         return Response(TaskOutput(task_status(record)).data)
-

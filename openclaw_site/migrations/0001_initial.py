@@ -9,7 +9,6 @@ from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -19,84 +18,187 @@ class Migration(migrations.Migration):
     operations = [
         VectorExtension(),
         migrations.CreateModel(
-            name='Team',
+            name="Team",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=64, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(max_length=64, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(editable=False, max_length=16, unique=True)),
-                ('secret_hash', models.CharField(editable=False, max_length=64)),
-                ('scopes', models.JSONField(default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to='openclaw_site.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("prefix", models.CharField(editable=False, max_length=16, unique=True)),
+                ("secret_hash", models.CharField(editable=False, max_length=64)),
+                ("scopes", models.JSONField(default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_keys",
+                        to="openclaw_site.team",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'API key',
-                'ordering': ['-created_at'],
+                "verbose_name": "API key",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('admin', 'Admin'), ('member', 'Member'), ('viewer', 'Viewer')], default='member', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='openclaw_site.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("member", "Member"), ("viewer", "Viewer")],
+                        default="member",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="openclaw_site.team",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('user', 'team'), name='membership_user_team_unique'), models.CheckConstraint(condition=models.Q(('role__in', ['admin', 'member', 'viewer'])), name='membership_role_valid')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "team"), name="membership_user_team_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("role__in", ["admin", "member", "viewer"])),
+                        name="membership_role_valid",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='IdempotencyRecord',
+            name="IdempotencyRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('request_fingerprint', models.CharField(max_length=64)),
-                ('status_code', models.PositiveSmallIntegerField()),
-                ('response_body', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='openclaw_site.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=200)),
+                ("request_fingerprint", models.CharField(max_length=64)),
+                ("status_code", models.PositiveSmallIntegerField()),
+                ("response_body", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "team",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="openclaw_site.team"),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('team', 'key'), name='idempotency_team_key_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("team", "key"), name="idempotency_team_key_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Assistant',
+            name="Assistant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=64)),
-                ('name', models.CharField(max_length=200)),
-                ('model', models.CharField(blank=True, help_text='Overrides LLM_MODEL when set.', max_length=200)),
-                ('context_window', models.PositiveIntegerField(default=200000, validators=[django.core.validators.MinValueValidator(16000)])),
-                ('system_prompt', models.TextField(blank=True)),
-                ('timezone', models.CharField(default='UTC', max_length=64)),
-                ('workspace_access', models.CharField(choices=[('rw', 'Read and write'), ('ro', 'Read only'), ('none', 'None')], default='rw', max_length=8)),
-                ('settings', models.JSONField(default=openclaw_site.assistant_settings.default_settings)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='assistants', to='openclaw_site.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(max_length=64)),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "model",
+                    models.CharField(blank=True, help_text="Overrides LLM_MODEL when set.", max_length=200),
+                ),
+                (
+                    "context_window",
+                    models.PositiveIntegerField(
+                        default=200000, validators=[django.core.validators.MinValueValidator(16000)]
+                    ),
+                ),
+                ("system_prompt", models.TextField(blank=True)),
+                ("timezone", models.CharField(default="UTC", max_length=64)),
+                (
+                    "workspace_access",
+                    models.CharField(
+                        choices=[("rw", "Read and write"), ("ro", "Read only"), ("none", "None")],
+                        default="rw",
+                        max_length=8,
+                    ),
+                ),
+                ("settings", models.JSONField(default=openclaw_site.assistant_settings.default_settings)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="assistants",
+                        to="openclaw_site.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['team', 'slug'],
-                'constraints': [models.UniqueConstraint(fields=('team', 'slug'), name='assistant_team_slug_unique'), models.CheckConstraint(condition=models.Q(('workspace_access__in', ['rw', 'ro', 'none'])), name='assistant_access_valid'), models.CheckConstraint(condition=models.Q(('context_window__gte', 16000)), name='assistant_window_min')],
+                "ordering": ["team", "slug"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("team", "slug"), name="assistant_team_slug_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("workspace_access__in", ["rw", "ro", "none"])),
+                        name="assistant_access_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("context_window__gte", 16000)), name="assistant_window_min"
+                    ),
+                ],
             },
         ),
     ]

@@ -5,32 +5,60 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('openclaw_site', '0001_initial'),
+        ("openclaw_site", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TaskRecord',
+            name="TaskRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_id', models.CharField(max_length=64, unique=True)),
-                ('kind', models.CharField(max_length=64)),
-                ('object_ids', models.JSONField(blank=True, default=dict)),
-                ('q_task_id', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('progress', models.JSONField(blank=True, default=dict)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='task_records', to='openclaw_site.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("task_id", models.CharField(max_length=64, unique=True)),
+                ("kind", models.CharField(max_length=64)),
+                ("object_ids", models.JSONField(blank=True, default=dict)),
+                ("q_task_id", models.CharField(blank=True, db_index=True, max_length=64)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("progress", models.JSONField(blank=True, default=dict)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="task_records",
+                        to="openclaw_site.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('state__in', ['queued', 'running', 'succeeded', 'failed'])), name='taskrecord_state_valid')],
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("state__in", ["queued", "running", "succeeded", "failed"])),
+                        name="taskrecord_state_valid",
+                    )
+                ],
             },
         ),
     ]

@@ -88,7 +88,7 @@ def css_number(value: Any) -> str:
 
 @register.filter
 def ago(moment: Any) -> str:
-    """"just now", "5 minutes ago", "2 days ago"."""
+    """ "just now", "5 minutes ago", "2 days ago"."""
     from django.utils import timezone
     from django.utils.timesince import timesince
 

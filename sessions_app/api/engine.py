@@ -34,19 +34,32 @@ from sessions_app.transcript import compaction_entry_dict
 def run_dict(run: CompactionRun) -> dict[str, Any]:
     """Return a CompactionRun receipt as the API shows it."""
     return {
-        "id": run.pk, "session": run.session_id, "trigger": run.trigger, "state": run.state, "reason": run.reason,
-        "instructions": run.instructions, "flush_outcome": run.flush_outcome, "flush": run.flush_details,
-        "tokens_before": run.tokens_before, "tokens_after": run.tokens_after, "offline": run.offline,
+        "id": run.pk,
+        "session": run.session_id,
+        "trigger": run.trigger,
+        "state": run.state,
+        "reason": run.reason,
+        "instructions": run.instructions,
+        "flush_outcome": run.flush_outcome,
+        "flush": run.flush_details,
+        "tokens_before": run.tokens_before,
+        "tokens_after": run.tokens_after,
+        "offline": run.offline,
         "entry": entry_dict(run.entry) if run.entry_id else None,
-        "created_at": run.created_at.isoformat(), "updated_at": run.updated_at.isoformat(),
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }
 
 
 def entry_dict(entry: CompactionEntry) -> dict[str, Any]:
     """Return a compaction entry: the JSONL v3 fields plus ours (trigger, tokens after, offline)."""
-    return {**compaction_entry_dict(entry), "tokensAfter": entry.tokens_after, "trigger": entry.trigger,
-            "offline": entry.offline}
+    return {
+        **compaction_entry_dict(entry),
+        "tokensAfter": entry.tokens_after,
+        "trigger": entry.trigger,
+        "offline": entry.offline,
+    }
 
 
 def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,7 +81,8 @@ def context_payload(session: Session) -> dict[str, Any]:
         "system_prompt": context.system_prompt.text,
         "memory_files": list(context.system_prompt.memory_paths),
         "compaction": {"entry_id": compaction["id"], "first_kept_entry_id": compaction["firstKeptEntryId"]}
-        if compaction else None,
+        if compaction
+        else None,
         "estimated_tokens": context.prompt_estimate,
         "estimated_tokens_uncorrected": context.raw_prompt_estimate,
         "context_window": figures.thresholds.context_window,
@@ -82,19 +96,31 @@ def context_payload(session: Session) -> dict[str, Any]:
 # --- domain calls with their API errors -------------------------------------------------------
 
 
-def compact_or_raise(session: Session, *, instructions: str | None, dry_run: bool = False) -> CompactionRun | CompactionPreview:
+def compact_or_raise(
+    session: Session, *, instructions: str | None, dry_run: bool = False
+) -> CompactionRun | CompactionPreview:
     """Run a manual compaction; map busy/refused/failed to 409/422/502 ApiErrors."""
     try:
-        result = compact_session(session_id=session.pk, trigger="manual", instructions=instructions, dry_run=dry_run)
+        result = compact_session(
+            session_id=session.pk, trigger="manual", instructions=instructions, dry_run=dry_run
+        )
     except CompactionBusy as busy:
-        raise ApiError("compaction_in_progress", "A compaction of this session is already running; try again when "
-                       "it has finished.", status_code=409, details={"run": busy.run.pk}) from None
+        raise ApiError(
+            "compaction_in_progress",
+            "A compaction of this session is already running; try again when it has finished.",
+            status_code=409,
+            details={"run": busy.run.pk},
+        ) from None
     except CompactionRefused as refused:
         details = {"run": run_dict(refused.run)} if refused.run else {}
         raise ApiError(refused.code, refused.message, status_code=refused.status, details=details) from None
     except CompactionFailed as failed:
-        raise ApiError("compaction_failed", f"Compaction failed: {failed.run.reason}. Nothing was written; the "
-                       "history is unchanged.", status_code=502, details={"run": run_dict(failed.run)}) from None
+        raise ApiError(
+            "compaction_failed",
+            f"Compaction failed: {failed.run.reason}. Nothing was written; the history is unchanged.",
+            status_code=502,
+            details={"run": run_dict(failed.run)},
+        ) from None
     assert result is not None  # only a threshold trigger returns None
     return result
 
@@ -115,11 +141,18 @@ def run_compact_command(session: Session, *, instructions: str | None) -> dict[s
     run = compact_or_raise(session, instructions=instructions)
     assert isinstance(run, CompactionRun)
     reply = manual_reply_text(run, context_window=session.assistant.context_window)
-    return {"command": "compact", "messages": [], "reply": {"text": reply, "silent": False},
-            "run": run_dict(run), "tokens": session_figures(Session.objects.get(pk=session.pk))}
+    return {
+        "command": "compact",
+        "messages": [],
+        "reply": {"text": reply, "silent": False},
+        "run": run_dict(run),
+        "tokens": session_figures(Session.objects.get(pk=session.pk)),
+    }
 
 
-def respond_to_message(session: Session, message: MessageInput, *, stored_message_dict: Any) -> tuple[int, dict[str, Any]]:
+def respond_to_message(
+    session: Session, message: MessageInput, *, stored_message_dict: Any
+) -> tuple[int, dict[str, Any]]:
     """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
     try:
         result = run_turn(session_id=session.pk, message=message)
@@ -127,7 +160,9 @@ def respond_to_message(session: Session, message: MessageInput, *, stored_messag
         raise ApiError("not_found", "Session not found.", status_code=404) from None
     except TurnError as error:
         if not error.stored:
-            raise ApiError(error.code, error.message, status_code=error.status, details=error.details) from None
+            raise ApiError(
+                error.code, error.message, status_code=error.status, details=error.details
+            ) from None
         details = {**error.details, "messages": [stored_message_dict(row) for row in error.stored]}
         return error.status, {"error": {"code": error.code, "message": error.message, "details": details}}
     body = {

@@ -35,8 +35,12 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class CompactInput(StrictSerializer):
-    instructions = StrictCharField(required=False, allow_blank=True, max_length=MAX_INSTRUCTION_CHARS,
-                                   help_text="Custom focus (treated as data; the first 800 characters are used).")
+    instructions = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_INSTRUCTION_CHARS,
+        help_text="Custom focus (treated as data; the first 800 characters are used).",
+    )
     dry_run = StrictBooleanField(required=False, default=False)
 
 
@@ -51,19 +55,31 @@ class SessionCompactApi(SessionApiView):
         result = compact_or_raise(session, instructions=instructions, dry_run=data["dry_run"])
         if isinstance(result, CompactionPreview):
             return Response(result.as_dict())
-        return Response({"run": run_dict(result), "tokens": session_figures(Session.objects.get(pk=session.pk))},
-                        status=status.HTTP_201_CREATED)
+        return Response(
+            {"run": run_dict(result), "tokens": session_figures(Session.objects.get(pk=session.pk))},
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class SessionCompactionsApi(SessionApiView):
     """``GET /sessions/{id}/compactions/``: compaction entries (seq order) and run receipts (newest first)."""
 
-    @extend_schema(operation_id="sessions_compactions", responses=inline_serializer("Compactions", {
-        "entries": serializers.ListField(child=serializers.JSONField()),
-        "runs": serializers.ListField(child=serializers.JSONField()),
-    }))
+    @extend_schema(
+        operation_id="sessions_compactions",
+        responses=inline_serializer(
+            "Compactions",
+            {
+                "entries": serializers.ListField(child=serializers.JSONField()),
+                "runs": serializers.ListField(child=serializers.JSONField()),
+            },
+        ),
+    )
     def get(self, request: Request, session_id: int) -> Response:
         session = self.get_session(session_id)
         entries = CompactionEntry.objects.filter(session=session).order_by("seq")
-        runs = CompactionRun.objects.filter(session=session).select_related("entry").order_by("-created_at", "-id")[:200]
+        runs = (
+            CompactionRun.objects.filter(session=session)
+            .select_related("entry")
+            .order_by("-created_at", "-id")[:200]
+        )
         return Response({"entries": [entry_dict(e) for e in entries], "runs": [run_dict(r) for r in runs]})

@@ -19,8 +19,9 @@ NDJSON = "application/x-ndjson"
 class _JsonErrors(BaseContentNegotiation):
     """Never answer 406: success streams JSONL directly, errors are rendered as our JSON error body."""
 
-    def select_renderer(self, request: Request, renderers: list[Any],
-                        format_suffix: str | None = None) -> tuple[Any, str]:
+    def select_renderer(
+        self, request: Request, renderers: list[Any], format_suffix: str | None = None
+    ) -> tuple[Any, str]:
         return renderers[0], renderers[0].media_type
 
     def select_parser(self, request: Request, parsers: list[Any]) -> Any:
@@ -35,9 +36,11 @@ class SessionExportJsonlApi(SessionApiView):
     @extend_schema(
         operation_id="sessions_export_jsonl",
         summary="Export a session as an OpenClaw transcript",
-        description=("One JSON object per line: the session header, then `message` and `compaction` entries "
-                     "chained by `parentId` in seq order (Pi SessionManager version 3). Silent messages are "
-                     "included and marked `\"silent\": true`."),
+        description=(
+            "One JSON object per line: the session header, then `message` and `compaction` entries "
+            "chained by `parentId` in seq order (Pi SessionManager version 3). Silent messages are "
+            'included and marked `"silent": true`.'
+        ),
         responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")},
     )
     def get(self, request: Request, session_id: int) -> StreamingHttpResponse:

@@ -35,7 +35,7 @@ def message_api_error(error: MessageError, *, index: int | None = None) -> ApiEr
 def parse_message_payload(data: Any, *, max_message_bytes: int, max_batch: int) -> MessagePayload:
     """Validate a request body into messages, or raise the ApiError for the first problem."""
     if not isinstance(data, dict):
-        raise ApiError("invalid_body", "The body must be a message object or {\"messages\": [...]}.")
+        raise ApiError("invalid_body", 'The body must be a message object or {"messages": [...]}.')
     if "messages" in data:
         return _parse_batch(data, max_message_bytes=max_message_bytes, max_batch=max_batch)
     fields = dict(data)
@@ -44,25 +44,37 @@ def parse_message_payload(data: Any, *, max_message_bytes: int, max_batch: int) 
         raise ApiError("invalid_message", "respond must be true or false.", details={"field": "respond"})
     message = _validate(fields, max_bytes=max_message_bytes, index=None)
     if respond and message.role != "user":
-        raise ApiError("invalid_message", "Only a user message can ask for a reply (respond).",
-                       details={"field": "respond"})
+        raise ApiError(
+            "invalid_message",
+            "Only a user message can ask for a reply (respond).",
+            details={"field": "respond"},
+        )
     return MessagePayload(messages=(message,), respond=respond)
 
 
 def _parse_batch(data: dict[str, Any], *, max_message_bytes: int, max_batch: int) -> MessagePayload:
     extra = sorted(set(data) - {"messages"})
     if extra:
-        raise ApiError("invalid_message", f"Unknown batch field(s): {', '.join(extra)}.", details={"field": extra[0]})
+        raise ApiError(
+            "invalid_message", f"Unknown batch field(s): {', '.join(extra)}.", details={"field": extra[0]}
+        )
     items = data["messages"]
     if not isinstance(items, list) or not items:
         raise ApiError("invalid_message", "messages must be a non-empty list.", details={"field": "messages"})
     if len(items) > max_batch:
-        raise ApiError("payload_too_large", f"The batch has {len(items)} messages; the limit is {max_batch}.",
-                       status_code=413, details={"field": "messages", "limit": max_batch})
+        raise ApiError(
+            "payload_too_large",
+            f"The batch has {len(items)} messages; the limit is {max_batch}.",
+            status_code=413,
+            details={"field": "messages", "limit": max_batch},
+        )
     for index, item in enumerate(items):
         if isinstance(item, dict) and "respond" in item:
-            raise ApiError("invalid_message", f"messages[{index}]: respond is only accepted on a single message.",
-                           details={"field": "respond", "index": index})
+            raise ApiError(
+                "invalid_message",
+                f"messages[{index}]: respond is only accepted on a single message.",
+                details={"field": "respond", "index": index},
+            )
     inputs = tuple(_validate(item, max_bytes=max_message_bytes, index=i) for i, item in enumerate(items))
     return MessagePayload(messages=inputs, is_batch=True)
 

@@ -13,8 +13,9 @@ from sessions_app.transcript import to_agent_message
 
 
 class SessionCreateInput(StrictSerializer):
-    key = StrictCharField(max_length=128, required=False,
-                                help_text="Letters, digits and . _ : @ + = -; random when omitted.")
+    key = StrictCharField(
+        max_length=128, required=False, help_text="Letters, digits and . _ : @ + = -; random when omitted."
+    )
     title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
 
@@ -28,13 +29,30 @@ class SessionOutput(serializers.ModelSerializer):
     assistant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     message_count = serializers.SerializerMethodField()
     tokens = serializers.SerializerMethodField(
-        help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.session_figures).")
+        help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.session_figures)."
+    )
 
     class Meta:
         model = Session
-        fields = ["id", "key", "session_uuid", "assistant", "title", "last_seq", "message_count", "total_tokens",
-                  "total_tokens_fresh", "last_usage", "compaction_count", "memory_flush_at",
-                  "memory_flush_compaction_count", "last_cache_touch_at", "tokens", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "key",
+            "session_uuid",
+            "assistant",
+            "title",
+            "last_seq",
+            "message_count",
+            "total_tokens",
+            "total_tokens_fresh",
+            "last_usage",
+            "compaction_count",
+            "memory_flush_at",
+            "memory_flush_compaction_count",
+            "last_cache_touch_at",
+            "tokens",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     def get_tokens(self, session: Session) -> dict[str, Any]:
@@ -47,9 +65,15 @@ class SessionOutput(serializers.ModelSerializer):
 
 def stored_message_dict(message: Message) -> dict[str, Any]:
     """Return a stored message as the API shows it: OpenClaw's AgentMessage plus our storage fields."""
-    return {**to_agent_message(message), "id": message.pk, "seq": message.seq, "entry_id": message.entry_id,
-            "silent": message.silent, "estimated_tokens": message.estimated_tokens,
-            "created_at": message.created_at.isoformat()}
+    return {
+        **to_agent_message(message),
+        "id": message.pk,
+        "seq": message.seq,
+        "entry_id": message.entry_id,
+        "silent": message.silent,
+        "estimated_tokens": message.estimated_tokens,
+        "created_at": message.created_at.isoformat(),
+    }
 
 
 class StoredMessageOutput(serializers.Serializer):
@@ -82,7 +106,9 @@ class MessagePostInput(serializers.Serializer):
 
     role = serializers.ChoiceField(choices=["user", "assistant", "toolResult", "system"], required=False)
     content = serializers.JSONField(required=False, help_text="A string or a list of content blocks.")
-    timestamp = serializers.JSONField(required=False, help_text="ISO-8601 or epoch milliseconds; default now.")
+    timestamp = serializers.JSONField(
+        required=False, help_text="ISO-8601 or epoch milliseconds; default now."
+    )
     toolCallId = serializers.CharField(required=False)
     toolName = serializers.CharField(required=False)
     isError = serializers.BooleanField(required=False)
@@ -91,14 +117,17 @@ class MessagePostInput(serializers.Serializer):
     model = serializers.CharField(required=False)
     silent = serializers.BooleanField(required=False)
     respond = serializers.BooleanField(required=False, help_text="On a single user message: ask for a reply.")
-    messages = serializers.ListField(child=serializers.JSONField(), required=False,
-                                     help_text="A batch, stored all or nothing.")
+    messages = serializers.ListField(
+        child=serializers.JSONField(), required=False, help_text="A batch, stored all or nothing."
+    )
 
 
 class TranscriptPageOutput(serializers.Serializer):
     session = serializers.IntegerField()
     last_seq = serializers.IntegerField()
-    entries = serializers.ListField(child=serializers.JSONField(),
-                                    help_text="JSONL v3 entries ('message' or 'compaction') with seq, in seq order.")
+    entries = serializers.ListField(
+        child=serializers.JSONField(),
+        help_text="JSONL v3 entries ('message' or 'compaction') with seq, in seq order.",
+    )
     has_more = serializers.BooleanField()
     next_after_seq = serializers.IntegerField(allow_null=True)

@@ -8,10 +8,25 @@ from sessions_app.api.exports import SessionExportJsonlApi
 urlpatterns = [
     path("assistants/<slug:slug>/sessions/", views.SessionListCreateApi.as_view(), name="api-sessions"),
     path("sessions/<int:session_id>/", views.SessionDetailApi.as_view(), name="api-session"),
-    path("sessions/<int:session_id>/messages/", views.SessionMessagesApi.as_view(), name="api-session-messages"),
-    path("sessions/<int:session_id>/context/", engine_views.SessionContextApi.as_view(), name="api-session-context"),
-    path("sessions/<int:session_id>/compact/", engine_views.SessionCompactApi.as_view(), name="api-session-compact"),
-    path("sessions/<int:session_id>/compactions/", engine_views.SessionCompactionsApi.as_view(),
-         name="api-session-compactions"),
-    path("sessions/<int:session_id>/export.jsonl", SessionExportJsonlApi.as_view(), name="session-export-jsonl"),
+    path(
+        "sessions/<int:session_id>/messages/", views.SessionMessagesApi.as_view(), name="api-session-messages"
+    ),
+    path(
+        "sessions/<int:session_id>/context/",
+        engine_views.SessionContextApi.as_view(),
+        name="api-session-context",
+    ),
+    path(
+        "sessions/<int:session_id>/compact/",
+        engine_views.SessionCompactApi.as_view(),
+        name="api-session-compact",
+    ),
+    path(
+        "sessions/<int:session_id>/compactions/",
+        engine_views.SessionCompactionsApi.as_view(),
+        name="api-session-compactions",
+    ),
+    path(
+        "sessions/<int:session_id>/export.jsonl", SessionExportJsonlApi.as_view(), name="session-export-jsonl"
+    ),
 ]

@@ -13,7 +13,11 @@ from rest_framework.response import Response
 
 from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
 from openclaw_site.idempotency import (
-    StoredResponse, check_key, request_fingerprint, run_idempotent, run_idempotent_outside_transaction,
+    StoredResponse,
+    check_key,
+    request_fingerprint,
+    run_idempotent,
+    run_idempotent_outside_transaction,
 )
 from openclaw_site.models import Scope
 from sessions_app import services
@@ -22,18 +26,32 @@ from sessions_app.api.engine import compact_command_text, respond_to_message, ru
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.compaction import coverage_map
 from sessions_app.api.serializers import (
-    MessagePostInput, MessagesCreatedOutput, SessionCreateInput, SessionOutput, SessionUpdateInput,
-    TranscriptPageOutput, stored_message_dict,
+    MessagePostInput,
+    MessagesCreatedOutput,
+    SessionCreateInput,
+    SessionOutput,
+    SessionUpdateInput,
+    TranscriptPageOutput,
+    stored_message_dict,
 )
 from sessions_app.models import Session
 from sessions_app.transcript import append_messages, transcript_entries
 
-SessionList = inline_serializer("SessionList", {
-    "sessions": SessionOutput(many=True), "count": OpenApiTypes.INT, "limit": OpenApiTypes.INT,
-    "offset": OpenApiTypes.INT, "next_offset": OpenApiTypes.INT,
-})
+SessionList = inline_serializer(
+    "SessionList",
+    {
+        "sessions": SessionOutput(many=True),
+        "count": OpenApiTypes.INT,
+        "limit": OpenApiTypes.INT,
+        "offset": OpenApiTypes.INT,
+        "next_offset": OpenApiTypes.INT,
+    },
+)
 IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
     description="Retrying with the same key and body returns the first response; nothing is appended twice.",
 )
 
@@ -44,8 +62,11 @@ class SessionApiView(TeamApiView):
 
     def get_session(self, session_id: int) -> Session:
         """Return the caller's team's session, or raise 404."""
-        session = (Session.objects.filter(pk=session_id, assistant__team=self.team)
-                   .select_related("assistant", "assistant__team").first())
+        session = (
+            Session.objects.filter(pk=session_id, assistant__team=self.team)
+            .select_related("assistant", "assistant__team")
+            .first()
+        )
         if session is None:
             raise not_found("Session")
         return session
@@ -54,12 +75,19 @@ class SessionApiView(TeamApiView):
 class SessionListCreateApi(SessionApiView):
     """``GET, POST /assistants/{slug}/sessions/``."""
 
-    @extend_schema(operation_id="sessions_list", responses=SessionList, parameters=[
-        OpenApiParameter("limit", int), OpenApiParameter("offset", int)])
+    @extend_schema(
+        operation_id="sessions_list",
+        responses=SessionList,
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+    )
     def get(self, request: Request, slug: str) -> Response:
         assistant = self.get_assistant(slug)
-        sessions = (Session.objects.filter(assistant=assistant).select_related("assistant")
-                    .annotate(message_count=Count("messages")).order_by("-updated_at", "-id"))
+        sessions = (
+            Session.objects.filter(assistant=assistant)
+            .select_related("assistant")
+            .annotate(message_count=Count("messages"))
+            .order_by("-updated_at", "-id")
+        )
         page = paginate(request, sessions)
         return Response({"sessions": SessionOutput(page.items, many=True).data, **page.meta()})
 
@@ -97,30 +125,47 @@ class SessionMessagesApi(SessionApiView):
     (`append`) or, for ``"respond": true``, an assistant turn (`respond`).
     """
 
-    @extend_schema(operation_id="messages_list", responses=TranscriptPageOutput, parameters=[
-        OpenApiParameter("after_seq", int, description="Only entries with a larger seq (paging)."),
-        OpenApiParameter("include_silent", bool, description="Include silent (flush, NO_REPLY) messages."),
-        OpenApiParameter("limit", int, description="At most this many entries (default 200, max 1000)."),
-    ])
+    @extend_schema(
+        operation_id="messages_list",
+        responses=TranscriptPageOutput,
+        parameters=[
+            OpenApiParameter("after_seq", int, description="Only entries with a larger seq (paging)."),
+            OpenApiParameter(
+                "include_silent", bool, description="Include silent (flush, NO_REPLY) messages."
+            ),
+            OpenApiParameter("limit", int, description="At most this many entries (default 200, max 1000)."),
+        ],
+    )
     def get(self, request: Request, session_id: int) -> Response:
         session = self.get_session(session_id)
         after_seq = query_int(request, "after_seq", default=0, minimum=0)
         limit = query_int(request, "limit", default=200, minimum=1, maximum=1000)
         include_silent = query_bool(request, "include_silent", default=False)
-        entries = transcript_entries(session, include_silent=include_silent, after_seq=after_seq, limit=limit + 1)
+        entries = transcript_entries(
+            session, include_silent=include_silent, after_seq=after_seq, limit=limit + 1
+        )
         has_more = len(entries) > limit
         entries = entries[:limit]
         covered = coverage_map(session)  # originals stay; say which compaction summarised each
         for entry in entries:
             if entry["type"] == "message" and entry["id"] in covered:
                 entry["covered_by"] = covered[entry["id"]]
-        return Response({
-            "session": session.pk, "last_seq": session.last_seq, "entries": entries, "has_more": has_more,
-            "next_after_seq": entries[-1]["seq"] if has_more else None,
-        })
+        return Response(
+            {
+                "session": session.pk,
+                "last_seq": session.last_seq,
+                "entries": entries,
+                "has_more": has_more,
+                "next_after_seq": entries[-1]["seq"] if has_more else None,
+            }
+        )
 
-    @extend_schema(operation_id="messages_create", request=MessagePostInput,
-                   responses={201: MessagesCreatedOutput}, parameters=[IDEMPOTENCY_HEADER])
+    @extend_schema(
+        operation_id="messages_create",
+        request=MessagePostInput,
+        responses={201: MessagesCreatedOutput},
+        parameters=[IDEMPOTENCY_HEADER],
+    )
     def post(self, request: Request, session_id: int) -> Response:
         session = self.get_session(session_id)
         payload = parse_message_payload(
@@ -152,7 +197,9 @@ class SessionMessagesApi(SessionApiView):
         """Store the user message and run an assistant turn (sessions_app.agent); 201 with the reply."""
 
         def action() -> StoredResponse:
-            status_code, body = respond_to_message(session, payload.messages[0], stored_message_dict=stored_message_dict)
+            status_code, body = respond_to_message(
+                session, payload.messages[0], stored_message_dict=stored_message_dict
+            )
             return StoredResponse(status=status_code, body=body)
 
         # The turn commits each message as it is made, so it runs outside the key's transaction.
@@ -162,7 +209,9 @@ class SessionMessagesApi(SessionApiView):
         """``/compact [instructions]`` as a chat message: compact now; the command is not stored."""
         return Response(run_compact_command(session, instructions=instructions or None))
 
-    def idempotent(self, action: Callable[[], StoredResponse], *, outside_transaction: bool = False) -> Response:
+    def idempotent(
+        self, action: Callable[[], StoredResponse], *, outside_transaction: bool = False
+    ) -> Response:
         """Run ``action`` under the request's Idempotency-Key (if any) and return its response."""
         request = self.request
         key = check_key(request.headers.get("Idempotency-Key"))

@@ -7,144 +7,272 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('openclaw_site', '0001_initial'),
+        ("openclaw_site", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('entry_id', models.CharField(default=sessions_app.models.new_entry_id, max_length=8)),
-                ('role', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant'), ('toolResult', 'Tool Result'), ('system', 'System')], max_length=16)),
-                ('content', models.JSONField()),
-                ('tool_call_id', models.CharField(blank=True, max_length=200)),
-                ('tool_name', models.CharField(blank=True, max_length=200)),
-                ('is_error', models.BooleanField(default=False)),
-                ('details', models.JSONField(blank=True, null=True)),
-                ('usage', models.JSONField(blank=True, null=True)),
-                ('stop_reason', models.CharField(blank=True, max_length=16)),
-                ('error_message', models.TextField(blank=True)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('provider', models.CharField(blank=True, max_length=100)),
-                ('api', models.CharField(blank=True, max_length=100)),
-                ('silent', models.BooleanField(default=False)),
-                ('estimated_tokens', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(db_index=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("entry_id", models.CharField(default=sessions_app.models.new_entry_id, max_length=8)),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("user", "User"),
+                            ("assistant", "Assistant"),
+                            ("toolResult", "Tool Result"),
+                            ("system", "System"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("content", models.JSONField()),
+                ("tool_call_id", models.CharField(blank=True, max_length=200)),
+                ("tool_name", models.CharField(blank=True, max_length=200)),
+                ("is_error", models.BooleanField(default=False)),
+                ("details", models.JSONField(blank=True, null=True)),
+                ("usage", models.JSONField(blank=True, null=True)),
+                ("stop_reason", models.CharField(blank=True, max_length=16)),
+                ("error_message", models.TextField(blank=True)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("provider", models.CharField(blank=True, max_length=100)),
+                ("api", models.CharField(blank=True, max_length=100)),
+                ("silent", models.BooleanField(default=False)),
+                ("estimated_tokens", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(db_index=True)),
             ],
             options={
-                'ordering': ['session', 'seq'],
+                "ordering": ["session", "seq"],
             },
         ),
         migrations.CreateModel(
-            name='CompactionEntry',
+            name="CompactionEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('entry_id', models.CharField(default=sessions_app.models.new_entry_id, max_length=8)),
-                ('summary', models.TextField()),
-                ('first_kept_entry_id', models.CharField(max_length=8)),
-                ('tokens_before', models.PositiveIntegerField()),
-                ('tokens_after', models.PositiveIntegerField(blank=True, null=True)),
-                ('trigger', models.CharField(choices=[('threshold', 'Threshold'), ('overflow', 'Overflow'), ('manual', 'Manual'), ('budget', 'Budget')], max_length=16)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('from_hook', models.BooleanField(default=True)),
-                ('offline', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('first_kept', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='sessions_app.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("entry_id", models.CharField(default=sessions_app.models.new_entry_id, max_length=8)),
+                ("summary", models.TextField()),
+                ("first_kept_entry_id", models.CharField(max_length=8)),
+                ("tokens_before", models.PositiveIntegerField()),
+                ("tokens_after", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("threshold", "Threshold"),
+                            ("overflow", "Overflow"),
+                            ("manual", "Manual"),
+                            ("budget", "Budget"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("from_hook", models.BooleanField(default=True)),
+                ("offline", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                (
+                    "first_kept",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="sessions_app.message",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'compaction entries',
-                'ordering': ['session', 'seq'],
+                "verbose_name_plural": "compaction entries",
+                "ordering": ["session", "seq"],
             },
         ),
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(default=sessions_app.models.new_session_key, max_length=128)),
-                ('session_uuid', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('last_seq', models.PositiveIntegerField(default=0)),
-                ('total_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('total_tokens_fresh', models.BooleanField(default=False)),
-                ('last_usage', models.JSONField(blank=True, null=True)),
-                ('compaction_count', models.PositiveIntegerField(default=0)),
-                ('memory_flush_at', models.DateTimeField(blank=True, null=True)),
-                ('memory_flush_compaction_count', models.PositiveIntegerField(blank=True, null=True)),
-                ('last_cache_touch_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='openclaw_site.assistant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(default=sessions_app.models.new_session_key, max_length=128)),
+                ("session_uuid", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("title", models.CharField(blank=True, max_length=200)),
+                ("last_seq", models.PositiveIntegerField(default=0)),
+                ("total_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("total_tokens_fresh", models.BooleanField(default=False)),
+                ("last_usage", models.JSONField(blank=True, null=True)),
+                ("compaction_count", models.PositiveIntegerField(default=0)),
+                ("memory_flush_at", models.DateTimeField(blank=True, null=True)),
+                ("memory_flush_compaction_count", models.PositiveIntegerField(blank=True, null=True)),
+                ("last_cache_touch_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sessions",
+                        to="openclaw_site.assistant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-updated_at'],
+                "ordering": ["-updated_at"],
             },
         ),
         migrations.AddField(
-            model_name='message',
-            name='session',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='sessions_app.session'),
+            model_name="message",
+            name="session",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="messages",
+                to="sessions_app.session",
+            ),
         ),
         migrations.CreateModel(
-            name='CompactionRun',
+            name="CompactionRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trigger', models.CharField(choices=[('threshold', 'Threshold'), ('overflow', 'Overflow'), ('manual', 'Manual'), ('budget', 'Budget')], max_length=16)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('flushing', 'Flushing'), ('flushed', 'Flushed'), ('flush_skipped', 'Flush Skipped'), ('summarizing', 'Summarizing'), ('committed', 'Committed'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('reason', models.TextField(blank=True)),
-                ('instructions', models.TextField(blank=True)),
-                ('flush_outcome', models.CharField(blank=True, max_length=64)),
-                ('flush_details', models.JSONField(blank=True, default=dict)),
-                ('tokens_before', models.PositiveIntegerField(blank=True, null=True)),
-                ('tokens_after', models.PositiveIntegerField(blank=True, null=True)),
-                ('offline', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('entry', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='run', to='sessions_app.compactionentry')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='compaction_runs', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("threshold", "Threshold"),
+                            ("overflow", "Overflow"),
+                            ("manual", "Manual"),
+                            ("budget", "Budget"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("flushing", "Flushing"),
+                            ("flushed", "Flushed"),
+                            ("flush_skipped", "Flush Skipped"),
+                            ("summarizing", "Summarizing"),
+                            ("committed", "Committed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("instructions", models.TextField(blank=True)),
+                ("flush_outcome", models.CharField(blank=True, max_length=64)),
+                ("flush_details", models.JSONField(blank=True, default=dict)),
+                ("tokens_before", models.PositiveIntegerField(blank=True, null=True)),
+                ("tokens_after", models.PositiveIntegerField(blank=True, null=True)),
+                ("offline", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "entry",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="run",
+                        to="sessions_app.compactionentry",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="compaction_runs",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='compactionentry',
-            name='session',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='compactions', to='sessions_app.session'),
+            model_name="compactionentry",
+            name="session",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="compactions",
+                to="sessions_app.session",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='session',
-            constraint=models.UniqueConstraint(fields=('assistant', 'key'), name='session_assistant_key_unique'),
+            model_name="session",
+            constraint=models.UniqueConstraint(
+                fields=("assistant", "key"), name="session_assistant_key_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('session', 'seq'), name='message_session_seq_unique'),
+            model_name="message",
+            constraint=models.UniqueConstraint(fields=("session", "seq"), name="message_session_seq_unique"),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('session', 'entry_id'), name='message_session_entry_unique'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("session", "entry_id"), name="message_session_entry_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('role__in', ['user', 'assistant', 'toolResult', 'system'])), name='message_role_valid'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("role__in", ["user", "assistant", "toolResult", "system"])),
+                name="message_role_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('role', 'toolResult'), _negated=True), models.Q(models.Q(('tool_call_id', ''), _negated=True), models.Q(('tool_name', ''), _negated=True)), _connector='OR'), name='message_tool_result_has_call'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("role", "toolResult"), _negated=True),
+                    models.Q(
+                        models.Q(("tool_call_id", ""), _negated=True),
+                        models.Q(("tool_name", ""), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="message_tool_result_has_call",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='compactionentry',
-            constraint=models.UniqueConstraint(fields=('session', 'seq'), name='compaction_session_seq_unique'),
+            model_name="compactionentry",
+            constraint=models.UniqueConstraint(
+                fields=("session", "seq"), name="compaction_session_seq_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='compactionentry',
-            constraint=models.UniqueConstraint(fields=('session', 'entry_id'), name='compaction_session_entry_unique'),
+            model_name="compactionentry",
+            constraint=models.UniqueConstraint(
+                fields=("session", "entry_id"), name="compaction_session_entry_unique"
+            ),
         ),
     ]

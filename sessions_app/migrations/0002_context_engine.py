@@ -4,33 +4,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0001_initial'),
+        ("sessions_app", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ModelCalibration',
+            name="ModelCalibration",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model', models.CharField(max_length=200, unique=True)),
-                ('estimated_tokens', models.BigIntegerField(default=0)),
-                ('reported_tokens', models.BigIntegerField(default=0)),
-                ('samples', models.PositiveIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("model", models.CharField(max_length=200, unique=True)),
+                ("estimated_tokens", models.BigIntegerField(default=0)),
+                ("reported_tokens", models.BigIntegerField(default=0)),
+                ("samples", models.PositiveIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['model'],
+                "ordering": ["model"],
             },
         ),
         migrations.AddField(
-            model_name='message',
-            name='flush_turn',
+            model_name="message",
+            name="flush_turn",
             field=models.BooleanField(default=False),
         ),
         migrations.AddConstraint(
-            model_name='compactionrun',
-            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['pending', 'flushing', 'flushed', 'flush_skipped', 'summarizing'])), fields=('session',), name='compaction_run_one_active_per_session'),
+            model_name="compactionrun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(
+                    ("state__in", ["pending", "flushing", "flushed", "flush_skipped", "summarizing"])
+                ),
+                fields=("session",),
+                name="compaction_run_one_active_per_session",
+            ),
         ),
     ]

@@ -15,8 +15,14 @@ from typing import Any, Iterator
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 PASSWORD = "pw-secret-123"  # tests.factories.make_user's default
 
@@ -62,7 +68,9 @@ def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     name = re.sub(r"[^\w.-]+", "_", request.node.name)
     try:
         # A full-page capture draws sticky bars where the last scroll left them; unstick them first.
-        page.add_style_tag(content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }")
+        page.add_style_tag(
+            content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }"
+        )
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
     finally:
         context.close()

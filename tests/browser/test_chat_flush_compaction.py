@@ -41,13 +41,17 @@ def scripted_model(llm):
     def chat(request):
         tokens = PROMPT_TOKENS[min(calls["chat"], len(PROMPT_TOKENS) - 1)]
         calls["chat"] += 1
-        return text_reply(f"Reply {calls['chat']}: noted.", usage={"prompt_tokens": tokens, "completion_tokens": 20})
+        return text_reply(
+            f"Reply {calls['chat']}: noted.", usage={"prompt_tokens": tokens, "completion_tokens": 20}
+        )
 
     def flush(request):
         calls["flush"] += 1
         if calls["flush"] == 1:
             path = DAILY_NOTE.search(last_user_text(request)).group(0)
-            return tool_call_reply([("write", {"path": path, "content": "- Launch date: 2026-12-15 (decided)."})])
+            return tool_call_reply(
+                [("write", {"path": path, "content": "- Launch date: 2026-12-15 (decided)."})]
+            )
         return text_reply("NO_REPLY")
 
     llm.default_chat = router(chat=chat, summary=SUMMARY_TEXT, flush=flush)
@@ -97,7 +101,9 @@ def test_chat_until_flush_and_compaction(page, live_server, world, sign_in, llm)
     expect(silent.first).to_contain_text("Memory flush turn")
     expect(silent.first).to_contain_text("Called write")
     expect(page.locator(".memory-writes")).to_contain_text("flush")
-    note = MemoryDocument.objects.get(assistant=world.assistant, path__regex=r"^memory/\d{4}-\d{2}-\d{2}\.md$")
+    note = MemoryDocument.objects.get(
+        assistant=world.assistant, path__regex=r"^memory/\d{4}-\d{2}-\d{2}\.md$"
+    )
     assert "Launch date: 2026-12-15" in note.content
 
     # Fourth turn: past the compaction threshold. The entry replaces the old messages in view.
@@ -114,7 +120,9 @@ def test_chat_until_flush_and_compaction(page, live_server, world, sign_in, llm)
     first_message = Message.objects.filter(session=session).order_by("seq").first()
     expect(page.locator(f"#transcript #m-{first_message.seq}")).to_have_count(0)
     card.get_by_role("link", name=re.compile(r"Show the \d+ original message")).click()
-    expect(card.locator(f"#m-{first_message.seq}")).to_contain_text("We decided the launch date is 2026-12-15.")
+    expect(card.locator(f"#m-{first_message.seq}")).to_contain_text(
+        "We decided the launch date is 2026-12-15."
+    )
     assert entry.trigger == "threshold"
 
     # What the model sees now: the summary, then the kept messages; loaded when opened.

@@ -19,18 +19,39 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea')]
 
 @pytest.fixture
 def pages(world):
-    session = factories.make_session(world.assistant, title="A fairly long session title about the launch plan")
-    factories.add_messages(session, {"role": "user", "content": "hello " * 200},
-                           {"role": "assistant", "content": "hi " * 100, "usage": {"input": 900, "output": 20}})
-    document = factories.make_document(world.assistant, "memory/projects/a-rather-long-file-name-for-phones.md",
-                                       "x" * 500 + "\nline two\n")
-    factories.make_api_key(world.acme, ["sessions:read", "memory:read"], name="Nightly export to the data lake")
+    session = factories.make_session(
+        world.assistant, title="A fairly long session title about the launch plan"
+    )
+    factories.add_messages(
+        session,
+        {"role": "user", "content": "hello " * 200},
+        {"role": "assistant", "content": "hi " * 100, "usage": {"input": 900, "output": 20}},
+    )
+    document = factories.make_document(
+        world.assistant, "memory/projects/a-rather-long-file-name-for-phones.md", "x" * 500 + "\nline two\n"
+    )
+    factories.make_api_key(
+        world.acme, ["sessions:read", "memory:read"], name="Nightly export to the data lake"
+    )
     revision = document.revisions.first()
-    return ["/", "/keys/", "/jobs/", "/assistants/new/", "/assistants/helper/", "/assistants/helper/settings/",
-            "/assistants/helper/sessions/", "/assistants/helper/memory/", "/assistants/helper/memory/new/",
-            f"/assistants/helper/memory/doc/{document.path}", f"/assistants/helper/memory/edit/{document.path}",
-            f"/assistants/helper/memory/revisions/{revision.pk}/", "/assistants/helper/search/?q=launch",
-            f"/sessions/{session.pk}/", f"/sessions/{session.pk}/context/", f"/sessions/{session.pk}/compact/"]
+    return [
+        "/",
+        "/keys/",
+        "/jobs/",
+        "/assistants/new/",
+        "/assistants/helper/",
+        "/assistants/helper/settings/",
+        "/assistants/helper/sessions/",
+        "/assistants/helper/memory/",
+        "/assistants/helper/memory/new/",
+        f"/assistants/helper/memory/doc/{document.path}",
+        f"/assistants/helper/memory/edit/{document.path}",
+        f"/assistants/helper/memory/revisions/{revision.pk}/",
+        "/assistants/helper/search/?q=launch",
+        f"/sessions/{session.pk}/",
+        f"/sessions/{session.pk}/context/",
+        f"/sessions/{session.pk}/compact/",
+    ]
 
 
 @pytest.mark.parametrize("width", [375, 1440])
@@ -40,11 +61,15 @@ def test_pages_fit_the_screen_and_label_every_control(page, live_server, world, 
     for path in pages:
         response = page.goto(f"{live_server.url}{path}")
         assert response.status == 200, path
-        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         assert overflow <= 0, f"{path} scrolls sideways by {overflow} px at {width} px"
         assert page.evaluate(UNLABELLED) == [], path
         if width == 375:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^\w]+", "_", path).strip("_") or "home"
-            page.add_style_tag(content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }")
+            page.add_style_tag(
+                content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }"
+            )
             page.screenshot(path=str(SCREENSHOTS / f"phone_{name}.png"), full_page=True)

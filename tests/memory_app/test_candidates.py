@@ -18,10 +18,15 @@ def test_a_term_never_in_the_statistics_is_rare() -> None:
 
 
 def test_when_even_the_rarest_term_is_too_common_the_two_rarest_select_together() -> None:
-    assert _selecting_query(["'meeting'", "'budget'", "'team'"], [0.02, 0.01, 0.04], 100_000) == \
-        "('budget') & ('meeting')"
+    assert (
+        _selecting_query(["'meeting'", "'budget'", "'team'"], [0.02, 0.01, 0.04], 100_000)
+        == "('budget') & ('meeting')"
+    )
 
 
 def test_common_terms_select_only_all_together() -> None:
-    assert _selecting_query(["'what'", "'she'", "'said'"], [0.3, 0.2, 0.1], 100_000) == "('what') & ('she') & ('said')"
+    assert (
+        _selecting_query(["'what'", "'she'", "'said'"], [0.3, 0.2, 0.1], 100_000)
+        == "('what') & ('she') & ('said')"
+    )
     assert _selecting_query(["'her'"], [0.3], 100_000) == "('her')"

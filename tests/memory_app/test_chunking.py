@@ -52,9 +52,7 @@ def test_no_overlap_gives_disjoint_chunks() -> None:
 def test_overlap_is_clamped_below_the_chunk_size() -> None:
     content = "\n".join(EIGHT_LINES)
 
-    assert chunk_markdown(content, tokens=20, overlap=50) == chunk_markdown(
-        content, tokens=20, overlap=19
-    )
+    assert chunk_markdown(content, tokens=20, overlap=50) == chunk_markdown(content, tokens=20, overlap=19)
 
 
 def test_chunk_hash_is_sha256_hex_of_its_text() -> None:

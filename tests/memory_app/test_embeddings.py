@@ -105,9 +105,7 @@ def test_openai_embedder_does_not_retry_bad_requests(fake_openai: FakeOpenAI) ->
 
 def test_openai_embedder_rejects_wrong_dimensions(fake_openai: FakeOpenAI) -> None:
     fake_openai.embedding_dims = 64
-    embedder = OpenAIEmbedder(
-        base_url=fake_openai.base_url, api_key="k", model="text-embedding-3-small"
-    )
+    embedder = OpenAIEmbedder(base_url=fake_openai.base_url, api_key="k", model="text-embedding-3-small")
     with pytest.raises(EmbeddingError, match="Expected 1536 dimensions, got 64"):
         embedder.embed(["x"])
 

@@ -31,13 +31,15 @@ NOTES = "\n".join(
 def write(assistant, path: str, content: str, *, author: str = "user", capture=None):
     """Write through the service layer and run the on-commit reindex like a real request."""
     with capture(execute=True):
-        document, _ = write_document(assistant=assistant, path=path, content=content,
-                                     provenance=Provenance(author=author))
+        document, _ = write_document(
+            assistant=assistant, path=path, content=content, provenance=Provenance(author=author)
+        )
     return document
 
 
-def test_a_write_indexes_the_document_with_vectors_and_full_text(world, fake_embeddings,
-                                                                 django_capture_on_commit_callbacks) -> None:
+def test_a_write_indexes_the_document_with_vectors_and_full_text(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     document = write(world.assistant, "MEMORY.md", NOTES, capture=django_capture_on_commit_callbacks)
 
     [chunk] = MemoryChunk.objects.filter(assistant=world.assistant)
@@ -46,18 +48,26 @@ def test_a_write_indexes_the_document_with_vectors_and_full_text(world, fake_emb
     assert chunk.line_numbers == [1, 2, 3, 4, 5, 6, 7]
     assert chunk.model == "fake-embedding" and chunk.dims == 384 and len(chunk.embedding) == 384
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tsv @@ to_tsquery('simple', 'heron') FROM memory_app_memorychunk WHERE id = %s",
-                       [chunk.pk])
+        cursor.execute(
+            "SELECT tsv @@ to_tsquery('simple', 'heron') FROM memory_app_memorychunk WHERE id = %s",
+            [chunk.pk],
+        )
         assert cursor.fetchone()[0] is True
     state = IndexState.objects.get(assistant=world.assistant)
     assert state.fingerprint["model"] == "fake-embedding"
     assert state.fingerprint["chunking"]["memory"] == {"tokens": 400, "overlap": 80}
 
 
-def test_unchanged_documents_embed_nothing_on_reindex(world, fake_embeddings: FakeOpenAI,
-                                                      django_capture_on_commit_callbacks) -> None:
+def test_unchanged_documents_embed_nothing_on_reindex(
+    world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
+) -> None:
     write(world.assistant, "MEMORY.md", NOTES, capture=django_capture_on_commit_callbacks)
-    write(world.assistant, "memory/2026-03-01.md", "Met the auditors.", capture=django_capture_on_commit_callbacks)
+    write(
+        world.assistant,
+        "memory/2026-03-01.md",
+        "Met the auditors.",
+        capture=django_capture_on_commit_callbacks,
+    )
     calls = len(fake_embeddings.embedding_requests)
 
     outcome = indexing.reindex_assistant(world.assistant.pk)
@@ -66,9 +76,12 @@ def test_unchanged_documents_embed_nothing_on_reindex(world, fake_embeddings: Fa
     assert outcome.embedded == 0 and outcome.skipped == 2
 
 
-def test_an_edit_embeds_only_the_chunks_whose_text_changed(world, fake_embeddings: FakeOpenAI, settings,
-                                                           django_capture_on_commit_callbacks) -> None:
-    factories.make_assistant(world.acme, "small", settings={"memorySearch": {"chunking": {"tokens": 20, "overlap": 0}}})
+def test_an_edit_embeds_only_the_chunks_whose_text_changed(
+    world, fake_embeddings: FakeOpenAI, settings, django_capture_on_commit_callbacks
+) -> None:
+    factories.make_assistant(
+        world.acme, "small", settings={"memorySearch": {"chunking": {"tokens": 20, "overlap": 0}}}
+    )
     assistant = world.acme.assistants.get(slug="small")
     paragraphs = [f"Paragraph {i} talks about topic number {i} at some length here." for i in range(6)]
     write(assistant, "MEMORY.md", "\n".join(paragraphs), capture=django_capture_on_commit_callbacks)
@@ -84,11 +97,22 @@ def test_an_edit_embeds_only_the_chunks_whose_text_changed(world, fake_embedding
     assert not MemoryChunk.objects.filter(assistant=assistant, text__contains="topic number 3").exists()
 
 
-def test_an_admin_edit_is_reindexed_and_found(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
-    write(world.assistant, "memory/infra.md", "The VPN gateway lives at vpn-old.example.com.",
-          capture=django_capture_on_commit_callbacks)
-    write(world.assistant, "memory/infra.md", "The VPN gateway moved to vpn-frankfurt.example.com.",
-          author="admin", capture=django_capture_on_commit_callbacks)
+def test_an_admin_edit_is_reindexed_and_found(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
+    write(
+        world.assistant,
+        "memory/infra.md",
+        "The VPN gateway lives at vpn-old.example.com.",
+        capture=django_capture_on_commit_callbacks,
+    )
+    write(
+        world.assistant,
+        "memory/infra.md",
+        "The VPN gateway moved to vpn-frankfurt.example.com.",
+        author="admin",
+        capture=django_capture_on_commit_callbacks,
+    )
 
     response = hybrid_search(assistant=world.assistant, query="vpn-frankfurt.example.com")
 
@@ -101,15 +125,22 @@ def test_a_flush_append_is_indexed(world, fake_embeddings, django_capture_on_com
     from memory_app.documents import append_to_document
 
     with django_capture_on_commit_callbacks(execute=True):
-        append_to_document(assistant=world.assistant, path="memory/2026-03-01.md",
-                           addition="- Decided: rotate the deploy key every 90 days.",
-                           provenance=Provenance(author="flush"))
+        append_to_document(
+            assistant=world.assistant,
+            path="memory/2026-03-01.md",
+            addition="- Decided: rotate the deploy key every 90 days.",
+            provenance=Provenance(author="flush"),
+        )
     response = hybrid_search(assistant=world.assistant, query="deploy key rotation")
     assert [r.citation for r in response.results] == ["memory/2026-03-01.md#L1"]
 
 
-def test_deleting_a_document_removes_its_chunks(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
-    document = write(world.assistant, "memory/tmp.md", "ephemeral zebra facts", capture=django_capture_on_commit_callbacks)
+def test_deleting_a_document_removes_its_chunks(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
+    document = write(
+        world.assistant, "memory/tmp.md", "ephemeral zebra facts", capture=django_capture_on_commit_callbacks
+    )
     assert MemoryChunk.objects.filter(path="memory/tmp.md").exists()
     with django_capture_on_commit_callbacks(execute=True):
         delete_document(document=document, provenance=Provenance(author="user"))
@@ -117,10 +148,16 @@ def test_deleting_a_document_removes_its_chunks(world, fake_embeddings, django_c
     assert hybrid_search(assistant=world.assistant, query="zebra").results == []
 
 
-def test_a_failing_embedder_still_indexes_text_and_embeds_later(world, fake_embeddings: FakeOpenAI,
-                                                                 django_capture_on_commit_callbacks) -> None:
+def test_a_failing_embedder_still_indexes_text_and_embeds_later(
+    world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
+) -> None:
     fake_embeddings.embedding_errors.append(error_reply(400, "model overloaded, bad request"))
-    write(world.assistant, "MEMORY.md", "The wifi password rotates monthly.", capture=django_capture_on_commit_callbacks)
+    write(
+        world.assistant,
+        "MEMORY.md",
+        "The wifi password rotates monthly.",
+        capture=django_capture_on_commit_callbacks,
+    )
 
     [chunk] = MemoryChunk.objects.filter(assistant=world.assistant)
     assert chunk.embedding is None and chunk.model == "fts-only"
@@ -133,12 +170,17 @@ def test_a_failing_embedder_still_indexes_text_and_embeds_later(world, fake_embe
     assert outcome.embedded == 1 and chunk.model == "fake-embedding" and len(chunk.embedding) == 384
 
 
-def test_a_changed_fingerprint_rebuilds_while_the_old_rows_answer(world, fake_embeddings: FakeOpenAI,
-                                                                  django_capture_on_commit_callbacks) -> None:
+def test_a_changed_fingerprint_rebuilds_while_the_old_rows_answer(
+    world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
+) -> None:
     assistant = world.assistant
     for i in range(3):
-        write(assistant, f"memory/topic-{i}.md", f"Topic {i}: the heron migration plan, part {i}.",
-              capture=django_capture_on_commit_callbacks)
+        write(
+            assistant,
+            f"memory/topic-{i}.md",
+            f"Topic {i}: the heron migration plan, part {i}.",
+            capture=django_capture_on_commit_callbacks,
+        )
     old_generation = IndexState.objects.get(assistant=assistant).active_generation
     embedded_before = len(embedded_texts(fake_embeddings))
 
@@ -150,26 +192,33 @@ def test_a_changed_fingerprint_rebuilds_while_the_old_rows_answer(world, fake_em
         # Called after each group while the new generation is being built.
         if progress.get("phase") == "building":
             response = hybrid_search(assistant=assistant, query="heron migration")
-            generations = set(MemoryChunk.objects.filter(pk__in=[r.chunk_id for r in response.results])
-                              .values_list("generation", flat=True))
+            generations = set(
+                MemoryChunk.objects.filter(pk__in=[r.chunk_id for r in response.results]).values_list(
+                    "generation", flat=True
+                )
+            )
             seen_during_build.append((len(response.results), sorted(map(str, generations))))
 
     outcome = indexing.reindex_assistant(assistant.pk, progress=probe)
 
-    assert seen_during_build and all(count == 3 and gens == [str(old_generation)] for count, gens in seen_during_build)
+    assert seen_during_build and all(
+        count == 3 and gens == [str(old_generation)] for count, gens in seen_during_build
+    )
     state = IndexState.objects.get(assistant=assistant)
     assert state.active_generation == old_generation + 1 and state.building_generation is None
     assert state.fingerprint["chunking"]["memory"] == {"tokens": 300, "overlap": 30}
     assert set(MemoryChunk.objects.filter(assistant=assistant).values_list("generation", flat=True)) == {
-        old_generation + 1}
+        old_generation + 1
+    }
     # Same text, same hashes: the cache answered, nothing but the probe queries was embedded.
     assert set(embedded_texts(fake_embeddings)[embedded_before:]) == {"heron migration"}
     assert outcome.cache_hits == 3 and outcome.embedded == 0
     assert len(hybrid_search(assistant=assistant, query="heron migration").results) == 3
 
 
-def test_a_write_during_a_rebuild_lands_in_the_new_generation(world, fake_embeddings,
-                                                              django_capture_on_commit_callbacks, settings) -> None:
+def test_a_write_during_a_rebuild_lands_in_the_new_generation(
+    world, fake_embeddings, django_capture_on_commit_callbacks, settings
+) -> None:
     settings.OPENCLAW_TASKS_SYNC = True
     assistant = world.assistant
     write(assistant, "MEMORY.md", "first fact about otters", capture=django_capture_on_commit_callbacks)
@@ -183,11 +232,14 @@ def test_a_write_during_a_rebuild_lands_in_the_new_generation(world, fake_embedd
     state = IndexState.objects.get(assistant=assistant)
     assert state.building_generation is None and state.active_generation == 2
     assert sorted(MemoryChunk.objects.filter(assistant=assistant).values_list("path", "generation")) == [
-        ("MEMORY.md", 2), ("memory/b.md", 2)]
+        ("MEMORY.md", 2),
+        ("memory/b.md", 2),
+    ]
 
 
-def test_the_embedding_cache_is_keyed_by_provider_model_and_hash(world, fake_embeddings,
-                                                                 django_capture_on_commit_callbacks) -> None:
+def test_the_embedding_cache_is_keyed_by_provider_model_and_hash(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     write(world.assistant, "MEMORY.md", "cached sentence", capture=django_capture_on_commit_callbacks)
     row = EmbeddingCache.objects.get()
     chunk = MemoryChunk.objects.get()
@@ -221,8 +273,9 @@ def test_debounce_waits_until_due(world) -> None:
     assert len(slept) == 1 and 0 < slept[0] <= 1.5
 
 
-def test_the_vector_query_uses_the_partial_hnsw_index(world, fake_embeddings,
-                                                      django_capture_on_commit_callbacks) -> None:
+def test_the_vector_query_uses_the_partial_hnsw_index(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     from memory_app.vectors import distance_sql
 
     write(world.assistant, "MEMORY.md", NOTES, capture=django_capture_on_commit_callbacks)
@@ -231,13 +284,16 @@ def test_the_vector_query_uses_the_partial_hnsw_index(world, fake_embeddings,
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             f"EXPLAIN SELECT id FROM memory_app_memorychunk m WHERE m.dims = 384 AND m.assistant_id = %s "
-            f"AND m.generation = 1 ORDER BY {distance_sql(384)} LIMIT 24", [world.assistant.pk, literal])
+            f"AND m.generation = 1 ORDER BY {distance_sql(384)} LIMIT 24",
+            [world.assistant.pk, literal],
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using memchunk_hnsw_384" in plan
 
 
-def test_a_new_dimension_gets_its_own_index(world, fake_embeddings, settings,
-                                            django_capture_on_commit_callbacks) -> None:
+def test_a_new_dimension_gets_its_own_index(
+    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+) -> None:
     from memory_app.embeddings import reset_embedders
 
     settings.EMBEDDING_DIMENSIONS = 64
@@ -249,7 +305,9 @@ def test_a_new_dimension_gets_its_own_index(world, fake_embeddings, settings,
         (definition,) = cursor.fetchone()
     assert "vector(64)" in definition and "WHERE (dims = 64)" in definition
     assert MemoryChunk.objects.get(assistant=world.assistant).dims == 64
-    assert [r.path for r in hybrid_search(assistant=world.assistant, query="small vectors").results] == ["MEMORY.md"]
+    assert [r.path for r in hybrid_search(assistant=world.assistant, query="small vectors").results] == [
+        "MEMORY.md"
+    ]
 
 
 def test_one_reindex_per_assistant_at_a_time(world, fake_embeddings) -> None:

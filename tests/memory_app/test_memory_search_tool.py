@@ -16,8 +16,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def notes(world, fake_embeddings):
-    factories.make_document(world.assistant, "memory/2026-02-16.md",
-                            "# Standup\n\nWe picked Postgres 16 for heron.\nOwner: Maria.")
+    factories.make_document(
+        world.assistant,
+        "memory/2026-02-16.md",
+        "# Standup\n\nWe picked Postgres 16 for heron.\nOwner: Maria.",
+    )
     factories.make_document(world.assistant, "MEMORY.md", "Heron is the billing service.")
     reindex_assistant(world.assistant.pk)
     return world.assistant

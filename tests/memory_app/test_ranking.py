@@ -136,8 +136,7 @@ def test_apply_temporal_decay() -> None:
         _ranked("ten-days", 0.9, path="memory/2026-03-08.md"),
         _ranked("thirty-days", 0.8, path="memory/2026-02-16.md"),
         _ranked("future", 0.45, path="memory/2026-04-01.md"),
-        _ranked("session-old", 0.6, path="sessions/s1", source="sessions",
-                timestamp_ms=NOW_MS - 30 * DAY_MS),
+        _ranked("session-old", 0.6, path="sessions/s1", source="sessions", timestamp_ms=NOW_MS - 30 * DAY_MS),
         _ranked("session-untimed", 0.2, path="sessions/s2", source="sessions"),
     ]
 
@@ -153,7 +152,12 @@ def test_apply_temporal_decay() -> None:
         assert by_id[unchanged].decay_multiplier == 1.0
     # Sorted by decayed score, the tie of evergreen and topic kept in input order.
     assert _ids(decayed) == [
-        "ten-days", "evergreen", "topic", "future", "thirty-days", "session-old",
+        "ten-days",
+        "evergreen",
+        "topic",
+        "future",
+        "thirty-days",
+        "session-old",
         "session-untimed",
     ]
     # The side scores are diagnostics and are not decayed.
@@ -251,8 +255,14 @@ def test_keyword_backed_results_fill_the_slots_left_after_the_strict_ones() -> N
     assert _ids(kept) == ["strong", "k1", "k2"]
     # Strict results come first even when a filler was ranked above one (after MMR, say).
     reordered = [_ranked("k1", 0.3), _ranked("strong", 0.6)]
-    assert _ids(apply_min_score(reordered, min_score=0.35, keyword_ids={"k1"}, max_results=6)) == ["strong", "k1"]
-    assert _ids(apply_min_score(results, min_score=0.35, keyword_ids={"k1", "k2"}, max_results=2)) == ["strong", "k1"]
+    assert _ids(apply_min_score(reordered, min_score=0.35, keyword_ids={"k1"}, max_results=6)) == [
+        "strong",
+        "k1",
+    ]
+    assert _ids(apply_min_score(results, min_score=0.35, keyword_ids={"k1", "k2"}, max_results=2)) == [
+        "strong",
+        "k1",
+    ]
 
 
 def test_without_keyword_hits_min_score_is_strict() -> None:
@@ -313,19 +323,43 @@ def test_extract_keywords_chinese_unigrams_and_bigrams() -> None:
 
     # 之前, 的, 那, 那个 are Chinese stop words; 前 is on the Japanese list, which applies too.
     assert keywords == [
-        "之", "讨", "论", "个", "方", "案", "前讨", "讨论", "论的", "的那", "个方", "方案",
+        "之",
+        "讨",
+        "论",
+        "个",
+        "方",
+        "案",
+        "前讨",
+        "讨论",
+        "论的",
+        "的那",
+        "个方",
+        "方案",
     ]
 
 
 def test_extract_keywords_mixed_japanese_and_korean() -> None:
     assert extract_keywords("昨天讨论的 API design") == [
-        "昨", "天", "讨", "论", "天讨", "讨论", "论的", "api", "design",
+        "昨",
+        "天",
+        "讨",
+        "论",
+        "天讨",
+        "讨论",
+        "论的",
+        "api",
+        "design",
     ]
     japanese = extract_keywords("昨日話したAPIのバグ")
     assert "api" in japanese and "バグ" in japanese and "した" not in japanese
     assert "デプロイ" in extract_keywords("昨日話したデプロイ戦略")
     assert extract_keywords("서버에서 발생한 에러를 확인") == [
-        "서버에서", "서버", "발생한", "에러를", "에러", "확인",
+        "서버에서",
+        "서버",
+        "발생한",
+        "에러를",
+        "에러",
+        "확인",
     ]
     assert extract_keywords("API를 배포했다") == ["api를", "api", "배포했다"]
     assert "논" not in extract_keywords("논의")

@@ -21,16 +21,20 @@ NOW = datetime(2026, 3, 11, 12, 0, tzinfo=timezone.utc)
 def index(assistant, documents: dict[str, str]) -> None:
     """Write documents and index them (what the debounced task does after each save)."""
     for path, content in documents.items():
-        document, _ = write_document(assistant=assistant, path=path, content=content,
-                                     provenance=Provenance(author="user"))
+        document, _ = write_document(
+            assistant=assistant, path=path, content=content, provenance=Provenance(author="user")
+        )
         indexing.index_document(document.pk)
 
 
 def test_a_commit_hash_is_found_by_its_short_prefix(world, fake_embeddings) -> None:
-    index(world.assistant, {
-        "memory/2026-03-01.md": "Rolled back the release to commit 9f3c2ab41d7e after the outage.",
-        "MEMORY.md": "We release every Tuesday. Rollbacks need two approvals.",
-    })
+    index(
+        world.assistant,
+        {
+            "memory/2026-03-01.md": "Rolled back the release to commit 9f3c2ab41d7e after the outage.",
+            "MEMORY.md": "We release every Tuesday. Rollbacks need two approvals.",
+        },
+    )
     response = hybrid_search(assistant=world.assistant, query="what happened with 9f3c2ab")
     assert response.mode == "hybrid"
     assert response.results[0].path == "memory/2026-03-01.md"
@@ -38,10 +42,13 @@ def test_a_commit_hash_is_found_by_its_short_prefix(world, fake_embeddings) -> N
 
 
 def test_a_chinese_phrase_is_found(world, fake_embeddings) -> None:
-    index(world.assistant, {
-        "MEMORY.md": "# 决定\n\n我们决定使用向量数据库来存储记忆。\n\n下周一开会讨论预算。",
-        "memory/other.md": "The budget meeting moved to Monday.",
-    })
+    index(
+        world.assistant,
+        {
+            "MEMORY.md": "# 决定\n\n我们决定使用向量数据库来存储记忆。\n\n下周一开会讨论预算。",
+            "memory/other.md": "The budget meeting moved to Monday.",
+        },
+    )
     response = hybrid_search(assistant=world.assistant, query="向量数据库", explain=True)
     top = response.results[0]
     assert top.path == "MEMORY.md" and "向量数据库" in top.snippet
@@ -49,36 +56,54 @@ def test_a_chinese_phrase_is_found(world, fake_embeddings) -> None:
 
 
 def test_fusion_is_the_weighted_sum_of_both_sides(world, fake_embeddings) -> None:
-    index(world.assistant, {
-        "memory/a.md": "Maria owns the billing service and its invoices.",
-        "memory/b.md": "Tom owns the search service.",
-        "memory/c.md": "The billing service sends invoices nightly.",
-    })
+    index(
+        world.assistant,
+        {
+            "memory/a.md": "Maria owns the billing service and its invoices.",
+            "memory/b.md": "Tom owns the search service.",
+            "memory/c.md": "The billing service sends invoices nightly.",
+        },
+    )
     response = hybrid_search(assistant=world.assistant, query="billing invoices", explain=True, min_score=0)
     assert len(response.results) >= 2
     for result in response.results:
         e = result.explain
         assert result.score == pytest.approx(0.7 * e["vector_score"] + 0.3 * e["text_score"], abs=1e-5)
     # Weights are normalised to sum 1: 2/2 behaves like 0.5/0.5.
-    halves = hybrid_search(assistant=world.assistant, query="billing invoices", explain=True, min_score=0,
-                           vector_weight=2 / 2, text_weight=2 / 2)
+    halves = hybrid_search(
+        assistant=world.assistant,
+        query="billing invoices",
+        explain=True,
+        min_score=0,
+        vector_weight=2 / 2,
+        text_weight=2 / 2,
+    )
     for result in halves.results:
         e = result.explain
         assert result.score == pytest.approx(0.5 * e["vector_score"] + 0.5 * e["text_score"], abs=1e-5)
 
 
 def test_a_keyword_only_hit_is_rescued_from_min_score(world, fake_embeddings: FakeOpenAI) -> None:
-    index(world.assistant, {"memory/ids.md": "Ticket ZX-99172 tracks the flaky login test on the CI runners."})
+    index(
+        world.assistant, {"memory/ids.md": "Ticket ZX-99172 tracks the flaky login test on the CI runners."}
+    )
     # A query vector unlike the note's: only the ticket id connects them.
     unrelated = fake_embedding("gardening tomatoes sunshine")
-    response = hybrid_search(assistant=world.assistant, query="ZX-99172", explain=True, query_vector=unrelated)
+    response = hybrid_search(
+        assistant=world.assistant, query="ZX-99172", explain=True, query_vector=unrelated
+    )
     assert [r.path for r in response.results] == ["memory/ids.md"]
     result = response.results[0]
     assert result.explain["vector_score"] < 0.05 and result.explain["text_score"] == 1.0
     assert result.score < 0.35  # below minScore ...
     # ... but kept: a keyword hit fills the slots the strict results left (all of them, here)
     # Vectors alone have no rescue.
-    assert hybrid_search(assistant=world.assistant, query="ZX-99172", mode="vector", query_vector=unrelated).results == []
+    assert (
+        hybrid_search(
+            assistant=world.assistant, query="ZX-99172", mode="vector", query_vector=unrelated
+        ).results
+        == []
+    )
 
 
 def test_text_only_fallback_when_the_embedder_fails(world, fake_embeddings: FakeOpenAI) -> None:
@@ -123,20 +148,28 @@ def test_vector_only_when_full_text_fails(world, fake_embeddings, monkeypatch) -
 
 def test_requested_modes_run_one_side(world, fake_embeddings) -> None:
     index(world.assistant, {"MEMORY.md": "Parking is behind building C."})
-    vector = hybrid_search(assistant=world.assistant, query="parking building", mode="vector", explain=True, min_score=0)
+    vector = hybrid_search(
+        assistant=world.assistant, query="parking building", mode="vector", explain=True, min_score=0
+    )
     text = hybrid_search(assistant=world.assistant, query="parking building", mode="text", explain=True)
-    assert vector.mode == "vector" and vector.fallback is None and vector.results[0].explain["text_score"] == 0
+    assert (
+        vector.mode == "vector" and vector.fallback is None and vector.results[0].explain["text_score"] == 0
+    )
     assert text.mode == "text" and text.fallback is None and text.results[0].explain["vector_score"] == 0
 
 
 def test_decay_by_daily_note_date_and_evergreen_files(world, fake_embeddings) -> None:
-    index(world.assistant, {
-        "memory/2026-03-01.md": "Lunch at the ramen place.",
-        "MEMORY.md": "Lunch preference: ramen.",
-        "memory/2026-04-01.md": "Lunch ramen again (future note).",
-    })
-    response = hybrid_search(assistant=world.assistant, query="ramen lunch", decay=True, now=NOW, explain=True,
-                             min_score=0)
+    index(
+        world.assistant,
+        {
+            "memory/2026-03-01.md": "Lunch at the ramen place.",
+            "MEMORY.md": "Lunch preference: ramen.",
+            "memory/2026-04-01.md": "Lunch ramen again (future note).",
+        },
+    )
+    response = hybrid_search(
+        assistant=world.assistant, query="ramen lunch", decay=True, now=NOW, explain=True, min_score=0
+    )
     multipliers = {r.path: r.explain["decay_multiplier"] for r in response.results}
     # 10.5 days old at noon on the 11th (the note counts from UTC midnight of its date).
     assert multipliers["memory/2026-03-01.md"] == pytest.approx(math.exp(-math.log(2) / 30 * 10.5))
@@ -149,34 +182,55 @@ def test_decay_by_daily_note_date_and_evergreen_files(world, fake_embeddings) ->
 def test_decay_ten_days_at_half_life_thirty(world, fake_embeddings) -> None:
     index(world.assistant, {"memory/2026-03-01.md": "Lunch at the ramen place."})
     now = datetime(2026, 3, 11, tzinfo=timezone.utc)
-    [result] = hybrid_search(assistant=world.assistant, query="ramen", decay=True, now=now, explain=True,
-                             min_score=0).results
+    [result] = hybrid_search(
+        assistant=world.assistant, query="ramen", decay=True, now=now, explain=True, min_score=0
+    ).results
     assert result.explain["decay_multiplier"] == pytest.approx(math.exp(-math.log(2) / 30 * 10), abs=1e-6)
     assert round(result.explain["decay_multiplier"], 4) == 0.7937
 
 
 def test_decay_can_be_switched_on_per_assistant(world, fake_embeddings) -> None:
-    world.assistant.settings["memorySearch"]["query"]["hybrid"]["temporalDecay"] = {"enabled": True, "halfLifeDays": 10}
+    world.assistant.settings["memorySearch"]["query"]["hybrid"]["temporalDecay"] = {
+        "enabled": True,
+        "halfLifeDays": 10,
+    }
     world.assistant.save()
     index(world.assistant, {"memory/2026-03-01.md": "Lunch at the ramen place."})
     now = datetime(2026, 3, 11, tzinfo=timezone.utc)
-    [result] = hybrid_search(assistant=world.assistant, query="ramen", now=now, explain=True, min_score=0).results
+    [result] = hybrid_search(
+        assistant=world.assistant, query="ramen", now=now, explain=True, min_score=0
+    ).results
     assert result.explain["decay_multiplier"] == pytest.approx(0.5)
-    [undecayed] = hybrid_search(assistant=world.assistant, query="ramen", now=now, explain=True, min_score=0,
-                                decay=False).results
+    [undecayed] = hybrid_search(
+        assistant=world.assistant, query="ramen", now=now, explain=True, min_score=0, decay=False
+    ).results
     assert undecayed.explain["decay_multiplier"] == 1.0
 
 
 def test_mmr_reorders_near_duplicates_and_reports_positions(world, fake_embeddings) -> None:
-    index(world.assistant, {
-        "memory/a.md": "deploy pipeline uses blue green switching on kubernetes",
-        "memory/b.md": "deploy pipeline uses blue green switching on kubernetes clusters",
-        "memory/c.md": "deploy approvals come from the release manager",
-    })
-    plain = hybrid_search(assistant=world.assistant, query="deploy pipeline kubernetes", explain=True, min_score=0)
-    diverse = hybrid_search(assistant=world.assistant, query="deploy pipeline kubernetes", explain=True, min_score=0,
-                            mmr=True, mmr_lambda=0.3)
-    assert [r.path for r in plain.results][:2] in (["memory/a.md", "memory/b.md"], ["memory/b.md", "memory/a.md"])
+    index(
+        world.assistant,
+        {
+            "memory/a.md": "deploy pipeline uses blue green switching on kubernetes",
+            "memory/b.md": "deploy pipeline uses blue green switching on kubernetes clusters",
+            "memory/c.md": "deploy approvals come from the release manager",
+        },
+    )
+    plain = hybrid_search(
+        assistant=world.assistant, query="deploy pipeline kubernetes", explain=True, min_score=0
+    )
+    diverse = hybrid_search(
+        assistant=world.assistant,
+        query="deploy pipeline kubernetes",
+        explain=True,
+        min_score=0,
+        mmr=True,
+        mmr_lambda=0.3,
+    )
+    assert [r.path for r in plain.results][:2] in (
+        ["memory/a.md", "memory/b.md"],
+        ["memory/b.md", "memory/a.md"],
+    )
     assert [r.path for r in diverse.results][1] == "memory/c.md"
     assert [r.explain["mmr_position"] for r in diverse.results] == [1, 2, 3]
     assert all(r.explain["mmr_position"] is None for r in plain.results)
@@ -193,15 +247,19 @@ def test_max_results_min_score_and_snippets(world, fake_embeddings) -> None:
     assert len(snippet) == 700
     assert hybrid_search(assistant=world.assistant, query="heron project", max_results=2).results[:2]
     assert len(hybrid_search(assistant=world.assistant, query="heron project", max_results=2).results) == 2
-    assert hybrid_search(assistant=world.assistant, query="heron project", min_score=1.0, mode="vector").results == []
+    assert (
+        hybrid_search(assistant=world.assistant, query="heron project", min_score=1.0, mode="vector").results
+        == []
+    )
 
 
 def test_best_snippet_policy_cites_the_matching_lines(world, fake_embeddings) -> None:
     lines = [f"filler line {i} " + "z" * 60 for i in range(1, 21)]
     lines[16] = "The escrow account number is kept in the finance vault."
     index(world.assistant, {"MEMORY.md": "\n".join(lines)})
-    [result] = hybrid_search(assistant=world.assistant, query="escrow finance vault", snippet_mode="best",
-                             snippet_max_chars=200).results
+    [result] = hybrid_search(
+        assistant=world.assistant, query="escrow finance vault", snippet_mode="best", snippet_max_chars=200
+    ).results
     assert "escrow account" in result.snippet and len(result.snippet) <= 200
     assert result.start_line <= 17 <= result.end_line and result.end_line - result.start_line <= 2
     assert result.citation == f"MEMORY.md#L{result.start_line}-L{result.end_line}"
@@ -237,21 +295,24 @@ def test_an_empty_query_returns_nothing(world, fake_embeddings) -> None:
     assert response.results == [] and response.fallback == "empty_query"
 
 
-def test_a_search_on_a_never_indexed_assistant_queues_the_index(world, fake_embeddings,
-                                                                 django_capture_on_commit_callbacks) -> None:
+def test_a_search_on_a_never_indexed_assistant_queues_the_index(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     from memory_app.models import IndexState, MemoryDocument
 
     # Written without the write receivers running (as if indexed by nobody yet).
-    MemoryDocument.objects.create(assistant=world.assistant, path="MEMORY.md", content="orphan walrus note",
-                                  content_hash="x")
+    MemoryDocument.objects.create(
+        assistant=world.assistant, path="MEMORY.md", content="orphan walrus note", content_hash="x"
+    )
     with django_capture_on_commit_callbacks(execute=True):
         first = hybrid_search(assistant=world.assistant, query="walrus")
     assert first.results == [] and IndexState.objects.filter(assistant=world.assistant).exists()
     assert [r.path for r in hybrid_search(assistant=world.assistant, query="walrus").results] == ["MEMORY.md"]
 
 
-def test_a_search_after_a_settings_change_queues_the_rebuild(world, fake_embeddings,
-                                                              django_capture_on_commit_callbacks) -> None:
+def test_a_search_after_a_settings_change_queues_the_rebuild(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     from memory_app.models import IndexState
 
     index(world.assistant, {"MEMORY.md": "heron notes " * 10})
@@ -273,26 +334,38 @@ def test_common_terms_rank_but_do_not_select(world, fake_embeddings, monkeypatch
     index(world.assistant, {f"memory/p{i}.md": f"project status update number {i}" for i in range(8)})
     index(world.assistant, {"memory/rare.md": "project status: the quokka migration is blocked"})
     # As ANALYZE would report them: "project" and "status" are in every chunk.
-    monkeypatch.setattr(candidates, "lexeme_stats",
-                        lambda: candidates.LexemeStats(rows=9, shares={"project": 1.0, "status": 1.0, "update": 0.9}))
-    response = hybrid_search(assistant=world.assistant, query="quokka project status", mode="text", explain=True)
+    monkeypatch.setattr(
+        candidates,
+        "lexeme_stats",
+        lambda: candidates.LexemeStats(rows=9, shares={"project": 1.0, "status": 1.0, "update": 0.9}),
+    )
+    response = hybrid_search(
+        assistant=world.assistant, query="quokka project status", mode="text", explain=True
+    )
     assert [r.path for r in response.results] == ["memory/rare.md"]  # only the rare term selects
     assert set(response.results[0].explain["matched_terms"]) == {"quokka", "project", "status"}
     # Only common terms: chunks holding all of them are selected and ranked.
     common = hybrid_search(assistant=world.assistant, query="project status", mode="text", max_results=20)
     assert len(common.results) == 9
     # In hybrid mode the vector side's candidates are ranked by text too.
-    hybrid = hybrid_search(assistant=world.assistant, query="quokka project status", explain=True, min_score=0,
-                           max_results=20)
+    hybrid = hybrid_search(
+        assistant=world.assistant, query="quokka project status", explain=True, min_score=0, max_results=20
+    )
     assert any(r.path != "memory/rare.md" and r.explain["text_score"] > 0 for r in hybrid.results)
 
 
 def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypatch) -> None:
     from memory_app import candidates
 
-    index(world.assistant, {"memory/a.md": "alpha only", "memory/b.md": "beta only", "memory/ab.md": "alpha beta"})
-    monkeypatch.setattr(candidates, "lexeme_stats",
-                        lambda: candidates.LexemeStats(rows=1e6, shares={"alpha": 0.01, "beta": 0.01, "only": 0.01}))
+    index(
+        world.assistant,
+        {"memory/a.md": "alpha only", "memory/b.md": "beta only", "memory/ab.md": "alpha beta"},
+    )
+    monkeypatch.setattr(
+        candidates,
+        "lexeme_stats",
+        lambda: candidates.LexemeStats(rows=1e6, shares={"alpha": 0.01, "beta": 0.01, "only": 0.01}),
+    )
     response = hybrid_search(assistant=world.assistant, query="alpha beta", mode="text", max_results=10)
     assert [r.path for r in response.results] == ["memory/ab.md"]
 
@@ -323,11 +396,14 @@ def test_session_and_memory_timestamps_in_explain(world, fake_embeddings) -> Non
 
 @pytest.mark.slow
 def test_local_minilm_finds_by_meaning_and_by_exact_token(world, local_embeddings) -> None:
-    index(world.assistant, {
-        "memory/pets.md": "My cat Mochi only eats salmon-flavoured food.",
-        "memory/infra.md": "The build server is reachable at build-07.internal.example.",
-        "memory/travel.md": "Flight to Lisbon departs on the 14th from gate B22.",
-    })
+    index(
+        world.assistant,
+        {
+            "memory/pets.md": "My cat Mochi only eats salmon-flavoured food.",
+            "memory/infra.md": "The build server is reachable at build-07.internal.example.",
+            "memory/travel.md": "Flight to Lisbon departs on the 14th from gate B22.",
+        },
+    )
     by_meaning = hybrid_search(assistant=world.assistant, query="what does my kitten like to eat?")
     assert by_meaning.mode == "hybrid" and by_meaning.results[0].path == "memory/pets.md"
     by_token = hybrid_search(assistant=world.assistant, query="build-07.internal.example")

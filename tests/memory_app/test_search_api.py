@@ -12,14 +12,23 @@ from tests.api_support import API, assert_error
 pytestmark = pytest.mark.django_db
 
 
-def test_search_returns_cited_results(api, world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+def test_search_returns_cited_results(
+    api, world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        response = api.post(f"{API}/assistants/helper/memory/", {
-            "path": "memory/2026-02-16.md", "content": "# Standup\nWe chose Postgres 16 for the heron service.\n"},
-            format="json")
+        response = api.post(
+            f"{API}/assistants/helper/memory/",
+            {
+                "path": "memory/2026-02-16.md",
+                "content": "# Standup\nWe chose Postgres 16 for the heron service.\n",
+            },
+            format="json",
+        )
     assert response.status_code == 201, response.content
 
-    body = api.get(f"{API}/assistants/helper/search/", {"q": "which database for heron", "explain": "1"}).json()
+    body = api.get(
+        f"{API}/assistants/helper/search/", {"q": "which database for heron", "explain": "1"}
+    ).json()
 
     assert body["mode"] == "hybrid" and body["requested_mode"] == "hybrid" and body["fallback"] is None
     assert body["provider"] == "openai" and body["model"] == "fake-embedding"
@@ -29,8 +38,9 @@ def test_search_returns_cited_results(api, world, fake_embeddings, django_captur
     assert result["citation"] == "memory/2026-02-16.md#L1-L3"
     assert "Postgres 16" in result["snippet"] and result["session_id"] is None
     assert set(result["explain"]) >= {"vector_score", "text_score", "decay_multiplier", "mmr_position"}
-    assert result["score"] == pytest.approx(0.7 * result["explain"]["vector_score"]
-                                            + 0.3 * result["explain"]["text_score"], abs=1e-5)
+    assert result["score"] == pytest.approx(
+        0.7 * result["explain"]["vector_score"] + 0.3 * result["explain"]["text_score"], abs=1e-5
+    )
 
 
 def test_search_without_explain_has_no_explain(api, world, no_embeddings) -> None:
@@ -48,29 +58,45 @@ def test_search_knobs_pass_through(api, world, fake_embeddings) -> None:
 
     factories.make_document(world.assistant, "memory/2026-01-01.md", "ramen lunch")
     reindex_assistant(world.assistant.pk)
-    body = api.get(f"{API}/assistants/helper/search/", {
-        "q": "ramen", "decay": "true", "mmr": "1", "explain": "1", "min_score": "0", "max_results": "3",
-        "sources": "memory", "mode": "hybrid", "snippet_mode": "best", "snippet_max_chars": "100"}).json()
+    body = api.get(
+        f"{API}/assistants/helper/search/",
+        {
+            "q": "ramen",
+            "decay": "true",
+            "mmr": "1",
+            "explain": "1",
+            "min_score": "0",
+            "max_results": "3",
+            "sources": "memory",
+            "mode": "hybrid",
+            "snippet_mode": "best",
+            "snippet_max_chars": "100",
+        },
+    ).json()
     [result] = body["results"]
     assert result["explain"]["decay_multiplier"] < 1 and result["explain"]["mmr_position"] == 1
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({}, "q"),
-    ({"q": "x", "max_results": "0"}, "max_results"),
-    ({"q": "x", "min_score": "2"}, "min_score"),
-    ({"q": "x", "sources": "memory,wiki"}, "sources"),
-    ({"q": "x", "mode": "fuzzy"}, "mode"),
-    ({"q": "x", "explain": "maybe"}, "explain"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({}, "q"),
+        ({"q": "x", "max_results": "0"}, "max_results"),
+        ({"q": "x", "min_score": "2"}, "min_score"),
+        ({"q": "x", "sources": "memory,wiki"}, "sources"),
+        ({"q": "x", "mode": "fuzzy"}, "mode"),
+        ({"q": "x", "explain": "maybe"}, "explain"),
+    ],
+)
 def test_bad_search_parameters_are_400(api, world, params, field) -> None:
     error = assert_error(api.get(f"{API}/assistants/helper/search/", params), 400, "validation_error")
     assert error["details"]["field"] == field
 
 
 def test_an_unknown_search_parameter_is_400(api, world) -> None:
-    error = assert_error(api.get(f"{API}/assistants/helper/search/", {"q": "x", "maxResults": "3"}), 400,
-                         "invalid_parameter")
+    error = assert_error(
+        api.get(f"{API}/assistants/helper/search/", {"q": "x", "maxResults": "3"}), 400, "invalid_parameter"
+    )
     assert error["details"]["unknown"] == ["maxResults"]
 
 
@@ -83,14 +109,17 @@ def test_search_never_returns_another_teams_memory(api, other_api, world, fake_e
     reindex_assistant(twin.pk)
     reindex_assistant(world.assistant.pk)
     acme = api.get(f"{API}/assistants/helper/search/", {"q": "REDFOX launch code", "min_score": "0"}).json()
-    globex = other_api.get(f"{API}/assistants/helper/search/", {"q": "BLUEBIRD launch code", "min_score": "0"}).json()
+    globex = other_api.get(
+        f"{API}/assistants/helper/search/", {"q": "BLUEBIRD launch code", "min_score": "0"}
+    ).json()
     assert acme["results"] and all("BLUEBIRD" in r["snippet"] for r in acme["results"])
     assert globex["results"] and all("REDFOX" in r["snippet"] for r in globex["results"])
     assert_error(other_api.get(f"{API}/assistants/rival-not-here/search/", {"q": "x"}), 404, "not_found")
 
 
-def test_reindex_returns_a_task_that_reports_progress(api, world, fake_embeddings,
-                                                      django_capture_on_commit_callbacks) -> None:
+def test_reindex_returns_a_task_that_reports_progress(
+    api, world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     for i in range(3):
         factories.make_document(world.assistant, f"memory/n{i}.md", f"note {i}")
     with django_capture_on_commit_callbacks(execute=True):
@@ -109,7 +138,13 @@ def test_reindex_returns_a_task_that_reports_progress(api, world, fake_embedding
 
 
 def test_reindex_refuses_bad_bodies(api, world) -> None:
-    assert_error(api.post(f"{API}/assistants/helper/reindex/", {"full": "soon"}, format="json"), 400,
-                 "validation_error")
-    assert_error(api.post(f"{API}/assistants/helper/reindex/", {"everything": True}, format="json"), 400,
-                 "validation_error")
+    assert_error(
+        api.post(f"{API}/assistants/helper/reindex/", {"full": "soon"}, format="json"),
+        400,
+        "validation_error",
+    )
+    assert_error(
+        api.post(f"{API}/assistants/helper/reindex/", {"everything": True}, format="json"),
+        400,
+        "validation_error",
+    )

@@ -9,7 +9,12 @@ from memory_app.snippets import SnippetPolicy, chunk_line_numbers, make_snippet
 def test_line_numbers_follow_plain_lines() -> None:
     content = "alpha\nbeta\n\ngamma"
     [chunk] = chunk_markdown(content, tokens=400, overlap=0)
-    assert chunk_line_numbers(chunk.text, start_line=chunk.start_line, source_lines=content.split("\n")) == [1, 2, 3, 4]
+    assert chunk_line_numbers(chunk.text, start_line=chunk.start_line, source_lines=content.split("\n")) == [
+        1,
+        2,
+        3,
+        4,
+    ]
 
 
 def test_long_line_pieces_share_their_line_number() -> None:
@@ -44,8 +49,12 @@ def test_head_policy_is_openclaws_first_700_chars_citing_the_lines_shown() -> No
 def test_best_policy_picks_the_lines_holding_the_query_terms() -> None:
     lines = [f"filler line {i} " + "z" * 80 for i in range(20)]
     lines[14] = "The deploy key rotation happens every ninety days."
-    snippet = make_snippet("\n".join(lines), [100 + i for i in range(20)],
-                           policy=SnippetPolicy(max_chars=300, mode="best"), terms=["rotation", "ninety"])
+    snippet = make_snippet(
+        "\n".join(lines),
+        [100 + i for i in range(20)],
+        policy=SnippetPolicy(max_chars=300, mode="best"),
+        terms=["rotation", "ninety"],
+    )
     assert "rotation happens every ninety days" in snippet.text
     assert len(snippet.text) <= 300
     assert snippet.start_line <= 114 <= snippet.end_line

@@ -17,7 +17,7 @@ SAMPLES = [
     "Fixed in commit 3F9A2C1D4E5F (see src/app/main.py).",
     "用Python写的脚本在 ./scripts/run.sh 里, deadline 2026-02-16, owner alice@example.com",
     "The deploy plan: migrate the DB to Postgres after the v1.2.3 release; foo_bar-baz!",
-    "データベースを移行する。데이터베이스를 옮기다. &amp; <div class=\"x\">hi</div>",
+    'データベースを移行する。데이터베이스를 옮기다. &amp; <div class="x">hi</div>',
 ]
 
 
@@ -54,7 +54,12 @@ def test_full_hash_in_text_is_one_lexeme() -> None:
 
 def test_path_is_kept_whole_and_as_its_parts() -> None:
     assert query_terms("src/app/main.py") == [
-        "src/app/main.py", "main.py", "main", "src", "app", "py",
+        "src/app/main.py",
+        "main.py",
+        "main",
+        "src",
+        "app",
+        "py",
     ]
     assert index_text("see src/app/main.py.") == "see src/app/main.py.\nsrc app main.py main py"
 
@@ -66,7 +71,9 @@ def test_leading_dot_of_a_relative_path_is_cut() -> None:
 
 def test_stop_words_are_dropped_unless_nothing_else_is_left() -> None:
     assert query_terms("what is the deploy plan for the database") == [
-        "database", "deploy", "plan",
+        "database",
+        "deploy",
+        "plan",
     ]
     assert query_terms("the a of") == ["the", "of", "a"]
     assert query_terms("我们的向量") == ["们的", "的向", "向量"]
@@ -110,9 +117,7 @@ def test_tsquery_operators_stay_inside_the_quotes() -> None:
 
     text = to_tsquery_text(hostile)
 
-    assert text == (
-        "'a&b' | 'c|d' | '!e' | '(f)' | 'g:*' | 'h:A' | '<->' | 'x'' | ''y' | 'null'"
-    )
+    assert text == ("'a&b' | 'c|d' | '!e' | '(f)' | 'g:*' | 'h:A' | '<->' | 'x'' | ''y' | 'null'")
     # Outside the quoted operands only the OR separators remain.
     assert re.sub(r"'(?:[^'\\]|''|\\.)*'", "", text).replace(" ", "") == "|" * (len(hostile) - 1)
 

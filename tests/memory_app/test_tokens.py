@@ -19,11 +19,18 @@ IMAGE = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
 
 
 def _assistant(text: str, *, usage: dict | None = None, stop: str = "stop") -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "usage": usage,
-            "stopReason": stop, "model": "m", "timestamp": 1}
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "usage": usage,
+        "stopReason": stop,
+        "model": "m",
+        "timestamp": 1,
+    }
 
 
 # --- estimate_string_chars -------------------------------------------------------------------
+
 
 def test_ascii_counts_one_per_char() -> None:
     assert estimate_string_chars("") == 0
@@ -78,6 +85,7 @@ def test_estimate_text_tokens_rounds_up() -> None:
 
 # --- estimate_message_tokens -----------------------------------------------------------------
 
+
 def test_user_string_and_blocks() -> None:
     assert estimate_message_tokens({"role": "user", "content": "abcdefgh", "timestamp": 1}) == 2
     blocks = [{"type": "text", "text": "abcd"}, {"type": "text", "text": "你好"}]
@@ -105,15 +113,22 @@ def test_assistant_text_thinking_and_tool_call() -> None:
 
 
 def test_tool_call_arguments_keep_cjk_unescaped_and_weighted() -> None:
-    message = {"role": "assistant", "content": [
-        {"type": "toolCall", "id": "c", "name": "s", "arguments": {"q": "记忆"}}]}
+    message = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": "c", "name": "s", "arguments": {"q": "记忆"}}],
+    }
     # 's' + '{"q":"记忆"}' = 1 + (8 + 2*4) = 17 -> 5 tokens (ensure_ascii would give 1 + 20)
     assert estimate_message_tokens(message) == 5
 
 
 def test_tool_result_text_and_images() -> None:
-    message = {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": False,
-               "content": [{"type": "text", "text": "x" * 10}, IMAGE]}
+    message = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": "read",
+        "isError": False,
+        "content": [{"type": "text", "text": "x" * 10}, IMAGE],
+    }
     assert estimate_message_tokens(message) == 3 + IMAGE_TOKENS
 
 
@@ -132,26 +147,38 @@ def test_estimate_messages_tokens_sums() -> None:
 
 # --- usage-based context estimate ------------------------------------------------------------
 
+
 def test_calculate_context_tokens_prefers_total() -> None:
-    assert calculate_context_tokens({"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4,
-                                     "totalTokens": 500}) == 500
-    assert calculate_context_tokens({"input": 100, "output": 20, "cacheRead": 3, "cacheWrite": 4,
-                                     "totalTokens": 0}) == 127
+    assert (
+        calculate_context_tokens(
+            {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4, "totalTokens": 500}
+        )
+        == 500
+    )
+    assert (
+        calculate_context_tokens(
+            {"input": 100, "output": 20, "cacheRead": 3, "cacheWrite": 4, "totalTokens": 0}
+        )
+        == 127
+    )
     assert calculate_context_tokens({"input": 100, "output": 20}) == 120
 
 
 def test_estimate_context_tokens_uses_last_valid_usage_plus_trailing() -> None:
     messages = [
         {"role": "user", "content": "a" * 40},
-        _assistant("b" * 40, usage={"input": 900, "output": 100, "cacheRead": 0, "cacheWrite": 0,
-                                    "totalTokens": 1000}),
+        _assistant(
+            "b" * 40,
+            usage={"input": 900, "output": 100, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1000},
+        ),
         {"role": "user", "content": "c" * 40},
         _assistant("d" * 4, usage={"totalTokens": 99999}, stop="error"),
         _assistant("e" * 4, usage={"totalTokens": 88888}, stop="aborted"),
         _assistant("f" * 4, usage=None),
     ]
     assert estimate_context_tokens(messages) == ContextEstimate(
-        tokens=1013, usage_tokens=1000, trailing_tokens=13, last_usage_index=1)
+        tokens=1013, usage_tokens=1000, trailing_tokens=13, last_usage_index=1
+    )
 
 
 def test_estimate_context_tokens_skips_all_zero_usage() -> None:
@@ -172,6 +199,7 @@ def test_estimate_context_tokens_usage_on_last_message() -> None:
 
 
 # --- correction ratio ------------------------------------------------------------------------
+
 
 def test_correction_ratio_is_reported_over_estimated() -> None:
     assert correction_ratio(1000, 1250) == 1.25

@@ -49,24 +49,41 @@ def user(text: str, **extra: Any) -> dict[str, Any]:
     return {"role": "user", "content": text, **extra}
 
 
-def assistant(text: str = "", *, calls: tuple[tuple[str, str, dict], ...] = (), usage: dict | None = None,
-              **extra: Any) -> dict[str, Any]:
+def assistant(
+    text: str = "", *, calls: tuple[tuple[str, str, dict], ...] = (), usage: dict | None = None, **extra: Any
+) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     content += [{"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in calls]
-    message = {"role": "assistant", "content": content, "stopReason": "toolUse" if calls else "stop",
-               "model": CHAT_MODEL, **extra}
+    message = {
+        "role": "assistant",
+        "content": content,
+        "stopReason": "toolUse" if calls else "stop",
+        "model": CHAT_MODEL,
+        **extra,
+    }
     if usage is not None:
         message["usage"] = usage
     return message
 
 
 def tool_result(call_id: str, text: str, *, name: str = "exec", is_error: bool = False) -> dict[str, Any]:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": name,
-            "content": [{"type": "text", "text": text}], "isError": is_error}
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+    }
 
 
 def usage(prompt: int, output: int = 10) -> dict[str, int]:
-    return {"input": prompt, "output": output, "cacheRead": 0, "cacheWrite": 0, "totalTokens": prompt + output}
+    return {
+        "input": prompt,
+        "output": output,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": prompt + output,
+    }
 
 
 def chatter(turns: int, *, words: int = 50, start: int = 0) -> list[dict[str, Any]]:
@@ -97,8 +114,19 @@ def is_summary_request(request: dict[str, Any]) -> bool:
 
 
 __all__ = [
-    "CHAT_MODEL", "assistant", "chatter", "fake_openai", "is_summary_request", "last_user_text", "llm", "no_llm",
-    "system_text", "tool_names", "tool_result", "usage", "user",
+    "CHAT_MODEL",
+    "assistant",
+    "chatter",
+    "fake_openai",
+    "is_summary_request",
+    "last_user_text",
+    "llm",
+    "no_llm",
+    "system_text",
+    "tool_names",
+    "tool_result",
+    "usage",
+    "user",
 ]
 
 
@@ -131,8 +159,10 @@ def router(*, chat: Any = "ok", summary: Any = SUMMARY_TEXT, flush: Any = "NO_RE
 
 def request_kinds(fake: FakeOpenAI) -> list[str]:
     """Return 'summary', 'flush' or 'chat' for each chat request received, in order."""
-    return ["summary" if is_summary_request(r) else "flush" if is_flush_request(r) else "chat"
-            for r in fake.chat_requests]
+    return [
+        "summary" if is_summary_request(r) else "flush" if is_flush_request(r) else "chat"
+        for r in fake.chat_requests
+    ]
 
 
 def message_input(data: dict[str, Any]):

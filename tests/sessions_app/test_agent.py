@@ -15,8 +15,10 @@ from tests import factories
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply
 from tests.sessions_app.engine_fixtures import *  # noqa: F403
 
-OVERFLOW_TEXT = ("This model's maximum context length is 8192 tokens. However, your messages resulted in "
-                 "9000 tokens. Please reduce the length of the messages.")
+OVERFLOW_TEXT = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+    "9000 tokens. Please reduce the length of the messages."
+)
 
 
 @pytest.fixture
@@ -36,8 +38,10 @@ def parsed(row: Message) -> dict:
 def test_turn_runs_memory_get_and_stores_every_message_with_usage(llm, session):
     factories.make_document(session.assistant, "memory/notes.md", "line one\nline two\nline three")
     llm.queue(
-        tool_call_reply([("memory_get", {"path": "memory/notes.md", "from": 2, "lines": 1})],
-                        usage={"prompt_tokens": 800, "completion_tokens": 15}),
+        tool_call_reply(
+            [("memory_get", {"path": "memory/notes.md", "from": 2, "lines": 1})],
+            usage={"prompt_tokens": 800, "completion_tokens": 15},
+        ),
         text_reply("Line two says: line two.", usage={"prompt_tokens": 900, "completion_tokens": 20}),
     )
     result = turn(session, "what is on line 2?")
@@ -45,24 +49,48 @@ def test_turn_runs_memory_get_and_stores_every_message_with_usage(llm, session):
     assert result.reply_text == "Line two says: line two." and not result.silent
     rows = list(Message.objects.filter(session=session).order_by("seq"))
     assert [r.role for r in rows] == ["user", "assistant", "toolResult", "assistant"]
-    assert rows[1].content == [{"type": "toolCall", "id": "call_1", "name": "memory_get",
-                                "arguments": {"path": "memory/notes.md", "from": 2, "lines": 1}}]
+    assert rows[1].content == [
+        {
+            "type": "toolCall",
+            "id": "call_1",
+            "name": "memory_get",
+            "arguments": {"path": "memory/notes.md", "from": 2, "lines": 1},
+        }
+    ]
     assert rows[1].stop_reason == "toolUse"
-    assert parsed(rows[2]) == {"text": "line two\n\n[More content available. Use from=3 to continue.]",
-                               "path": "memory/notes.md", "from": 2, "lines": 1, "truncated": True, "nextFrom": 3}
+    assert parsed(rows[2]) == {
+        "text": "line two\n\n[More content available. Use from=3 to continue.]",
+        "path": "memory/notes.md",
+        "from": 2,
+        "lines": 1,
+        "truncated": True,
+        "nextFrom": 3,
+    }
     assert rows[2].tool_call_id == "call_1" and rows[2].tool_name == "memory_get" and not rows[2].is_error
-    assert rows[3].usage == {"input": 900, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 920,
-                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    assert rows[3].usage == {
+        "input": 900,
+        "output": 20,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": 920,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
     assert (rows[3].stop_reason, rows[3].model, rows[3].api) == ("stop", "fake-chat", "openai-completions")
 
     first, second = llm.chat_requests
     assert tool_names(first) == ["memory_search", "memory_get", "tool_result_get"]
-    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": rows[2].content[0]["text"]}
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": rows[2].content[0]["text"],
+    }
     session.refresh_from_db()
     assert (session.total_tokens, session.total_tokens_fresh) == (900, True)
     assert session.last_cache_touch_at is not None
     calibration = ModelCalibration.objects.get(model="fake-chat")
-    assert calibration.samples == 2 and calibration.reported_tokens == 1700 and calibration.estimated_tokens > 0
+    assert (
+        calibration.samples == 2 and calibration.reported_tokens == 1700 and calibration.estimated_tokens > 0
+    )
 
 
 def test_memory_get_window_budget_and_notice():
@@ -71,7 +99,11 @@ def test_memory_get_window_budget_and_notice():
     assert (read.start, read.lines, read.next_from) == (1, 120, 121)
     assert read.text.endswith("line 120\n\n[More content available. Use from=121 to continue.]")
     huge = build_memory_read("x" * 13000, path="MEMORY.md")
-    assert huge.text == "x" * 12000 + "\n\n[More content available. Requested excerpt exceeded the default maxChars budget.]"
+    assert (
+        huge.text
+        == "x" * 12000
+        + "\n\n[More content available. Requested excerpt exceeded the default maxChars budget.]"
+    )
     assert huge.next_from is None and huge.truncated
     whole = build_memory_read("a\nb", path="MEMORY.md", start=1, count=5)
     assert whole.as_dict() == {"text": "a\nb", "path": "MEMORY.md", "from": 1, "lines": 2}
@@ -79,8 +111,12 @@ def test_memory_get_window_budget_and_notice():
 
 @pytest.mark.django_db
 def test_memory_get_refuses_paths_outside_memory(llm, session):
-    llm.queue(tool_call_reply([("memory_get", {"path": "../etc/passwd"}), ("memory_get", {"path": "memory/none.md"})]),
-              text_reply("done"))
+    llm.queue(
+        tool_call_reply(
+            [("memory_get", {"path": "../etc/passwd"}), ("memory_get", {"path": "memory/none.md"})]
+        ),
+        text_reply("done"),
+    )
     turn(session)
     bad, missing = Message.objects.filter(session=session, role="toolResult").order_by("seq")
     assert parsed(bad)["disabled"] is True and parsed(bad)["error"].startswith("path required")
@@ -90,16 +126,22 @@ def test_memory_get_refuses_paths_outside_memory(llm, session):
 @pytest.mark.django_db
 def test_tool_result_get_pages_through_a_stored_result(llm, session):
     [_, _, stored] = factories.add_messages(
-        session, user("dump"), assistant(calls=(("c1", "exec", {}),)), tool_result("c1", "0123456789" * 3000))
+        session, user("dump"), assistant(calls=(("c1", "exec", {}),)), tool_result("c1", "0123456789" * 3000)
+    )
     llm.queue(
-        tool_call_reply([("tool_result_get", {"id": stored.entry_id}),
-                         ("tool_result_get", {"id": stored.entry_id, "from": 24000}),
-                         ("tool_result_get", {"id": "deadbeef"})]),
+        tool_call_reply(
+            [
+                ("tool_result_get", {"id": stored.entry_id}),
+                ("tool_result_get", {"id": stored.entry_id, "from": 24000}),
+                ("tool_result_get", {"id": "deadbeef"}),
+            ]
+        ),
         text_reply("read it"),
     )
     turn(session)
-    first, last, unknown = Message.objects.filter(session=session, role="toolResult", tool_name="tool_result_get") \
-        .order_by("seq")
+    first, last, unknown = Message.objects.filter(
+        session=session, role="toolResult", tool_name="tool_result_get"
+    ).order_by("seq")
     page = parsed(first)
     assert (page["from"], page["length"], page["totalChars"], page["nextFrom"]) == (0, 12000, 30000, 12000)
     assert page["text"].endswith("\n\n[More content available. Use from=12000 to continue.]")
@@ -110,10 +152,14 @@ def test_tool_result_get_pages_through_a_stored_result(llm, session):
 @pytest.mark.django_db
 def test_unknown_tool_gets_an_error_result_and_rounds_are_bounded(llm, session, settings):
     settings.LLM_MAX_TOOL_ROUNDS = 2
-    llm.default_chat = lambda request: tool_call_reply([("nope", {})]) if request.get("tools") else text_reply("final")
+    llm.default_chat = lambda request: (
+        tool_call_reply([("nope", {})]) if request.get("tools") else text_reply("final")
+    )
     result = turn(session)
     results = Message.objects.filter(session=session, role="toolResult")
-    assert results.count() == 2 and all(r.is_error and r.content[0]["text"] == "Tool nope not found" for r in results)
+    assert results.count() == 2 and all(
+        r.is_error and r.content[0]["text"] == "Tool nope not found" for r in results
+    )
     assert result.reply_text == "final"
     assert [bool(r.get("tools")) for r in llm.chat_requests] == [True, True, False]
 
@@ -187,8 +233,9 @@ def test_a_timeout_answers_504_and_keeps_the_message(llm, session, settings):
     with pytest.raises(TurnError) as caught:
         turn(session, "slow one")
     assert (caught.value.status, caught.value.code) == (504, "model_timeout")
-    assert list(Message.objects.filter(session=session).values_list("role", "stop_reason").order_by("seq")) == [
-        ("user", ""), ("assistant", "error")]
+    assert list(
+        Message.objects.filter(session=session).values_list("role", "stop_reason").order_by("seq")
+    ) == [("user", ""), ("assistant", "error")]
 
 
 def long_session(world, turns: int = 8) -> Session:
@@ -208,14 +255,17 @@ def test_overflow_compacts_and_the_turn_succeeds(llm, world):
 
     assert result.reply_text == "Answer after compaction."
     kinds = request_kinds(llm)
-    assert kinds[:3] == ["chat", "flush", "summary"] and set(kinds[3:-1]) <= {"summary"} and kinds[-1] == "chat"
+    assert (
+        kinds[:3] == ["chat", "flush", "summary"] and set(kinds[3:-1]) <= {"summary"} and kinds[-1] == "chat"
+    )
     [run] = result.compactions
     assert (run.trigger, run.state, run.flush_outcome) == ("overflow", "committed", "flushed")
     entry = CompactionEntry.objects.get(session=session)
     assert entry.tokens_before == 9000  # observed in the error text ("resulted in 9000 tokens")
     retried = llm.chat_requests[-1]["messages"]
     assert retried[1]["role"] == "user" and retried[1]["content"].startswith(
-        "The conversation history before this point was compacted into the following summary:\n\n<summary>\n")
+        "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+    )
     assert retried[-1] == {"role": "user", "content": "one more question"}
     session.refresh_from_db()
     assert session.compaction_count == 1 and session.total_tokens_fresh
@@ -228,10 +278,17 @@ def test_overflow_that_persists_gives_openclaws_error(llm, world):
     llm.default_chat = router(chat=lambda request: overflow)
     with pytest.raises(TurnError) as caught:
         turn(session, "again")
-    assert (caught.value.status, caught.value.code, caught.value.message) == (422, "context_overflow", OVERFLOW_USER_ERROR)
-    assert CompactionEntry.objects.filter(session=session).count() == 1  # the second attempt: "Already compacted"
-    assert list(CompactionRun.objects.filter(session=session).values_list("state", flat=True).order_by("id")) == [
-        "committed", "failed"]
+    assert (caught.value.status, caught.value.code, caught.value.message) == (
+        422,
+        "context_overflow",
+        OVERFLOW_USER_ERROR,
+    )
+    assert (
+        CompactionEntry.objects.filter(session=session).count() == 1
+    )  # the second attempt: "Already compacted"
+    assert list(
+        CompactionRun.objects.filter(session=session).values_list("state", flat=True).order_by("id")
+    ) == ["committed", "failed"]
     assert Message.objects.filter(session=session, stop_reason="error").count() == 1
 
 
@@ -241,20 +298,35 @@ def test_cache_ttl_pruning_runs_once_per_window_and_the_touch_follows_each_call(
 
     from django.utils import timezone
 
-    world.assistant.settings = validate_settings({"contextPruning": {
-        "mode": "cache-ttl", "ttl": "5m", "softTrimRatio": 0.0, "keepLastAssistants": 1,
-        "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6}}})
+    world.assistant.settings = validate_settings(
+        {
+            "contextPruning": {
+                "mode": "cache-ttl",
+                "ttl": "5m",
+                "softTrimRatio": 0.0,
+                "keepLastAssistants": 1,
+                "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6},
+            }
+        }
+    )
     world.assistant.save()
     session = factories.make_session(world.assistant)
-    factories.add_messages(session, user("read"), assistant(calls=(("c1", "exec", {}),)),
-                           tool_result("c1", "abcdefghij" * 1000), assistant("read it"))
+    factories.add_messages(
+        session,
+        user("read"),
+        assistant(calls=(("c1", "exec", {}),)),
+        tool_result("c1", "abcdefghij" * 1000),
+        assistant("read it"),
+    )
     stale_touch = timezone.now() - timedelta(minutes=10)
     Session.objects.filter(pk=session.pk).update(last_cache_touch_at=stale_touch)
 
     llm.queue(text_reply("first"), text_reply("second"))
     turn(session, "one")  # the cache went cold: prune, then touch
     turn(session, "two")  # touched a moment ago: the cache is warm, send the original
-    first, second = ([m for m in r["messages"] if m["role"] == "tool"][0]["content"] for r in llm.chat_requests)
+    first, second = (
+        [m for m in r["messages"] if m["role"] == "tool"][0]["content"] for r in llm.chat_requests
+    )
     assert first.startswith("abcdef\n...\nefghij\n\n[Tool result trimmed:")
     assert second == "abcdefghij" * 1000
     session.refresh_from_db()

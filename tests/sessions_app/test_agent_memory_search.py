@@ -17,8 +17,11 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_model_searches_memory_and_reads_the_hit(llm, fake_embeddings, world) -> None:
-    factories.make_document(world.assistant, "memory/2026-02-16.md",
-                            "# Standup\n\nThe staging database is heron-db on Postgres 16.")
+    factories.make_document(
+        world.assistant,
+        "memory/2026-02-16.md",
+        "# Standup\n\nThe staging database is heron-db on Postgres 16.",
+    )
     reindex_assistant(world.assistant.pk)
     session = factories.make_session(world.assistant, key="dm-alice")
     llm.queue(

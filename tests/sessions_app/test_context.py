@@ -20,8 +20,11 @@ TRIMMED = (
 
 
 def prune_settings(**pruning):
-    base = {"softTrimRatio": 0.0, "keepLastAssistants": 1,
-            "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6}}
+    base = {
+        "softTrimRatio": 0.0,
+        "keepLastAssistants": 1,
+        "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6},
+    }
     return validate_settings({"contextPruning": {**base, **pruning}})
 
 
@@ -80,12 +83,21 @@ def test_pruning_always_trims_old_tool_results_and_names_the_original(world, too
 
     pruned = context.agent_messages[2]
     assert pruned["content"] == [{"type": "text", "text": TRIMMED.format(entry=rows[2].entry_id)}]
-    assert context.pruning.as_dict()["changes"] == [{
-        "index": 2, "entry_id": rows[2].entry_id, "tool_name": "exec", "action": "trimmed",
-        "chars_before": 10000, "chars_after": len(TRIMMED.format(entry=rows[2].entry_id)),
-    }]
-    assert context.openai_messages[3] == {"role": "tool", "tool_call_id": "call_1",
-                                          "content": TRIMMED.format(entry=rows[2].entry_id)}
+    assert context.pruning.as_dict()["changes"] == [
+        {
+            "index": 2,
+            "entry_id": rows[2].entry_id,
+            "tool_name": "exec",
+            "action": "trimmed",
+            "chars_before": 10000,
+            "chars_after": len(TRIMMED.format(entry=rows[2].entry_id)),
+        }
+    ]
+    assert context.openai_messages[3] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": TRIMMED.format(entry=rows[2].entry_id),
+    }
     rows[2].refresh_from_db()
     assert rows[2].content[0]["text"] == "abcdefghij" * 1000  # storage is never touched
 
@@ -120,8 +132,9 @@ def test_deny_wins_over_allow(world, tool_session):
 @pytest.mark.django_db
 def test_token_figures_use_reported_usage_plus_estimates_after_it(world):
     session = factories.make_session(world.assistant)
-    factories.add_messages(session, user("hi"), assistant("hello", usage=usage(170000, 2000)),
-                           user("x" * 4000))  # 1000 estimated tokens after the usage
+    factories.add_messages(
+        session, user("hi"), assistant("hello", usage=usage(170000, 2000)), user("x" * 4000)
+    )  # 1000 estimated tokens after the usage
     session.refresh_from_db()
     figures = token_figures(session)
     assert figures.context_tokens == 172000 + 1000
@@ -141,7 +154,9 @@ def test_calibration_corrects_estimates_not_reported_usage(world):
     ModelCalibration.objects.create(model="", estimated_tokens=1000, reported_tokens=1300, samples=1)
     world.assistant.model = "calibrated-model"
     world.assistant.save()
-    ModelCalibration.objects.create(model="calibrated-model", estimated_tokens=1000, reported_tokens=1300, samples=4)
+    ModelCalibration.objects.create(
+        model="calibrated-model", estimated_tokens=1000, reported_tokens=1300, samples=4
+    )
     session.refresh_from_db()
     assert token_figures(session).context_tokens == 1300
 
@@ -174,7 +189,9 @@ def test_stored_figures_agree_with_the_view_and_ignore_stale_usage(world, no_llm
 
 @pytest.mark.django_db
 def test_force_flush_by_transcript_size(world):
-    world.assistant.settings = validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "1kb"}}})
+    world.assistant.settings = validate_settings(
+        {"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "1kb"}}}
+    )
     session = factories.make_session(world.assistant)
     factories.add_messages(session, user("x" * 600))
     assert token_figures(session).flush_reason is None

@@ -84,8 +84,14 @@ def test_cut_keeps_recent_tokens_and_summarizes_the_rest() -> None:
 
 def test_cut_never_lands_on_a_tool_result() -> None:
     # The budget is reached at r1, an invalid cut point, so the cut moves forward to a2.
-    entries = [user("u0"), assistant("a0"), user("u1"), assistant("a1", "", calls=("c1",)),
-               result("r1", "c1", "y" * 8000), assistant("a2", "done")]
+    entries = [
+        user("u0"),
+        assistant("a0"),
+        user("u1"),
+        assistant("a1", "", calls=("c1",)),
+        result("r1", "c1", "y" * 8000),
+        assistant("a2", "done"),
+    ]
 
     plan = prepare_compaction(entries, keep_recent_tokens=100)
 
@@ -97,9 +103,16 @@ def test_cut_never_lands_on_a_tool_result() -> None:
 
 
 def test_a_tool_result_always_stays_on_the_side_of_its_call() -> None:
-    entries = [user("u1"), assistant("a1", "", calls=("c1", "c2")), result("r1", "c1"),
-               result("r2", "c2"), assistant("a2", calls=("c3",)), result("r3", "c3"),
-               user("u2"), assistant("a3")]
+    entries = [
+        user("u1"),
+        assistant("a1", "", calls=("c1", "c2")),
+        result("r1", "c1"),
+        result("r2", "c2"),
+        assistant("a2", calls=("c3",)),
+        result("r3", "c3"),
+        user("u2"),
+        assistant("a3"),
+    ]
     call_owner = {"r1": "a1", "r2": "a1", "r3": "a2"}
 
     for keep in range(1, 900, 13):
@@ -112,9 +125,16 @@ def test_a_tool_result_always_stays_on_the_side_of_its_call() -> None:
 
 
 def test_split_turn_puts_the_turn_start_into_the_prefix() -> None:
-    entries = [user("u0"), assistant("a0"), user("u1", "fix it"), assistant("a1", calls=("c1",)),
-               result("r1", "c1"), assistant("a2", calls=("c2",)), result("r2", "c2"),
-               assistant("a3")]
+    entries = [
+        user("u0"),
+        assistant("a0"),
+        user("u1", "fix it"),
+        assistant("a1", calls=("c1",)),
+        result("r1", "c1"),
+        assistant("a2", calls=("c2",)),
+        result("r2", "c2"),
+        assistant("a3"),
+    ]
 
     plan = prepare_compaction(entries, keep_recent_tokens=150)
 
@@ -145,9 +165,17 @@ def test_no_plan_right_after_a_compaction_or_for_an_empty_session() -> None:
 
 
 def test_next_compaction_summarizes_the_kept_tail_and_feeds_the_previous_summary() -> None:
-    entries = [user("u1"), assistant("a1"), user("u2"), assistant("a2"),
-               compaction("c1", "S" * 40, "u2"), user("u3"), assistant("a3"), user("u4"),
-               assistant("a4")]
+    entries = [
+        user("u1"),
+        assistant("a1"),
+        user("u2"),
+        assistant("a2"),
+        compaction("c1", "S" * 40, "u2"),
+        user("u3"),
+        assistant("a3"),
+        user("u4"),
+        assistant("a4"),
+    ]
 
     plan = prepare_compaction(entries, keep_recent_tokens=150)
 
@@ -173,9 +201,17 @@ def test_tokens_before_prefers_usage_reported_after_the_last_compaction() -> Non
 
 
 def test_build_session_context_after_two_compactions() -> None:
-    entries = [user("m1"), assistant("m2"), user("m3"), assistant("m4"),
-               compaction("c1", "first", "m3"), user("m5"), assistant("m6"),
-               compaction("c2", "second", "m5"), user("m7")]
+    entries = [
+        user("m1"),
+        assistant("m2"),
+        user("m3"),
+        assistant("m4"),
+        compaction("c1", "first", "m3"),
+        user("m5"),
+        assistant("m6"),
+        compaction("c2", "second", "m5"),
+        user("m7"),
+    ]
 
     context = build_session_context(entries)
 
@@ -184,9 +220,16 @@ def test_build_session_context_after_two_compactions() -> None:
 
 
 def test_build_session_context_keeps_entries_from_before_the_previous_compaction() -> None:
-    entries = [user("m1"), assistant("m2"), user("m3"), assistant("m4"),
-               compaction("c1", "first", "m3"), user("m5"), compaction("c2", "second", "m4"),
-               user("m6")]
+    entries = [
+        user("m1"),
+        assistant("m2"),
+        user("m3"),
+        assistant("m4"),
+        compaction("c1", "first", "m3"),
+        user("m5"),
+        compaction("c2", "second", "m4"),
+        user("m6"),
+    ]
 
     context = build_session_context(entries)
 

@@ -26,8 +26,9 @@ def messages_url(session: Session) -> str:
 
 
 def say(api, session, text: str, **headers):
-    return api.post(messages_url(session), {"role": "user", "content": text, "respond": True}, format="json",
-                    **headers)
+    return api.post(
+        messages_url(session), {"role": "user", "content": text, "respond": True}, format="json", **headers
+    )
 
 
 def long_session(world, turns: int = 8) -> Session:
@@ -54,7 +55,11 @@ def test_respond_returns_the_reply_and_every_stored_message(api, session, llm):
 def test_respond_no_reply_is_silent(api, session, llm):
     llm.queue(text_reply("NO_REPLY"))
     body = say(api, session, "ping").json()
-    assert body["reply"]["text"] is None and body["reply"]["silent"] is True and body["reply"]["entry_id"] is None
+    assert (
+        body["reply"]["text"] is None
+        and body["reply"]["silent"] is True
+        and body["reply"]["entry_id"] is None
+    )
     assert Message.objects.get(session=session, role="assistant").silent
     transcript = api.get(messages_url(session)).json()["entries"]
     assert [e["message"]["role"] for e in transcript] == ["user"]  # silent hidden by default
@@ -68,7 +73,9 @@ def test_respond_failure_is_502_and_keeps_the_message(api, session, llm):
     assert [m["role"] for m in error["details"]["messages"]] == ["user", "assistant"]
     assert error["details"]["messages"][1]["stopReason"] == "error"
     assert list(Message.objects.filter(session=session).values_list("role", flat=True).order_by("seq")) == [
-        "user", "assistant"]
+        "user",
+        "assistant",
+    ]
 
 
 def test_respond_with_an_idempotency_key_runs_once(api, session, llm):
@@ -87,7 +94,9 @@ def test_other_teams_and_viewers_cannot_drive_the_engine(api, other_api, scoped_
     assert_error(say(other_api, session, "hi"), 404, "not_found")
     viewer = scoped_api("sessions:read")
     assert viewer.get(f"{API}/sessions/{session.pk}/context/").status_code == 200
-    assert_error(viewer.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 403, "insufficient_scope")
+    assert_error(
+        viewer.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 403, "insufficient_scope"
+    )
     assert llm.chat_requests == []
 
 
@@ -95,7 +104,9 @@ def test_compact_chat_command_compacts_and_is_not_stored(api, world, llm):
     session = long_session(world)
     count = Message.objects.filter(session=session).count()
     llm.default_chat = router()
-    response = api.post(messages_url(session), {"role": "user", "content": "/compact: keep the ids"}, format="json")
+    response = api.post(
+        messages_url(session), {"role": "user", "content": "/compact: keep the ids"}, format="json"
+    )
     assert response.status_code == 200
     body = response.json()
     assert body["command"] == "compact" and body["messages"] == []
@@ -103,7 +114,9 @@ def test_compact_chat_command_compacts_and_is_not_stored(api, world, llm):
     assert body["run"]["state"] == "committed" and body["run"]["trigger"] == "manual"
     assert body["run"]["instructions"] == "keep the ids" and body["run"]["flush_outcome"] == "flushed"
     assert Message.objects.filter(session=session, flush_turn=False).count() == count
-    again = api.post(messages_url(session), {"role": "user", "content": "/compact", "respond": True}, format="json")
+    again = api.post(
+        messages_url(session), {"role": "user", "content": "/compact", "respond": True}, format="json"
+    )
     assert_error(again, 409, "already_compacted")
 
 
@@ -118,7 +131,10 @@ def test_compact_endpoint_dry_run_then_compact(api, world, llm):
     response = api.post(url, {"instructions": "Focus on decisions"}, format="json")
     assert response.status_code == 201
     run = response.json()["run"]
-    assert run["state"] == "committed" and run["entry"]["firstKeptEntryId"] == preview.json()["first_kept_entry_id"]
+    assert (
+        run["state"] == "committed"
+        and run["entry"]["firstKeptEntryId"] == preview.json()["first_kept_entry_id"]
+    )
     assert response.json()["tokens"]["compaction_count"] == 1
 
     listing = api.get(f"{API}/sessions/{session.pk}/compactions/").json()
@@ -131,34 +147,61 @@ def test_compact_endpoint_dry_run_then_compact(api, world, llm):
 
 
 def test_compact_endpoint_errors(api, world, llm, session):
-    assert_error(api.post(f"{API}/sessions/{session.pk}/compact/", {"dry_run": "yes"}, format="json"),
-                 400, "validation_error")
-    assert_error(api.post(f"{API}/sessions/{session.pk}/compact/", {"bogus": 1}, format="json"), 400, "validation_error")
+    assert_error(
+        api.post(f"{API}/sessions/{session.pk}/compact/", {"dry_run": "yes"}, format="json"),
+        400,
+        "validation_error",
+    )
+    assert_error(
+        api.post(f"{API}/sessions/{session.pk}/compact/", {"bogus": 1}, format="json"),
+        400,
+        "validation_error",
+    )
     factories.add_messages(session, user("hi"), assistant("hello"))
-    assert_error(api.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 422, "nothing_to_compact")
+    assert_error(
+        api.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 422, "nothing_to_compact"
+    )
 
     busy_session = long_session(world)
     CompactionRun.objects.create(session=busy_session, trigger="threshold", state="summarizing")
-    assert_error(api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"), 409,
-                 "compaction_in_progress")
+    assert_error(
+        api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"),
+        409,
+        "compaction_in_progress",
+    )
     CompactionRun.objects.filter(session=busy_session).update(state="failed")
 
     llm.default_chat = router(summary=lambda request: error_reply(500, "summariser down"))
-    error = assert_error(api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"), 502,
-                         "compaction_failed")
-    assert error["details"]["run"]["state"] == "failed" and "summariser down" in error["details"]["run"]["reason"]
+    error = assert_error(
+        api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"), 502, "compaction_failed"
+    )
+    assert (
+        error["details"]["run"]["state"] == "failed"
+        and "summariser down" in error["details"]["run"]["reason"]
+    )
     assert not CompactionEntry.objects.exists()
 
 
 def test_context_shows_exactly_what_the_next_call_sends_and_changes_nothing(api, world, session, llm):
-    world.assistant.settings = validate_settings({"contextPruning": {
-        "mode": "always", "softTrimRatio": 0.0, "keepLastAssistants": 1,
-        "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6}}})
+    world.assistant.settings = validate_settings(
+        {
+            "contextPruning": {
+                "mode": "always",
+                "softTrimRatio": 0.0,
+                "keepLastAssistants": 1,
+                "softTrim": {"maxChars": 10, "headChars": 6, "tailChars": 6},
+            }
+        }
+    )
     world.assistant.save()
     factories.make_document(world.assistant, "MEMORY.md", "Prefers short answers.")
     [_, _, result, *_] = factories.add_messages(
-        session, user("read it"), assistant(calls=(("c1", "exec", {}),)), tool_result("c1", "abcdefghij" * 1000),
-        assistant("It repeats."))
+        session,
+        user("read it"),
+        assistant(calls=(("c1", "exec", {}),)),
+        tool_result("c1", "abcdefghij" * 1000),
+        assistant("It repeats."),
+    )
     llm.queue(text_reply("first"))
     assert say(api, session, "first question").status_code == 201
     before = Session.objects.filter(pk=session.pk).values().get()
@@ -166,14 +209,22 @@ def test_context_shows_exactly_what_the_next_call_sends_and_changes_nothing(api,
 
     context = api.get(f"{API}/sessions/{session.pk}/context/").json()
     assert Session.objects.filter(pk=session.pk).values().get() == before and Message.objects.count() == count
-    trimmed = ("abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars of 10000 chars.]"
-               f"\n[Original: message {result.entry_id}; call tool_result_get to read it in full.]")
+    trimmed = (
+        "abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars of 10000 chars.]"
+        f"\n[Original: message {result.entry_id}; call tool_result_get to read it in full.]"
+    )
     assert {"role": "tool", "tool_call_id": "c1", "content": trimmed} in context["messages"]
     assert context["pruning"]["changes"][0]["entry_id"] == result.entry_id
     assert context["pruning"]["changes"][0]["action"] == "trimmed"
-    assert context["memory_files"] == ["MEMORY.md"] and "Prefers short answers." in context["messages"][0]["content"]
+    assert (
+        context["memory_files"] == ["MEMORY.md"]
+        and "Prefers short answers." in context["messages"][0]["content"]
+    )
     assert (context["context_window"], context["flush_threshold"], context["compaction_threshold"]) == (
-        200000, 176000, 180000)
+        200000,
+        176000,
+        180000,
+    )
     assert context["estimated_tokens"] > 0 and context["agent_messages"][2]["content"][0]["text"] == trimmed
 
     llm.queue(text_reply("second"))

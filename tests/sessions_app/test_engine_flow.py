@@ -37,7 +37,8 @@ def test_turns_flush_at_176000_then_compact_above_180000(llm, world):
 
     chat_usage = iter([170000, 175600, 181000, 5000])
     llm.default_chat = router(
-        flush=flush, chat=lambda request: text_reply("ok", usage=reported(next(chat_usage))))
+        flush=flush, chat=lambda request: text_reply("ok", usage=reported(next(chat_usage)))
+    )
 
     first = run_turn(session_id=session.pk, message=message_input(user("one")))
     assert first.scheduled == {"compaction": False, "flush": False}  # 170000 + 500 < 176000

@@ -69,7 +69,11 @@ def test_export_tasks_are_idempotent_and_recover_from_a_crash(export_root, world
     assert path.read_bytes() == first  # the half-written file never replaced the old one
     monkeypatch.setattr(exports, "session_jsonl_lines", real)
     tasks.export_session(session.pk)  # django-q2 retries the task: it rewrites everything from Postgres
-    assert [row["message"]["content"] for row in transcript_lines(export_root, "chat")[1:]] == ["one", "two", "three"]
+    assert [row["message"]["content"] for row in transcript_lines(export_root, "chat")[1:]] == [
+        "one",
+        "two",
+        "three",
+    ]
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -86,8 +90,14 @@ def _cluster_env(export_root: Path) -> dict[str, str]:
     db = connection.settings_dict
     url = f"postgresql://{db['USER']}@{quote(db['HOST'], safe='')}/{db['NAME']}"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENCLAW_", "PYTEST"))}
-    env.update(DJANGO_SETTINGS_MODULE="openclaw_site.settings", DATABASE_URL=url, EXPORT_ROOT=str(export_root),
-               OPENCLAW_TASKS_SYNC="0", Q_WORKERS="1", LOG_LEVEL="INFO")
+    env.update(
+        DJANGO_SETTINGS_MODULE="openclaw_site.settings",
+        DATABASE_URL=url,
+        EXPORT_ROOT=str(export_root),
+        OPENCLAW_TASKS_SYNC="0",
+        Q_WORKERS="1",
+        LOG_LEVEL="INFO",
+    )
     return env
 
 
@@ -112,22 +122,39 @@ def test_qcluster_runs_enqueued_exports_with_the_orm_broker(export_root, world, 
     monkeypatch.setattr(Conf, "SYNC", False)  # tests run tasks inline; here they go through the broker
     log = tmp_path / "qcluster.log"
     with log.open("w") as out:
-        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=settings.BASE_DIR,
-                                   env=_cluster_env(export_root), stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        cluster = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=settings.BASE_DIR,
+            env=_cluster_env(export_root),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         with transaction.atomic():
             session = factories.make_session(world.assistant, "queued")
             factories.add_messages(session, {"role": "user", "content": "through the broker"})
             factories.make_document(world.assistant, "MEMORY.md", "queued memory")
             assert not OrmQ.objects.exists()  # enqueue waits for the commit
-        _wait_for(lambda: len(transcript_lines(export_root, "queued")) == 2, what="the session export",
-                  process=cluster, log=log)
+        _wait_for(
+            lambda: len(transcript_lines(export_root, "queued")) == 2,
+            what="the session export",
+            process=cluster,
+            log=log,
+        )
         memory = export_root / "acme" / "helper" / "MEMORY.md"
-        _wait_for(lambda: memory.exists() and memory.read_text() == "queued memory", what="the memory export",
-                  process=cluster, log=log)
-        _wait_for(lambda: Task.objects.filter(func="sessions_app.tasks.export_memory", success=True).exists(),
-                  what="the task result", process=cluster, log=log)
+        _wait_for(
+            lambda: memory.exists() and memory.read_text() == "queued memory",
+            what="the memory export",
+            process=cluster,
+            log=log,
+        )
+        _wait_for(
+            lambda: Task.objects.filter(func="sessions_app.tasks.export_memory", success=True).exists(),
+            what="the task result",
+            process=cluster,
+            log=log,
+        )
     finally:
         # Only the main process: it stops its sentinel and workers. A SIGTERM to the whole group kills the
         # sentinel mid-wait and leaves the main process blocked on the stop event (django-q2 1.11).

@@ -35,17 +35,37 @@ def conversation(world):
     factories.add_messages(
         session,
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Where do we deploy? ünïcode 部署", "timestamp": "2026-02-16T09:00:05.123456Z"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Checking."},
-            {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "deploy.yaml"}},
-        ], "usage": USAGE, "stopReason": "toolUse", "model": "gpt-x", "provider": "openai", "api": "openai-completions"},
-        {"role": "toolResult", "toolCallId": "call_1", "toolName": "read", "content": "region: eu-west-3",
-         "details": {"bytes": 17}},
+        {
+            "role": "user",
+            "content": "Where do we deploy? ünïcode 部署",
+            "timestamp": "2026-02-16T09:00:05.123456Z",
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "deploy.yaml"}},
+            ],
+            "usage": USAGE,
+            "stopReason": "toolUse",
+            "model": "gpt-x",
+            "provider": "openai",
+            "api": "openai-completions",
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "call_1",
+            "toolName": "read",
+            "content": "region: eu-west-3",
+            "details": {"bytes": 17},
+        },
         {"role": "assistant", "content": "eu-west-3.", "model": "gpt-x"},
     )
-    factories.add_messages(session, {"role": "user", "content": "Pre-compaction memory flush. ...", "silent": True},
-                           {"role": "assistant", "content": "NO_REPLY", "silent": True})
+    factories.add_messages(
+        session,
+        {"role": "user", "content": "Pre-compaction memory flush. ...", "silent": True},
+        {"role": "assistant", "content": "NO_REPLY", "silent": True},
+    )
     return session
 
 
@@ -56,9 +76,17 @@ def add_compaction(session, *, first_kept, summary="## Decisions\n- eu-west-3") 
     with transaction.atomic():
         locked = lock_session(session.pk)
         entry = CompactionEntry.objects.create(
-            session=locked, seq=take_seq(locked), entry_id="c0ffee01", summary=summary, first_kept=first_kept,
-            first_kept_entry_id=first_kept.entry_id, tokens_before=181234, tokens_after=9000, trigger="manual",
-            details={"readFiles": ["deploy.yaml"], "modifiedFiles": []}, from_hook=True,
+            session=locked,
+            seq=take_seq(locked),
+            entry_id="c0ffee01",
+            summary=summary,
+            first_kept=first_kept,
+            first_kept_entry_id=first_kept.entry_id,
+            tokens_before=181234,
+            tokens_after=9000,
+            trigger="manual",
+            details={"readFiles": ["deploy.yaml"], "modifiedFiles": []},
+            from_hook=True,
             created_at=datetime(2026, 2, 16, 10, 0, tzinfo=timezone.utc),
         )
         locked.save(update_fields=["last_seq"])
@@ -92,16 +120,34 @@ def test_messages_carry_openclaw_shapes(world):
     rows = lines_of("".join(exports.session_jsonl_lines(session)))[1:]
     system, user, call, result, answer, flush, silent = (row["message"] for row in rows)
     # Pi has no system role: a custom message of our type that Pi sends as context.
-    assert system == {"role": "custom", "customType": "openclaw-site.system", "content": "Be brief.",
-                      "display": False, "timestamp": system["timestamp"]}
+    assert system == {
+        "role": "custom",
+        "customType": "openclaw-site.system",
+        "content": "Be brief.",
+        "display": False,
+        "timestamp": system["timestamp"],
+    }
     assert user["timestamp"] == 1771232405123 and user["content"].endswith("部署")
-    assert call["usage"] == {**USAGE, "totalTokens": 1300,
-                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
-    assert (call["stopReason"], call["model"], call["provider"], call["api"]) == ("toolUse", "gpt-x", "openai",
-                                                                                  "openai-completions")
-    assert result == {"role": "toolResult", "content": [{"type": "text", "text": "region: eu-west-3"}],
-                      "toolCallId": "call_1", "toolName": "read", "isError": False, "details": {"bytes": 17},
-                      "timestamp": result["timestamp"]}
+    assert call["usage"] == {
+        **USAGE,
+        "totalTokens": 1300,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
+    assert (call["stopReason"], call["model"], call["provider"], call["api"]) == (
+        "toolUse",
+        "gpt-x",
+        "openai",
+        "openai-completions",
+    )
+    assert result == {
+        "role": "toolResult",
+        "content": [{"type": "text", "text": "region: eu-west-3"}],
+        "toolCallId": "call_1",
+        "toolName": "read",
+        "isError": False,
+        "details": {"bytes": 17},
+        "timestamp": result["timestamp"],
+    }
     assert answer["content"] == [{"type": "text", "text": "eu-west-3."}]
     assert answer["stopReason"] == "stop" and answer["usage"]["totalTokens"] == 0
     assert "silent" not in rows[0] and rows[5]["silent"] is True and rows[6]["silent"] is True
@@ -114,10 +160,17 @@ def test_compaction_entry_has_pi_fields(world):
     rows = lines_of("".join(exports.session_jsonl_lines(session)))
     compaction = rows[-1]
     assert compaction == {
-        "type": "compaction", "id": "c0ffee01", "parentId": rows[-2]["id"], "timestamp": "2026-02-16T10:00:00.000000Z",
-        "summary": "## Decisions\n- eu-west-3", "firstKeptEntryId": messages[4].entry_id, "tokensBefore": 181234,
-        "details": {"readFiles": ["deploy.yaml"], "modifiedFiles": []}, "fromHook": True,
-        "trigger": "manual", "tokensAfter": 9000,
+        "type": "compaction",
+        "id": "c0ffee01",
+        "parentId": rows[-2]["id"],
+        "timestamp": "2026-02-16T10:00:00.000000Z",
+        "summary": "## Decisions\n- eu-west-3",
+        "firstKeptEntryId": messages[4].entry_id,
+        "tokensBefore": 181234,
+        "details": {"readFiles": ["deploy.yaml"], "modifiedFiles": []},
+        "fromHook": True,
+        "trigger": "manual",
+        "tokensAfter": 9000,
     }
 
 
@@ -134,10 +187,17 @@ def test_export_session_writes_transcript_and_session_store(world, export_root):
     assert transcript == "".join(exports.session_jsonl_lines(session))
     store = json.loads((base / "sessions.json").read_text())
     assert store["agent:main:main"] == {
-        "sessionId": str(session.session_uuid), "sessionFile": "agent:main:main.jsonl",
-        "updatedAt": store["agent:main:main"]["updatedAt"], "sessionStartedAt": store["agent:main:main"]["sessionStartedAt"],
-        "totalTokensFresh": True, "compactionCount": 2, "contextTokens": 200000, "label": "Deploys",
-        "totalTokens": 23120, "memoryFlushAt": 1771234200000, "memoryFlushCompactionCount": 1,
+        "sessionId": str(session.session_uuid),
+        "sessionFile": "agent:main:main.jsonl",
+        "updatedAt": store["agent:main:main"]["updatedAt"],
+        "sessionStartedAt": store["agent:main:main"]["sessionStartedAt"],
+        "totalTokensFresh": True,
+        "compactionCount": 2,
+        "contextTokens": 200000,
+        "label": "Deploys",
+        "totalTokens": 23120,
+        "memoryFlushAt": 1771234200000,
+        "memoryFlushCompactionCount": 1,
         "model": "gpt-x",
     }
 
@@ -163,7 +223,10 @@ def test_atomic_write_leaves_no_temp_files(world, export_root):
     every = [p for p in export_root.rglob("*")]
     assert not [p for p in every if p.name.endswith(".tmp")]
     assert {p.relative_to(export_root / "acme" / "helper").as_posix() for p in every if p.is_file()} == {
-        "assistant.json", "memory/notes/2026-02-16.md", "sessions/agent:main:main.jsonl", "sessions/sessions.json",
+        "assistant.json",
+        "memory/notes/2026-02-16.md",
+        "sessions/agent:main:main.jsonl",
+        "sessions/sessions.json",
     }
 
 
@@ -196,8 +259,12 @@ def test_memory_export_follows_edits_and_deletions(world, export_root, django_ca
     assert (base / "memory" / "2026-02-16.md").read_text() == "first"
     assert (base / "MEMORY.md").read_text() == "# Memory\n"
     with django_capture_on_commit_callbacks(execute=True):
-        write_document(assistant=world.assistant, path="memory/2026-02-16.md", content="second",
-                       provenance=Provenance(author="user"))
+        write_document(
+            assistant=world.assistant,
+            path="memory/2026-02-16.md",
+            content="second",
+            provenance=Provenance(author="user"),
+        )
     assert (base / "memory" / "2026-02-16.md").read_text() == "second"
     with django_capture_on_commit_callbacks(execute=True):
         delete_document(document=document, provenance=Provenance(author="user"))
@@ -214,7 +281,9 @@ def test_deleting_a_nested_document_removes_its_empty_folder(world, export_root)
     assert not (base / "memory" / "projects").exists()
 
 
-def test_appends_and_session_deletion_reach_the_mirror(world, export_root, django_capture_on_commit_callbacks):
+def test_appends_and_session_deletion_reach_the_mirror(
+    world, export_root, django_capture_on_commit_callbacks
+):
     base = export_root / "acme" / "helper" / "sessions"
     with django_capture_on_commit_callbacks(execute=True):
         session = factories.make_session(world.assistant, "chat")
@@ -267,6 +336,7 @@ def test_teams_export_to_their_own_folders(world, export_root):
 
 
 # --- GET /api/v1/sessions/{id}/export.jsonl --------------------------------------------------------
+
 
 def url(session) -> str:
     return f"/api/v1/sessions/{session.pk}/export.jsonl"

@@ -50,15 +50,20 @@ def test_default_plan_is_openclaws_text_with_the_local_date_and_time():
 
 
 def test_custom_prompts_get_the_safety_hints_and_no_reply_hint():
-    plan = build_flush_plan({"prompt": "Save what matters.", "systemPrompt": "Flush now. Reply NO_REPLY."},
-                            now=NOW, zone=ZoneInfo("UTC"))
+    plan = build_flush_plan(
+        {"prompt": "Save what matters.", "systemPrompt": "Flush now. Reply NO_REPLY."},
+        now=NOW,
+        zone=ZoneInfo("UTC"),
+    )
     assert plan.prompt.startswith(
         "Save what matters.\n\nStore durable memories only in memory/2026-02-17.md (create memory/ if needed)."
         "\n\nIf memory/2026-02-17.md already exists, APPEND new content only and do not overwrite existing entries."
         "\n\nTreat workspace bootstrap/reference files"
     )
-    assert "\n\nIf no user-visible reply is needed, start with NO_REPLY.\nCurrent time: Tuesday, February 17th, 2026 - " \
+    assert (
+        "\n\nIf no user-visible reply is needed, start with NO_REPLY.\nCurrent time: Tuesday, February 17th, 2026 - "
         "3:30 AM (UTC) / 2026-02-17 03:30 UTC" in plan.prompt
+    )
     assert "If no user-visible reply is needed" not in plan.system_prompt  # it already says NO_REPLY
     assert build_flush_plan({"enabled": False}, now=NOW, zone=NEW_YORK) is None
     prompt_with_time = build_flush_plan({"prompt": "Current time: given"}, now=NOW, zone=NEW_YORK).prompt
@@ -71,15 +76,20 @@ def session(world):
     helper.timezone = "America/New_York"
     helper.save()
     session = factories.make_session(helper)
-    factories.add_messages(session, user("We decided to deploy on Fridays. Remember ticket ABC-12345678."),
-                           assistant("Noted, Fridays it is."))
+    factories.add_messages(
+        session,
+        user("We decided to deploy on Fridays. Remember ticket ABC-12345678."),
+        assistant("Noted, Fridays it is."),
+    )
     return session
 
 
 @pytest.mark.django_db
 def test_flush_turn_appends_to_todays_note_with_flush_provenance(llm, session):
     llm.queue(
-        tool_call_reply([("write", {"path": "memory/2026-02-16.md", "content": "- Deploys happen on Fridays."})]),
+        tool_call_reply(
+            [("write", {"path": "memory/2026-02-16.md", "content": "- Deploys happen on Fridays."})]
+        ),
         text_reply("NO_REPLY"),
     )
     outcome = run_memory_flush(session_id=session.pk, now=NOW)
@@ -88,8 +98,14 @@ def test_flush_turn_appends_to_todays_note_with_flush_provenance(llm, session):
     document = MemoryDocument.objects.get(assistant=session.assistant, path="memory/2026-02-16.md")
     assert document.content == "- Deploys happen on Fridays."
     revision = MemoryRevision.objects.get(document=document)
-    call_message = Message.objects.get(session=session, role="assistant", flush_turn=True, stop_reason="toolUse")
-    assert (revision.author, revision.session_pk, revision.message_pk) == ("flush", session.pk, call_message.pk)
+    call_message = Message.objects.get(
+        session=session, role="assistant", flush_turn=True, stop_reason="toolUse"
+    )
+    assert (revision.author, revision.session_pk, revision.message_pk) == (
+        "flush",
+        session.pk,
+        call_message.pk,
+    )
     result = Message.objects.get(session=session, role="toolResult")
     assert result.content[0]["text"] == "Appended content to memory/2026-02-16.md."
     assert not result.is_error
@@ -113,9 +129,13 @@ def test_flush_turn_appends_to_todays_note_with_flush_provenance(llm, session):
 def test_writes_outside_the_daily_note_are_refused_with_openclaws_message(llm, session):
     factories.make_document(session.assistant, "MEMORY.md", "# Core\n")
     llm.queue(
-        tool_call_reply([("write", {"path": "MEMORY.md", "content": "overwrite!"}),
-                         ("write", {"path": "./memory/2026-02-16.md", "content": "- kept"}),
-                         ("edit", {"path": "memory/2026-02-16.md"})]),
+        tool_call_reply(
+            [
+                ("write", {"path": "MEMORY.md", "content": "overwrite!"}),
+                ("write", {"path": "./memory/2026-02-16.md", "content": "- kept"}),
+                ("edit", {"path": "memory/2026-02-16.md"}),
+            ]
+        ),
         text_reply("NO_REPLY"),
     )
     run_memory_flush(session_id=session.pk, now=NOW)
@@ -210,7 +230,11 @@ def test_flush_turn_marks_survive_export_and_import(llm, session, tmp_path):
     import_workspace(directory=tmp_path, team_slug="globex", assistant_slug="copy")
 
     def flags(target: Session) -> list[tuple]:
-        return list(Message.objects.filter(session=target).order_by("seq").values_list("entry_id", "silent", "flush_turn"))
+        return list(
+            Message.objects.filter(session=target)
+            .order_by("seq")
+            .values_list("entry_id", "silent", "flush_turn")
+        )
 
     copy = Session.objects.get(assistant__slug="copy", key=session.key)
     assert flags(copy) == flags(session) and sum(flag for *_, flag in flags(copy)) == 4

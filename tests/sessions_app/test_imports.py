@@ -27,9 +27,15 @@ FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "openclaw_worksp
 
 def build_assistant(world):
     """An assistant with memory, two sessions, a compaction, silent and system messages."""
-    assistant = factories.make_assistant(world.acme, "source", name="Source", model="gpt-x", context_window=64000,
-                                         system_prompt="Remember things.",
-                                         settings=validate_settings({"compaction": {"reserveTokens": 9000}}))
+    assistant = factories.make_assistant(
+        world.acme,
+        "source",
+        name="Source",
+        model="gpt-x",
+        context_window=64000,
+        system_prompt="Remember things.",
+        settings=validate_settings({"compaction": {"reserveTokens": 9000}}),
+    )
     factories.make_document(assistant, "MEMORY.md", "# Memory\n- eu-west-3\n")
     factories.make_document(assistant, "memory/2026-02-16.md", "flushed note\n")
     factories.make_document(assistant, "memory/projects/alpha.md", "Alpha 部署\n")
@@ -38,18 +44,51 @@ def build_assistant(world):
         main,
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": "Where?", "timestamp": "2026-02-16T09:00:05.123456Z"},
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"},
-                                          {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}],
-         "usage": {"input": 10, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 12,
-                   "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3}},
-         "stopReason": "toolUse", "model": "gpt-x", "provider": "openai", "api": "openai-completions"},
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "x"}],
-         "isError": True, "details": {"why": "missing"}},
-        {"role": "assistant", "content": [{"type": "text", "text": "NO_REPLY"}], "silent": True,
-         "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
-                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-         "stopReason": "stop", "model": "gpt-x", "provider": "openai", "api": "openai-completions",
-         "errorMessage": ""},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}},
+            ],
+            "usage": {
+                "input": 10,
+                "output": 2,
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "totalTokens": 12,
+                "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3},
+            },
+            "stopReason": "toolUse",
+            "model": "gpt-x",
+            "provider": "openai",
+            "api": "openai-completions",
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "x"}],
+            "isError": True,
+            "details": {"why": "missing"},
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "NO_REPLY"}],
+            "silent": True,
+            "usage": {
+                "input": 1,
+                "output": 1,
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "totalTokens": 2,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+            },
+            "stopReason": "stop",
+            "model": "gpt-x",
+            "provider": "openai",
+            "api": "openai-completions",
+            "errorMessage": "",
+        },
         {"role": "user", "content": "NO_REPLY"},  # a visible message that merely says the token
     )
     from tests.sessions_app.test_exports import add_compaction
@@ -67,27 +106,73 @@ def build_assistant(world):
 
 def snapshot(assistant: Assistant) -> dict:
     """Everything import(export(x)) must keep, independent of database ids."""
+
     def message(m: Message) -> tuple:
-        return (m.seq, m.entry_id, m.role, m.content, m.tool_call_id, m.tool_name, m.is_error, m.details, m.usage,
-                m.stop_reason, m.error_message, m.model, m.provider, m.api, m.silent, m.flush_turn, m.created_at,
-                m.estimated_tokens)
+        return (
+            m.seq,
+            m.entry_id,
+            m.role,
+            m.content,
+            m.tool_call_id,
+            m.tool_name,
+            m.is_error,
+            m.details,
+            m.usage,
+            m.stop_reason,
+            m.error_message,
+            m.model,
+            m.provider,
+            m.api,
+            m.silent,
+            m.flush_turn,
+            m.created_at,
+            m.estimated_tokens,
+        )
 
     def compaction(c: CompactionEntry) -> tuple:
-        return (c.seq, c.entry_id, c.summary, c.first_kept.entry_id if c.first_kept else None, c.first_kept_entry_id,
-                c.tokens_before, c.tokens_after, c.trigger, c.details, c.from_hook, c.offline, c.created_at)
+        return (
+            c.seq,
+            c.entry_id,
+            c.summary,
+            c.first_kept.entry_id if c.first_kept else None,
+            c.first_kept_entry_id,
+            c.tokens_before,
+            c.tokens_after,
+            c.trigger,
+            c.details,
+            c.from_hook,
+            c.offline,
+            c.created_at,
+        )
 
     def session(s: Session) -> dict:
         return {
-            "uuid": s.session_uuid, "title": s.title, "last_seq": s.last_seq, "total_tokens": s.total_tokens,
-            "fresh": s.total_tokens_fresh, "compactions": s.compaction_count, "created_at": s.created_at,
-            "flush_at": s.memory_flush_at, "flush_count": s.memory_flush_compaction_count,
+            "uuid": s.session_uuid,
+            "title": s.title,
+            "last_seq": s.last_seq,
+            "total_tokens": s.total_tokens,
+            "fresh": s.total_tokens_fresh,
+            "compactions": s.compaction_count,
+            "created_at": s.created_at,
+            "flush_at": s.memory_flush_at,
+            "flush_count": s.memory_flush_compaction_count,
             "messages": [message(m) for m in s.messages.order_by("seq")],
             "entries": [compaction(c) for c in s.compactions.order_by("seq")],
         }
 
     return {
-        "assistant": {f: getattr(assistant, f) for f in ("name", "model", "context_window", "system_prompt",
-                                                          "timezone", "workspace_access", "settings")},
+        "assistant": {
+            f: getattr(assistant, f)
+            for f in (
+                "name",
+                "model",
+                "context_window",
+                "system_prompt",
+                "timezone",
+                "workspace_access",
+                "settings",
+            )
+        },
         "documents": dict(MemoryDocument.objects.filter(assistant=assistant).values_list("path", "content")),
         "sessions": {s.key: session(s) for s in Session.objects.filter(assistant=assistant)},
     }
@@ -155,10 +240,25 @@ def test_openclaw_workspace_fixture_imports(world):
     assert main.memory_flush_at is not None and main.last_cache_touch_at is not None
     messages = list(main.messages.order_by("seq"))
     assert [m.entry_id for m in messages][:4] == ["b2000001", "b2000002", "b2000003", "b2000004"]
-    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "assistant", "user", "user",
-                                         "assistant", "user", "assistant", "user", "user", "assistant"]
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+    ]
     assert messages[1].usage["totalTokens"] == 2385 and messages[1].stop_reason == "toolUse"
-    assert messages[2].tool_call_id == "toolu_01" and messages[2].details == {"path": "deploy/config.yaml", "lines": 3}
+    assert messages[2].tool_call_id == "toolu_01" and messages[2].details == {
+        "path": "deploy/config.yaml",
+        "lines": 3,
+    }
     assert [m.silent for m in messages if m.silent] == [True, True]
     compaction = main.compactions.get()
     assert compaction.seq == 10 and compaction.first_kept.entry_id == "b2000005" and compaction.from_hook
@@ -171,7 +271,9 @@ def test_openclaw_workspace_fixture_imports(world):
 def test_fixture_export_is_valid_openclaw_jsonl(world, tmp_path):
     import_workspace(directory=FIXTURE, team_slug="acme", assistant_slug="imported")
     out = export_to(Assistant.objects.get(team=world.acme, slug="imported"), tmp_path / "ws")
-    rows = [json.loads(line) for line in (out / "sessions" / "agent:main:main.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (out / "sessions" / "agent:main:main.jsonl").read_text().splitlines()
+    ]
     assert rows[0]["id"] == "5f0c2a9e-8d1b-4c7e-9a3f-2b6d1e4c8a70"
     compaction = next(r for r in rows if r["type"] == "compaction")
     assert compaction["firstKeptEntryId"] in {r["id"] for r in rows[1:] if r["type"] == "message"}
@@ -186,21 +288,40 @@ def copy_fixture(tmp_path: Path) -> Path:
 
 
 def counts() -> tuple[int, ...]:
-    return (Assistant.objects.count(), Session.objects.count(), Message.objects.count(),
-            MemoryDocument.objects.count(), MemoryRevision.objects.count())
+    return (
+        Assistant.objects.count(),
+        Session.objects.count(),
+        Message.objects.count(),
+        MemoryDocument.objects.count(),
+        MemoryRevision.objects.count(),
+    )
 
 
-@pytest.mark.parametrize("breakage, problem", [
-    (lambda ws: (ws / "sessions" / "9b3c7d21-4e5f-4a6b-8c9d-0e1f2a3b4c5d.jsonl").open("a").write("{oops\n"),
-     "line 4: not valid JSON"),
-    (lambda ws: (ws / "memory" / "bad.txt.md").write_bytes(b"\xff\xfe"), "not UTF-8"),
-    (lambda ws: (ws / "sessions" / "sessions.json").write_text("[1, 2]"), "must map session keys"),
-    (lambda ws: (ws / "assistant.json").write_text('{"settings": {"compaction": {"nope": 1}}}'), "settings"),
-    (lambda ws: (ws / "sessions" / "extra.jsonl").write_text(
-        '{"type":"session","version":3,"id":"x","timestamp":"2026-01-01T00:00:00Z"}\n'
-        '{"type":"message","id":"aaaa0001","parentId":null,"timestamp":"2026-01-01T00:00:00Z",'
-        '"message":{"role":"toolResult","content":"x"}}\n'), "needs toolCallId"),
-])
+@pytest.mark.parametrize(
+    "breakage, problem",
+    [
+        (
+            lambda ws: (
+                (ws / "sessions" / "9b3c7d21-4e5f-4a6b-8c9d-0e1f2a3b4c5d.jsonl").open("a").write("{oops\n")
+            ),
+            "line 4: not valid JSON",
+        ),
+        (lambda ws: (ws / "memory" / "bad.txt.md").write_bytes(b"\xff\xfe"), "not UTF-8"),
+        (lambda ws: (ws / "sessions" / "sessions.json").write_text("[1, 2]"), "must map session keys"),
+        (
+            lambda ws: (ws / "assistant.json").write_text('{"settings": {"compaction": {"nope": 1}}}'),
+            "settings",
+        ),
+        (
+            lambda ws: (ws / "sessions" / "extra.jsonl").write_text(
+                '{"type":"session","version":3,"id":"x","timestamp":"2026-01-01T00:00:00Z"}\n'
+                '{"type":"message","id":"aaaa0001","parentId":null,"timestamp":"2026-01-01T00:00:00Z",'
+                '"message":{"role":"toolResult","content":"x"}}\n'
+            ),
+            "needs toolCallId",
+        ),
+    ],
+)
 def test_a_broken_workspace_changes_nothing(world, tmp_path, breakage, problem):
     workspace = copy_fixture(tmp_path)
     breakage(workspace)
@@ -242,9 +363,13 @@ def test_replace_swaps_sessions_and_memory_but_keeps_revisions(world):
     report = import_workspace(directory=FIXTURE, team_slug="acme", assistant_slug="helper", replace=True)
     assert not report.created and report.deleted_sessions == 1 and report.deleted_documents == 1
     assert set(Session.objects.filter(assistant=world.assistant).values_list("key", flat=True)) == {
-        "agent:main:main", "agent:main:telegram:group:-1001234567"}
+        "agent:main:main",
+        "agent:main:telegram:group:-1001234567",
+    }
     assert not MemoryDocument.objects.filter(pk=old.pk).exists()
-    assert MemoryRevision.objects.filter(assistant=world.assistant, path="memory/old.md", action="delete").exists()
+    assert MemoryRevision.objects.filter(
+        assistant=world.assistant, path="memory/old.md", action="delete"
+    ).exists()
 
 
 def test_unknown_team_and_bad_slug_are_refused(world):
@@ -269,16 +394,30 @@ def test_transcripts_missing_from_sessions_json_are_imported_under_their_file_na
 
 # --- The commands ----------------------------------------------------------------------------------
 
+
 def test_commands_round_trip(world, tmp_path):
     source = build_assistant(world)
     out = StringIO()
-    call_command("export_workspace", "--team", "acme", "--assistant", "source", "--out", str(tmp_path / "ws"), stdout=out)
+    call_command(
+        "export_workspace",
+        "--team",
+        "acme",
+        "--assistant",
+        "source",
+        "--out",
+        str(tmp_path / "ws"),
+        stdout=out,
+    )
     assert "3 memory document(s), 2 session(s)" in out.getvalue()
     out = StringIO()
-    call_command("import_workspace", str(tmp_path / "ws"), "--team", "globex", "--assistant", "copy", stdout=out)
+    call_command(
+        "import_workspace", str(tmp_path / "ws"), "--team", "globex", "--assistant", "copy", stdout=out
+    )
     assert "Created assistant globex/copy" in out.getvalue()
-    assert Message.objects.filter(session__assistant__slug="copy").count() == \
-        Message.objects.filter(session__assistant=source).count()
+    assert (
+        Message.objects.filter(session__assistant__slug="copy").count()
+        == Message.objects.filter(session__assistant=source).count()
+    )
 
 
 def test_import_command_reports_failure_and_writes_nothing(world, tmp_path):

@@ -33,9 +33,7 @@ OVERFLOW_MESSAGE = (
 USER = {"role": "user", "content": "hello", "timestamp": 1, "entryId": "aaaa0001"}
 
 
-def make_model(
-    server: FakeOpenAI, sleeps: list[float], *, timeout_seconds: float = 10.0
-) -> OpenAIChatModel:
+def make_model(server: FakeOpenAI, sleeps: list[float], *, timeout_seconds: float = 10.0) -> OpenAIChatModel:
     return OpenAIChatModel(
         base_url=server.base_url,
         api_key="test-key",
@@ -101,9 +99,7 @@ def test_usage_splits_cached_tokens(fake_openai: FakeOpenAI, sleeps: list[float]
     }
 
 
-def test_default_usage_is_derived_from_the_request(
-    fake_openai: FakeOpenAI, sleeps: list[float]
-) -> None:
+def test_default_usage_is_derived_from_the_request(fake_openai: FakeOpenAI, sleeps: list[float]) -> None:
     completion = ask(make_model(fake_openai, sleeps))
     # len('[{"role": "user", "content": "hello"}]') == 38 -> 9; completion '["ok", null]' -> 3.
     assert completion.text == "ok"
@@ -116,9 +112,7 @@ def test_length_and_reasoning(fake_openai: FakeOpenAI, sleeps: list[float]) -> N
     assert (completion.stop_reason, completion.thinking) == ("length", "thinking hard")
 
 
-def test_request_carries_tools_max_tokens_and_model(
-    fake_openai: FakeOpenAI, sleeps: list[float]
-) -> None:
+def test_request_carries_tools_max_tokens_and_model(fake_openai: FakeOpenAI, sleeps: list[float]) -> None:
     tool = {"name": "memory_get", "description": "Read", "parameters": {"type": "object"}}
     make_model(fake_openai, sleeps).complete(
         messages=[{"role": "user", "content": "x"}], tools=[tool], model="other", max_tokens=64
@@ -137,9 +131,7 @@ def test_server_error_then_success_is_retried(fake_openai: FakeOpenAI, sleeps: l
     assert len(sleeps) == 1 and 0.5 <= sleeps[0] <= 0.6
 
 
-def test_rate_limit_is_retried_with_doubling_backoff(
-    fake_openai: FakeOpenAI, sleeps: list[float]
-) -> None:
+def test_rate_limit_is_retried_with_doubling_backoff(fake_openai: FakeOpenAI, sleeps: list[float]) -> None:
     limit = error_reply(429, "Rate limit reached", code="rate_limit_exceeded", type="requests")
     fake_openai.queue(limit, limit, text_reply("fine"))
     assert ask(make_model(fake_openai, sleeps)).text == "fine"
@@ -183,9 +175,7 @@ def test_timeout_is_not_retried(fake_openai: FakeOpenAI, sleeps: list[float]) ->
     assert sleeps == []
 
 
-def test_context_overflow_is_flagged_and_not_retried(
-    fake_openai: FakeOpenAI, sleeps: list[float]
-) -> None:
+def test_context_overflow_is_flagged_and_not_retried(fake_openai: FakeOpenAI, sleeps: list[float]) -> None:
     fake_openai.queue(error_reply(400, OVERFLOW_MESSAGE, code="context_length_exceeded"))
     with pytest.raises(ProviderError) as caught:
         ask(make_model(fake_openai, sleeps))
@@ -217,9 +207,7 @@ def test_plain_bad_request_is_not_overflow(fake_openai: FakeOpenAI, sleeps: list
 def test_connection_errors_are_retried(sleeps: list[float]) -> None:
     with FakeOpenAI() as server:
         base_url = server.base_url
-    model = OpenAIChatModel(
-        base_url=base_url, api_key="k", model="m", max_retries=2, sleep=sleeps.append
-    )
+    model = OpenAIChatModel(base_url=base_url, api_key="k", model="m", max_retries=2, sleep=sleeps.append)
     with pytest.raises(ProviderError) as caught:
         ask(model)
     assert caught.value.status is None and caught.value.retryable is True

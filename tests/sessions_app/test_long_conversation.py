@@ -20,8 +20,14 @@ from tests.sessions_app.engine_fixtures import *  # noqa: F403
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # A 16000-token window with a 2000-token reserve: compaction above 14000, the flush at 13000.
-SMALL_WINDOW = {"compaction": {"reserveTokens": 2000, "reserveTokensFloor": 2000, "keepRecentTokens": 1500,
-                               "memoryFlush": {"softThresholdTokens": 1000}}}
+SMALL_WINDOW = {
+    "compaction": {
+        "reserveTokens": 2000,
+        "reserveTokensFloor": 2000,
+        "keepRecentTokens": 1500,
+        "memoryFlush": {"softThresholdTokens": 1000},
+    }
+}
 
 
 def test_a_long_conversation_flushes_compacts_and_keeps_going(api, world, llm):
@@ -35,13 +41,18 @@ def test_a_long_conversation_flushes_compacts_and_keeps_going(api, world, llm):
     def flush(request):
         if request["messages"][-1]["role"] == "tool":
             return "NO_REPLY"
-        return tool_call_reply([("write", {"path": f"memory/{today}.md", "content": "- Project codename: BLUEFIN"})])
+        return tool_call_reply(
+            [("write", {"path": f"memory/{today}.md", "content": "- Project codename: BLUEFIN"})]
+        )
 
     llm.default_chat = router(flush=flush, chat=lambda request: text_reply("Noted. " + "detail " * 120))
     replies = []
     for turn in range(30):
-        response = api.post(f"{API}/sessions/{session.pk}/messages/", {
-            "role": "user", "content": f"Turn {turn}: " + "context words " * 300, "respond": True}, format="json")
+        response = api.post(
+            f"{API}/sessions/{session.pk}/messages/",
+            {"role": "user", "content": f"Turn {turn}: " + "context words " * 300, "respond": True},
+            format="json",
+        )
         assert response.status_code == 201, response.content[:300]
         replies.append(response.json()["reply"]["text"])
         context = api.get(f"{API}/sessions/{session.pk}/context/").json()

@@ -28,23 +28,20 @@ OVERFLOW_MESSAGES = [
     '400 {"type":"error","error":{"type":"invalid_request_error",'
     '"message":"prompt is too long: 208456 tokens > 200000 maximum"}}',
     "prompt is too long: 214290 tokens > 200000 maximum",  # "429" inside a count is no rate limit
-    '413 {"type":"error","error":{"type":"request_too_large",'
-    '"message":"Request exceeds the maximum size"}}',
+    '413 {"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}',
     # Google Gemini / Vertex
     "The input token count (1196265) exceeds the maximum number of tokens allowed (1048576).",
     "INVALID_ARGUMENT: Request contains an invalid argument: maximum number of tokens exceeded",
     # xAI, Groq, OpenRouter, llama.cpp, LM Studio, Copilot, MiniMax, Kimi, Mistral
     "This model's maximum prompt length is 131072 but the request contains 537812 tokens.",
     "Please reduce the length of the messages or completion.",
-    "This endpoint's maximum context length is 65536 tokens. However, you requested about "
-    "70000 tokens.",
+    "This endpoint's maximum context length is 65536 tokens. However, you requested about 70000 tokens.",
     "the request exceeds the available context size, try increasing it",
     "tokens to keep from the initial prompt is greater than the context length",
     "prompt token count of 140000 exceeds the limit of 128000",
     "invalid params, context window exceeds limit (2013)",
     "Your request exceeded model token limit: 262144 (requested: 300000)",
-    "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum "
-    "context length",
+    "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
     # Cerebras: bodiless 400/413
     "400 status code (no body)",
     "413 (no body)",

@@ -33,8 +33,14 @@ def user(text: str = "question") -> dict[str, Any]:
 
 
 def assistant(text: str = "answer") -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "usage": None,
-            "stopReason": "stop", "model": "m", "timestamp": 1}
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "usage": None,
+        "stopReason": "stop",
+        "model": "m",
+        "timestamp": 1,
+    }
 
 
 def call(name: str = "read") -> dict[str, Any]:
@@ -42,11 +48,18 @@ def call(name: str = "read") -> dict[str, Any]:
     return {"role": "assistant", "content": [block], "stopReason": "toolUse", "timestamp": 1}
 
 
-def result(content: str | list[dict[str, Any]], *, name: str = "read",
-           entry_id: str | None = None) -> dict[str, Any]:
+def result(
+    content: str | list[dict[str, Any]], *, name: str = "read", entry_id: str | None = None
+) -> dict[str, Any]:
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    message = {"role": "toolResult", "toolCallId": "c1", "toolName": name, "content": blocks,
-               "isError": False, "timestamp": 1}
+    message = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": name,
+        "content": blocks,
+        "isError": False,
+        "timestamp": 1,
+    }
     if entry_id:
         message["entryId"] = entry_id
     return message
@@ -68,14 +81,20 @@ def settings(**cfg: Any) -> PruningSettings:
 
 # --- soft trim -------------------------------------------------------------------------------
 
+
 def test_soft_trim_exact_text_with_reference() -> None:
     messages = [user(), call(), result("abcdefghij" * 1000, entry_id="a1b2c3d4"), *tail3()]
     before = copy.deepcopy(messages)
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 10, "headChars": 6, "tailChars": 6}), context_window=1000)
-    expected = ("abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars "
-                "of 10000 chars.]\n[Original: message a1b2c3d4; call tool_result_get to read it "
-                "in full.]")
+    out = prune_context(
+        messages,
+        settings=settings(softTrim={"maxChars": 10, "headChars": 6, "tailChars": 6}),
+        context_window=1000,
+    )
+    expected = (
+        "abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars "
+        "of 10000 chars.]\n[Original: message a1b2c3d4; call tool_result_get to read it "
+        "in full.]"
+    )
     assert text_of(out.messages[2]) == expected
     assert out.changes == (PruneChange(2, "a1b2c3d4", "read", "trimmed", 10000, len(expected)),)
     assert out.changed is True
@@ -83,45 +102,58 @@ def test_soft_trim_exact_text_with_reference() -> None:
     assert out.messages[2] is not messages[2]
     assert all(out.messages[i] is messages[i] for i in range(len(messages)) if i != 2)
     assert {k: v for k, v in out.messages[2].items() if k != "content"} == {
-        k: v for k, v in messages[2].items() if k != "content"}
+        k: v for k, v in messages[2].items() if k != "content"
+    }
 
 
 def test_soft_trim_without_entry_id_has_no_reference() -> None:
     messages = [user(), call(), result("abcdefghij" * 1000), *tail3()]
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 10, "headChars": 6, "tailChars": 6}), context_window=1000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrim={"maxChars": 10, "headChars": 6, "tailChars": 6}),
+        context_window=1000,
+    )
     assert text_of(out.messages[2]) == (
-        "abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars of "
-        "10000 chars.]")
+        "abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars of 10000 chars.]"
+    )
     assert out.changes[0].entry_id is None
 
 
 def test_soft_trim_head_and_tail_cross_block_boundaries() -> None:
     blocks = [{"type": "text", "text": t} for t in ("abc", "defgh", "ij")]
     messages = [user(), call(), result(blocks, entry_id="0000beef"), *tail3()]
-    out = prune_context(messages, settings=settings(
-        softTrimRatio=0.0, softTrim={"maxChars": 5, "headChars": 5, "tailChars": 4}),
-        context_window=100_000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrimRatio=0.0, softTrim={"maxChars": 5, "headChars": 5, "tailChars": 4}),
+        context_window=100_000,
+    )
     assert text_of(out.messages[2]) == (
         "abc\nd\n...\nh\nij\n\n[Tool result trimmed: kept first 5 chars and last 4 chars of "
-        "12 chars.]" + ref("0000beef"))
+        "12 chars.]" + ref("0000beef")
+    )
 
 
 def test_soft_trim_counts_utf16_units_and_never_splits_a_surrogate_pair() -> None:
     messages = [user(), call(), result("😀" * 10), *tail3()]
-    out = prune_context(messages, settings=settings(
-        softTrimRatio=0.0, softTrim={"maxChars": 5, "headChars": 3, "tailChars": 3}),
-        context_window=100_000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrimRatio=0.0, softTrim={"maxChars": 5, "headChars": 3, "tailChars": 3}),
+        context_window=100_000,
+    )
     assert text_of(out.messages[2]) == (
-        "😀\n...\n😀\n\n[Tool result trimmed: kept first 3 chars and last 3 chars of "
-        "20 chars.]")
+        "😀\n...\n😀\n\n[Tool result trimmed: kept first 3 chars and last 3 chars of 20 chars.]"
+    )
 
 
 def test_short_results_and_generous_head_tail_are_left_alone() -> None:
     messages = [user(), call(), result("x" * 4000), call(), result("y" * 5000), *tail3()]
-    out = prune_context(messages, settings=settings(
-        softTrimRatio=0.0, softTrim={"maxChars": 4000, "headChars": 2500, "tailChars": 2500}),
-        context_window=100_000)
+    out = prune_context(
+        messages,
+        settings=settings(
+            softTrimRatio=0.0, softTrim={"maxChars": 4000, "headChars": 2500, "tailChars": 2500}
+        ),
+        context_window=100_000,
+    )
     assert out.changes == ()
     assert out.messages == messages
 
@@ -154,17 +186,27 @@ def test_missing_context_window_is_unchanged() -> None:
 
 # --- protected ranges ------------------------------------------------------------------------
 
+
 def test_last_assistants_and_bootstrap_reads_are_protected() -> None:
     big = "z" * 10_000
     messages = [
-        call(), result(big, entry_id="b0075000"),  # bootstrap read before the first user
-        user(), call(), result(big, entry_id="01d00001"),  # prunable
+        call(),
+        result(big, entry_id="b0075000"),  # bootstrap read before the first user
+        user(),
+        call(),
+        result(big, entry_id="01d00001"),  # prunable
         assistant("a1"),  # cutoff: third-last assistant
-        user(), call(), result(big, entry_id="7a110001"),  # protected tail
-        assistant("a2"), assistant("a3"),
+        user(),
+        call(),
+        result(big, entry_id="7a110001"),  # protected tail
+        assistant("a2"),
+        assistant("a3"),
     ]
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}), context_window=1000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
+        context_window=1000,
+    )
     assert [(c.index, c.entry_id) for c in out.changes] == [(4, "01d00001")]
     for index in (1, 8):
         assert out.messages[index] is messages[index]
@@ -172,49 +214,59 @@ def test_last_assistants_and_bootstrap_reads_are_protected() -> None:
 
 def test_fewer_assistants_than_keep_last_is_unchanged() -> None:
     messages = [user(), call(), result("x" * 50_000), assistant("a1")]
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}), context_window=1000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
+        context_window=1000,
+    )
     assert out.changes == ()
     assert out.messages == messages
 
 
 def test_keep_last_assistants_zero_makes_everything_after_first_user_prunable() -> None:
     messages = [user(), call(), result("x" * 50_000, entry_id="0000000a")]
-    out = prune_context(messages, settings=settings(
-        keepLastAssistants=0, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
-        context_window=1000)
+    out = prune_context(
+        messages,
+        settings=settings(keepLastAssistants=0, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
+        context_window=1000,
+    )
     assert [(c.index, c.action) for c in out.changes] == [(2, "trimmed")]
 
 
 def test_no_user_message_means_nothing_is_prunable() -> None:
     messages = [call(), result("x" * 50_000), assistant(), assistant(), assistant(), assistant()]
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}), context_window=1000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
+        context_window=1000,
+    )
     assert out.changes == ()
 
 
 # --- images ----------------------------------------------------------------------------------
 
+
 def test_small_result_with_image_becomes_text_with_marker() -> None:
     blocks = [{"type": "text", "text": "screenshot of page"}, IMAGE]
-    messages = [user(), call("browser"), result(blocks, name="browser", entry_id="1a2b3c4d"),
-                *tail3()]
+    messages = [user(), call("browser"), result(blocks, name="browser", entry_id="1a2b3c4d"), *tail3()]
     out = prune_context(messages, settings=settings(softTrimRatio=0.0), context_window=100_000)
     expected = "screenshot of page\n[image removed during context pruning]" + ref("1a2b3c4d")
     assert text_of(out.messages[2]) == expected
-    assert out.changes == (PruneChange(2, "1a2b3c4d", "browser", "images_removed",
-                                       18 + 8000, len(expected)),)
+    assert out.changes == (PruneChange(2, "1a2b3c4d", "browser", "images_removed", 18 + 8000, len(expected)),)
 
 
 def test_large_result_with_image_is_trimmed_with_the_marker_in_place() -> None:
     blocks = [IMAGE, {"type": "text", "text": "q" * 100}]
     messages = [user(), call(), result(blocks), *tail3()]
-    out = prune_context(messages, settings=settings(
-        softTrimRatio=0.0, softTrim={"maxChars": 50, "headChars": 38, "tailChars": 3}),
-        context_window=100_000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrimRatio=0.0, softTrim={"maxChars": 50, "headChars": 38, "tailChars": 3}),
+        context_window=100_000,
+    )
     assert text_of(out.messages[2]) == (
         "[image removed during context pruning]\n...\nqqq\n\n[Tool result trimmed: kept first 38 "
-        "chars and last 3 chars of 139 chars.]")
+        "chars and last 3 chars of 139 chars.]"
+    )
 
 
 def test_user_images_are_never_modified() -> None:
@@ -227,12 +279,18 @@ def test_user_images_are_never_modified() -> None:
 
 # --- hard clear ------------------------------------------------------------------------------
 
+
 def _three_big_results() -> list[dict[str, Any]]:
-    return [user(),
-            call(), result("a" * 30_000, entry_id="00000001"),
-            call(), result("b" * 30_000, entry_id="00000002"),
-            call(), result("c" * 30_000, entry_id="00000003"),
-            *tail3()]
+    return [
+        user(),
+        call(),
+        result("a" * 30_000, entry_id="00000001"),
+        call(),
+        result("b" * 30_000, entry_id="00000002"),
+        call(),
+        result("c" * 30_000, entry_id="00000003"),
+        *tail3(),
+    ]
 
 
 NO_SOFT_TRIM = {"maxChars": 1_000_000}
@@ -245,47 +303,62 @@ def test_hard_clear_oldest_first_and_stops_below_ratio() -> None:
     assert text_of(out.messages[2]) == PLACEHOLDER + ref("00000001")
     assert out.messages[4] is messages[4]
     assert out.messages[6] is messages[6]
-    assert out.changes == (PruneChange(2, "00000001", "read", "cleared", 30_000,
-                                       len(PLACEHOLDER + ref("00000001"))),)
+    assert out.changes == (
+        PruneChange(2, "00000001", "read", "cleared", 30_000, len(PLACEHOLDER + ref("00000001"))),
+    )
 
 
 def test_hard_clear_continues_while_ratio_stays_high() -> None:
     messages = _three_big_results()
-    out = prune_context(messages, settings=settings(softTrim=NO_SOFT_TRIM, hardClearRatio=0.1),
-                        context_window=40_000)
+    out = prune_context(
+        messages, settings=settings(softTrim=NO_SOFT_TRIM, hardClearRatio=0.1), context_window=40_000
+    )
     # After two clears ~30k chars remain (ratio ~0.19 >= 0.1), so the third goes too.
-    assert [(c.index, c.action) for c in out.changes] == [
-        (2, "cleared"), (4, "cleared"), (6, "cleared")]
+    assert [(c.index, c.action) for c in out.changes] == [(2, "cleared"), (4, "cleared"), (6, "cleared")]
 
 
 def test_hard_clear_needs_min_prunable_tool_chars() -> None:
     messages = _three_big_results()
-    out = prune_context(messages, settings=settings(
-        softTrim=NO_SOFT_TRIM, minPrunableToolChars=90_001), context_window=40_000)
+    out = prune_context(
+        messages, settings=settings(softTrim=NO_SOFT_TRIM, minPrunableToolChars=90_001), context_window=40_000
+    )
     assert out.changes == ()
 
 
 def test_hard_clear_disabled() -> None:
     messages = _three_big_results()
-    out = prune_context(messages, settings=settings(
-        softTrim=NO_SOFT_TRIM, hardClear={"enabled": False}), context_window=40_000)
+    out = prune_context(
+        messages,
+        settings=settings(softTrim=NO_SOFT_TRIM, hardClear={"enabled": False}),
+        context_window=40_000,
+    )
     assert out.changes == ()
 
 
 def test_custom_placeholder_and_trim_then_clear_reports_cleared() -> None:
     messages = _three_big_results()
-    out = prune_context(messages, settings=settings(
-        softTrim={"maxChars": 20_000, "headChars": 9_000, "tailChars": 9_000},
-        hardClear={"placeholder": "  [gone]  "}, hardClearRatio=0.2, minPrunableToolChars=0),
-        context_window=40_000)
+    out = prune_context(
+        messages,
+        settings=settings(
+            softTrim={"maxChars": 20_000, "headChars": 9_000, "tailChars": 9_000},
+            hardClear={"placeholder": "  [gone]  "},
+            hardClearRatio=0.2,
+            minPrunableToolChars=0,
+        ),
+        context_window=40_000,
+    )
     # Soft trim leaves ~54k chars (ratio ~0.34 >= 0.2); clearing #1 gives ~0.23, #2 gives ~0.12.
     assert [(c.index, c.action, c.chars_before) for c in out.changes] == [
-        (2, "cleared", 30_000), (4, "cleared", 30_000), (6, "trimmed", 30_000)]
+        (2, "cleared", 30_000),
+        (4, "cleared", 30_000),
+        (6, "trimmed", 30_000),
+    ]
     assert text_of(out.messages[2]) == "[gone]" + ref("00000001")
     assert text_of(out.messages[6]).startswith("c" * 9_000 + "\n...\n")
 
 
 # --- tools allow / deny ----------------------------------------------------------------------
+
 
 def test_tool_match_globs() -> None:
     match = ToolMatch(allow=("read*", "Exec"), deny=("READ_SECRET", "  "))
@@ -301,42 +374,68 @@ def test_tool_match_globs() -> None:
 
 
 def test_deny_protects_a_tool_from_pruning() -> None:
-    messages = [user(), call("memory_get"), result("m" * 10_000, name="memory_get"),
-                call("exec"), result("e" * 10_000, name="exec"), *tail3()]
-    out = prune_context(messages, settings=settings(
-        tools={"deny": ["MEMORY_*"]}, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
-        context_window=1000)
+    messages = [
+        user(),
+        call("memory_get"),
+        result("m" * 10_000, name="memory_get"),
+        call("exec"),
+        result("e" * 10_000, name="exec"),
+        *tail3(),
+    ]
+    out = prune_context(
+        messages,
+        settings=settings(
+            tools={"deny": ["MEMORY_*"]}, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}
+        ),
+        context_window=1000,
+    )
     assert [(c.index, c.tool_name) for c in out.changes] == [(4, "exec")]
 
 
 def test_allow_limits_pruning_to_matching_tools() -> None:
-    messages = [user(), call("memory_get"), result("m" * 10_000, name="memory_get"),
-                call("exec"), result("e" * 10_000, name="exec"), *tail3()]
-    out = prune_context(messages, settings=settings(
-        tools={"allow": ["memory_*"]}, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}),
-        context_window=1000)
+    messages = [
+        user(),
+        call("memory_get"),
+        result("m" * 10_000, name="memory_get"),
+        call("exec"),
+        result("e" * 10_000, name="exec"),
+        *tail3(),
+    ]
+    out = prune_context(
+        messages,
+        settings=settings(
+            tools={"allow": ["memory_*"]}, softTrim={"maxChars": 10, "headChars": 2, "tailChars": 2}
+        ),
+        context_window=1000,
+    )
     assert [(c.index, c.tool_name) for c in out.changes] == [(2, "memory_get")]
 
 
 # --- estimates -------------------------------------------------------------------------------
 
+
 def test_estimate_message_chars_per_role() -> None:
     assert estimate_message_chars(user("你好 ok")) == 11
-    assert estimate_message_chars(
-        {"role": "user", "content": [{"type": "text", "text": "hi"}, IMAGE]}) == 8002
+    assert (
+        estimate_message_chars({"role": "user", "content": [{"type": "text", "text": "hi"}, IMAGE]}) == 8002
+    )
     assert estimate_message_chars(result([{"type": "text", "text": "abc"}, IMAGE, IMAGE])) == 16003
     assert estimate_message_chars({"role": "system", "content": "x" * 5000}) == 256
     assert estimate_message_chars({"role": "compactionSummary", "summary": "s" * 5000}) == 256
-    thinking = {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "想", "thinkingSignature": "sig"},
-        {"type": "redacted_thinking", "data": "abcd"},
-        {"type": "toolCall", "id": "c", "name": "search", "arguments": {"q": "记忆"}},
-    ]}
+    thinking = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "想", "thinkingSignature": "sig"},
+            {"type": "redacted_thinking", "data": "abcd"},
+            {"type": "toolCall", "id": "c", "name": "search", "arguments": {"q": "记忆"}},
+        ],
+    }
     # 4 + 3 + 4 + len('{"q":"记忆"}') (raw length 10, not CJK-weighted; the name is not counted)
     assert estimate_message_chars(thinking) == 21
 
 
 # --- settings --------------------------------------------------------------------------------
+
 
 def test_default_settings() -> None:
     s = PruningSettings.from_config({})
@@ -351,24 +450,44 @@ def test_default_settings() -> None:
 
 @pytest.mark.parametrize(
     ("ttl", "ms"),
-    [("5m", 300_000), ("1h", 3_600_000), ("30s", 30_000), ("5", 300_000), ("1.5h", 5_400_000),
-     (" 2D ", 172_800_000), ("250ms", 250), (300_000, 300_000), (0, 0), ("0", 0),
-     ("bogus", 300_000), ("-5m", 300_000), ("5 m", 300_000), ("", 300_000), (-1, 300_000),
-     (True, 300_000), (None, 300_000)],
+    [
+        ("5m", 300_000),
+        ("1h", 3_600_000),
+        ("30s", 30_000),
+        ("5", 300_000),
+        ("1.5h", 5_400_000),
+        (" 2D ", 172_800_000),
+        ("250ms", 250),
+        (300_000, 300_000),
+        (0, 0),
+        ("0", 0),
+        ("bogus", 300_000),
+        ("-5m", 300_000),
+        ("5 m", 300_000),
+        ("", 300_000),
+        (-1, 300_000),
+        (True, 300_000),
+        (None, 300_000),
+    ],
 )
 def test_ttl_parsing(ttl: object, ms: int) -> None:
     assert PruningSettings.from_config({"ttl": ttl}).ttl_ms == ms
 
 
 def test_settings_normalisation() -> None:
-    s = PruningSettings.from_config({
-        "mode": "always", "keepLastAssistants": 2.7, "softTrimRatio": 1.5, "hardClearRatio": -0.2,
-        "minPrunableToolChars": -10, "softTrim": {"maxChars": 99.9, "headChars": -1},
-        "hardClear": {"enabled": False, "placeholder": "  [cleared]  "},
-        "tools": {"allow": ["read", 3], "deny": "exec"},
-    })
-    assert (s.mode, s.keep_last_assistants, s.soft_trim_ratio, s.hard_clear_ratio) == (
-        "always", 2, 1.0, 0.0)
+    s = PruningSettings.from_config(
+        {
+            "mode": "always",
+            "keepLastAssistants": 2.7,
+            "softTrimRatio": 1.5,
+            "hardClearRatio": -0.2,
+            "minPrunableToolChars": -10,
+            "softTrim": {"maxChars": 99.9, "headChars": -1},
+            "hardClear": {"enabled": False, "placeholder": "  [cleared]  "},
+            "tools": {"allow": ["read", 3], "deny": "exec"},
+        }
+    )
+    assert (s.mode, s.keep_last_assistants, s.soft_trim_ratio, s.hard_clear_ratio) == ("always", 2, 1.0, 0.0)
     assert s.min_prunable_tool_chars == 0
     assert s.soft_trim == SoftTrim(max_chars=99, head_chars=0, tail_chars=1500)
     assert s.hard_clear == HardClear(False, "[cleared]")
@@ -376,11 +495,16 @@ def test_settings_normalisation() -> None:
 
 
 def test_settings_ignore_invalid_values() -> None:
-    s = PruningSettings.from_config({
-        "mode": "sometimes", "keepLastAssistants": True, "softTrimRatio": "0.9",
-        "hardClear": {"enabled": "no", "placeholder": "   "}, "softTrim": "big",
-        "minPrunableToolChars": float("inf"),
-    })
+    s = PruningSettings.from_config(
+        {
+            "mode": "sometimes",
+            "keepLastAssistants": True,
+            "softTrimRatio": "0.9",
+            "hardClear": {"enabled": "no", "placeholder": "   "},
+            "softTrim": "big",
+            "minPrunableToolChars": float("inf"),
+        }
+    )
     assert s.mode == "off"
     assert s.keep_last_assistants == 3
     assert s.soft_trim_ratio == 0.3
@@ -403,6 +527,7 @@ def test_parse_duration_ms() -> None:
 
 
 # --- TTL gate --------------------------------------------------------------------------------
+
 
 def test_should_prune_cache_ttl_gate() -> None:
     s = PruningSettings()  # cache-ttl, 5 minutes

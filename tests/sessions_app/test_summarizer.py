@@ -83,7 +83,9 @@ def tool_result(call_id: str, text: str, *, is_error: bool = False, name: str = 
 
 def turns(count: int, pad: int) -> list[dict[str, Any]]:
     """Alternate q<i>/a<i> messages padded to `pad + 3` chars."""
-    return [user(f"q{i} " + "x" * pad) if i % 2 == 0 else assistant(f"a{i} " + "y" * pad) for i in range(count)]
+    return [
+        user(f"q{i} " + "x" * pad) if i % 2 == 0 else assistant(f"a{i} " + "y" * pad) for i in range(count)
+    ]
 
 
 def run(plan: list[dict[str, Any]], model: FakeModel, **kwargs: Any) -> Any:
@@ -162,17 +164,23 @@ def test_settings_from_config_clamp_and_default() -> None:
 def test_serialize_conversation_matches_pi() -> None:
     messages = [
         user("hello"),
-        {"role": "user", "content": [
-            {"type": "text", "text": "a"},
-            {"type": "image", "data": "x", "mimeType": "image/png"},
-            {"type": "text", "text": "b"},
-        ]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "hmm"},
-            {"type": "text", "text": "ok"},
-            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "/a/b", "n": 2}},
-            {"type": "toolCall", "id": "c2", "name": "ls", "arguments": {}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image", "data": "x", "mimeType": "image/png"},
+                {"type": "text", "text": "b"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "ok"},
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "/a/b", "n": 2}},
+                {"type": "toolCall", "id": "c2", "name": "ls", "arguments": {}},
+            ],
+        },
         tool_result("c1", "z" * 2500),
     ]
 
@@ -193,7 +201,8 @@ def test_summary_request_uses_the_update_prompt_when_a_previous_summary_exists()
     ]
     assert update[1]["content"] == (
         "<conversation>\n[User]: hi\n</conversation>\n\n<previous-summary>\nPREV\n</previous-summary>\n\n"
-        + UPDATE_SUMMARIZATION_PROMPT + "\n\nAdditional focus: focus"
+        + UPDATE_SUMMARIZATION_PROMPT
+        + "\n\nAdditional focus: focus"
     )
 
 
@@ -249,8 +258,12 @@ def test_long_history_is_summarized_in_stages_then_merged() -> None:
 
 
 def test_token_share_split_never_separates_a_tool_call_from_its_result() -> None:
-    messages = [user("u" * 1600), assistant(calls=[{"id": "c1", "name": "exec", "arguments": {}}]),
-                tool_result("c1", "r" * 1600), user("v" * 1600)]
+    messages = [
+        user("u" * 1600),
+        assistant(calls=[{"id": "c1", "name": "exec", "arguments": {}}]),
+        tool_result("c1", "r" * 1600),
+        user("v" * 1600),
+    ]
 
     chunks = split_messages_by_token_share(messages, 2)
 
@@ -281,8 +294,13 @@ def test_recent_turns_are_preserved_verbatim() -> None:
 def test_preserved_assistant_keeps_its_tool_results() -> None:
     model = FakeModel()
     call = {"id": "c9", "name": "exec", "arguments": {"cmd": "ls"}}
-    plan = [user("old"), assistant("old answer"), user("list files"), assistant(calls=[call]),
-            tool_result("c9", "a.txt")]
+    plan = [
+        user("old"),
+        assistant("old answer"),
+        user("list files"),
+        assistant(calls=[call]),
+        tool_result("c9", "a.txt"),
+    ]
 
     result = run(plan, model, settings=SummarySettings(recent_turns_preserve=1))
 
@@ -297,10 +315,14 @@ def test_tool_failures_are_listed_deduplicated_and_capped() -> None:
     model = FakeModel()
     plan = [user("run the checks")]
     for i in range(9):
-        plan += [assistant(calls=[{"id": f"c{i}", "name": "exec", "arguments": {}}]),
-                 tool_result(f"c{i}", f"error  {i}\n  exit", is_error=True)]
-    plan += [tool_result("c0", "duplicate", is_error=True),
-             tool_result("c10", "x" * 300, is_error=True, name="")]
+        plan += [
+            assistant(calls=[{"id": f"c{i}", "name": "exec", "arguments": {}}]),
+            tool_result(f"c{i}", f"error  {i}\n  exit", is_error=True),
+        ]
+    plan += [
+        tool_result("c0", "duplicate", is_error=True),
+        tool_result("c10", "x" * 300, is_error=True, name=""),
+    ]
 
     result = run(plan, model)
 
@@ -397,7 +419,8 @@ def test_split_turn_prefix_is_summarized_into_its_section() -> None:
     assert "<previous-summary>" not in model.prompt(1)
     assert result.summary == (
         FIVE_HEADINGS.format(note="summary 1")
-        + "\n\n**Turn Context (split turn):**\n\n" + FIVE_HEADINGS.format(note="summary 2")
+        + "\n\n**Turn Context (split turn):**\n\n"
+        + FIVE_HEADINGS.format(note="summary 2")
     )
 
 

@@ -32,7 +32,9 @@ def test_a_larger_reserve_tokens_moves_both_thresholds():
 
 
 def test_floor_zero_leaves_pi_reserve_and_soft_threshold_moves_only_the_flush():
-    settings = validate_settings({"compaction": {"reserveTokensFloor": 0, "memoryFlush": {"softThresholdTokens": 10000}}})
+    settings = validate_settings(
+        {"compaction": {"reserveTokensFloor": 0, "memoryFlush": {"softThresholdTokens": 10000}}}
+    )
     thresholds = thresholds_for(settings, context_window=128000)
     assert effective_reserve(settings["compaction"]) == 16384
     assert thresholds.compaction_threshold == 128000 - 16384
@@ -42,27 +44,39 @@ def test_floor_zero_leaves_pi_reserve_and_soft_threshold_moves_only_the_flush():
 def test_flush_is_inclusive_and_once_per_cycle():
     thresholds = thresholds_for(default_settings(), context_window=200000)
     assert thresholds.flush_reason(projected_tokens=175999, transcript_bytes=0, already_flushed=False) is None
-    assert thresholds.flush_reason(projected_tokens=176000, transcript_bytes=0, already_flushed=False) == "tokens"
+    assert (
+        thresholds.flush_reason(projected_tokens=176000, transcript_bytes=0, already_flushed=False)
+        == "tokens"
+    )
     assert thresholds.flush_reason(projected_tokens=190000, transcript_bytes=0, already_flushed=True) is None
 
 
 def test_force_flush_by_transcript_bytes_and_its_off_switch():
     thresholds = thresholds_for(default_settings(), context_window=200000)
     assert thresholds.force_flush_transcript_bytes == 2 * 1024 * 1024
-    assert thresholds.flush_reason(projected_tokens=10, transcript_bytes=2 * 1024 * 1024,
-                                   already_flushed=False) == "transcript_bytes"
-    off = thresholds_for(validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": 0}}}),
-                         context_window=200000)
+    assert (
+        thresholds.flush_reason(projected_tokens=10, transcript_bytes=2 * 1024 * 1024, already_flushed=False)
+        == "transcript_bytes"
+    )
+    off = thresholds_for(
+        validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": 0}}}),
+        context_window=200000,
+    )
     assert off.flush_reason(projected_tokens=10, transcript_bytes=10**9, already_flushed=False) is None
-    text = thresholds_for(validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "3mb"}}}),
-                          context_window=200000)
+    text = thresholds_for(
+        validate_settings({"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "3mb"}}}),
+        context_window=200000,
+    )
     assert text.force_flush_transcript_bytes == 3 * 1024 * 1024
 
 
 def test_disabled_flush_never_fires():
     settings = validate_settings({"compaction": {"memoryFlush": {"enabled": False}}})
     thresholds = thresholds_for(settings, context_window=200000)
-    assert thresholds.flush_reason(projected_tokens=199000, transcript_bytes=10**9, already_flushed=False) is None
+    assert (
+        thresholds.flush_reason(projected_tokens=199000, transcript_bytes=10**9, already_flushed=False)
+        is None
+    )
 
 
 def test_null_flush_count_means_never_flushed():
@@ -72,7 +86,10 @@ def test_null_flush_count_means_never_flushed():
 
 
 def test_projection_adds_last_prompt_output_and_new_prompt():
-    assert projected_next_turn_tokens(last_prompt_tokens=170000, last_output_tokens=2000, prompt_estimate=4000) == 176000
+    assert (
+        projected_next_turn_tokens(last_prompt_tokens=170000, last_output_tokens=2000, prompt_estimate=4000)
+        == 176000
+    )
     small = Thresholds(context_window=16000, reserve_tokens=20000, soft_threshold_tokens=4000)
     assert small.flush_threshold == 0 and small.compaction_threshold == 0
     assert not small.should_compact(15000)  # a window below the reserve never compacts by threshold

@@ -29,27 +29,51 @@ def conversation(session, *, start: datetime = T0):
     """A transcript with every kind of entry that must or must not be indexed."""
     return factories.add_messages(
         session,
-        {"role": "user", "content": "Hi!\n\n  Can you   remember that our   staging DB is heron-db?",
-         "timestamp": int(start.timestamp() * 1000)},
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "secret plan"},
-                                          {"type": "text", "text": "Noted:"},
-                                          {"type": "text", "text": "staging DB is heron-db."},
-                                          {"type": "toolCall", "id": "c1", "name": "memory_get", "arguments": {}}],
-         "usage": {"input": 10, "output": 5}, "timestamp": int((start + timedelta(minutes=1)).timestamp() * 1000)},
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "memory_get",
-         "content": [{"type": "text", "text": "TOOL OUTPUT heron"}],
-         "timestamp": int((start + timedelta(minutes=2)).timestamp() * 1000)},
-        {"role": "user", "content": "My API key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it safe.",
-         "timestamp": int((start + timedelta(minutes=3)).timestamp() * 1000)},
-        {"role": "assistant", "content": [{"type": "text", "text": "I will not repeat it."}],
-         "usage": {"input": 10, "output": 5}, "timestamp": int((start + timedelta(minutes=4)).timestamp() * 1000)},
+        {
+            "role": "user",
+            "content": "Hi!\n\n  Can you   remember that our   staging DB is heron-db?",
+            "timestamp": int(start.timestamp() * 1000),
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "secret plan"},
+                {"type": "text", "text": "Noted:"},
+                {"type": "text", "text": "staging DB is heron-db."},
+                {"type": "toolCall", "id": "c1", "name": "memory_get", "arguments": {}},
+            ],
+            "usage": {"input": 10, "output": 5},
+            "timestamp": int((start + timedelta(minutes=1)).timestamp() * 1000),
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "memory_get",
+            "content": [{"type": "text", "text": "TOOL OUTPUT heron"}],
+            "timestamp": int((start + timedelta(minutes=2)).timestamp() * 1000),
+        },
+        {
+            "role": "user",
+            "content": "My API key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it safe.",
+            "timestamp": int((start + timedelta(minutes=3)).timestamp() * 1000),
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "I will not repeat it."}],
+            "usage": {"input": 10, "output": 5},
+            "timestamp": int((start + timedelta(minutes=4)).timestamp() * 1000),
+        },
     )
 
 
 def test_message_text_takes_strings_and_text_blocks() -> None:
     assert message_text("plain") == "plain"
-    assert message_text([{"type": "text", "text": "a"}, {"type": "image", "data": "x"},
-                         {"type": "text", "text": "b"}]) == "a b"
+    assert (
+        message_text(
+            [{"type": "text", "text": "a"}, {"type": "image", "data": "x"}, {"type": "text", "text": "b"}]
+        )
+        == "a b"
+    )
     assert message_text(None) == ""
 
 
@@ -91,8 +115,13 @@ def test_session_results_cite_the_session_and_message_seqs(world, fake_embedding
     conversation(session)
     index_session_transcript(session.pk)
 
-    response = hybrid_search(assistant=world.assistant, query="staging DB heron-db", snippet_mode="best",
-                             snippet_max_chars=120, explain=True)
+    response = hybrid_search(
+        assistant=world.assistant,
+        query="staging DB heron-db",
+        snippet_mode="best",
+        snippet_max_chars=120,
+        explain=True,
+    )
 
     [result] = response.results
     assert result.source == "sessions" and result.session_id == session.pk
@@ -104,26 +133,34 @@ def test_session_results_cite_the_session_and_message_seqs(world, fake_embedding
 
 def test_session_chunks_decay_by_message_time(world, fake_embeddings) -> None:
     old = factories.make_session(world.assistant, key="old")
-    factories.add_messages(old, {"role": "user", "content": "the pelican budget is 40k",
-                                 "timestamp": int(T0.timestamp() * 1000)})
+    factories.add_messages(
+        old, {"role": "user", "content": "the pelican budget is 40k", "timestamp": int(T0.timestamp() * 1000)}
+    )
     index_session_transcript(old.pk)
     now = T0 + timedelta(days=30)
 
-    [result] = hybrid_search(assistant=world.assistant, query="pelican budget", decay=True, now=now,
-                             explain=True, min_score=0).results
+    [result] = hybrid_search(
+        assistant=world.assistant, query="pelican budget", decay=True, now=now, explain=True, min_score=0
+    ).results
 
     assert result.explain["decay_multiplier"] == pytest.approx(0.5)
 
 
 def test_thresholds_gate_indexing(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
     world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
-        "deltaBytes": 100000, "deltaMessages": 3, "postCompactionForce": True}
+        "deltaBytes": 100000,
+        "deltaMessages": 3,
+        "postCompactionForce": True,
+    }
     world.assistant.save()
     session = factories.make_session(world.assistant, key="s")
 
     with django_capture_on_commit_callbacks(execute=True):
-        factories.add_messages(session, {"role": "user", "content": "one walrus"},
-                               {"role": "assistant", "content": [{"type": "text", "text": "two"}]})
+        factories.add_messages(
+            session,
+            {"role": "user", "content": "one walrus"},
+            {"role": "assistant", "content": [{"type": "text", "text": "two"}]},
+        )
     assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()
     assert pending_delta(session)[1] == 2
 
@@ -136,7 +173,10 @@ def test_thresholds_gate_indexing(world, fake_embeddings, django_capture_on_comm
 
 def test_byte_threshold_also_triggers(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
     world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
-        "deltaBytes": 500, "deltaMessages": 50, "postCompactionForce": True}
+        "deltaBytes": 500,
+        "deltaMessages": 50,
+        "postCompactionForce": True,
+    }
     world.assistant.save()
     session = factories.make_session(world.assistant, key="s")
     with django_capture_on_commit_callbacks(execute=True):
@@ -144,15 +184,24 @@ def test_byte_threshold_also_triggers(world, fake_embeddings, django_capture_on_
     assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
 
 
-def test_a_compaction_indexes_the_transcript(world, fake_embeddings, django_capture_on_commit_callbacks) -> None:
+def test_a_compaction_indexes_the_transcript(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
     session = factories.make_session(world.assistant, key="s")
     messages = factories.add_messages(session, {"role": "user", "content": "the otter plan"})
     assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()  # under 50 messages
 
     with django_capture_on_commit_callbacks(execute=True):
-        CompactionEntry.objects.create(session=session, seq=2, summary="summary", first_kept=messages[0],
-                                       first_kept_entry_id=messages[0].entry_id, tokens_before=100,
-                                       trigger="manual", created_at=T0)
+        CompactionEntry.objects.create(
+            session=session,
+            seq=2,
+            summary="summary",
+            first_kept=messages[0],
+            first_kept_entry_id=messages[0].entry_id,
+            tokens_before=100,
+            trigger="manual",
+            created_at=T0,
+        )
 
     assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
 
@@ -193,8 +242,9 @@ def test_transcript_hash_changes_with_content(world) -> None:
     assert after.source_hash != before and after.upto == 2
 
 
-def test_the_periodic_refresh_indexes_quiet_sessions_once(world, fake_embeddings: FakeOpenAI,
-                                                          django_capture_on_commit_callbacks) -> None:
+def test_the_periodic_refresh_indexes_quiet_sessions_once(
+    world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
+) -> None:
     from memory_app.tasks import refresh_indexes
     from sessions_app.transcript_index import SessionTranscripts
 

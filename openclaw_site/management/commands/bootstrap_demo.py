@@ -25,10 +25,16 @@ class Command(BaseCommand):
         team = Team.objects.create(slug="demo", name="Demo team")
         admin = User.objects.create_superuser("admin", "admin@example.com", password)
         Membership.objects.create(user=admin, team=team, role=Role.ADMIN)
-        Assistant.objects.create(team=team, slug="demo", name="Demo assistant",
-                                 system_prompt="You are a helpful assistant with long-term memory.")
-        self.stdout.write(self.style.SUCCESS(
-            "Created team 'demo', assistant 'demo' and user 'admin'.\n"
-            f"Sign in at {url}/ as admin / {password}\n"
-            f"(Django admin: {url}/admin/ · API docs: {url}/api/v1/docs/)"
-        ))
+        Assistant.objects.create(
+            team=team,
+            slug="demo",
+            name="Demo assistant",
+            system_prompt="You are a helpful assistant with long-term memory.",
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                "Created team 'demo', assistant 'demo' and user 'admin'.\n"
+                f"Sign in at {url}/ as admin / {password}\n"
+                f"(Django admin: {url}/admin/ · API docs: {url}/api/v1/docs/)"
+            )
+        )

@@ -17,7 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--scopes", nargs="+", required=True, help=" ".join(Scope.values))
         parser.add_argument("--expires-days", type=int, default=None)
 
-    def handle(self, *args, team: str, name: str, scopes: list[str], expires_days: int | None, **options) -> None:
+    def handle(
+        self, *args, team: str, name: str, scopes: list[str], expires_days: int | None, **options
+    ) -> None:
         scopes = [s for item in scopes for s in item.split(",") if s]
         unknown = sorted(set(scopes) - set(Scope.values))
         if unknown:
@@ -29,4 +31,6 @@ class Command(BaseCommand):
         key, secret = ApiKey.generate(team=team_obj, name=name, scopes=scopes, expires_at=expires)
         key.save()
         self.stdout.write(secret)
-        self.stderr.write(f"Created key {name!r} for team {team} with scopes {', '.join(scopes)}; store it now, it is not shown again.")
+        self.stderr.write(
+            f"Created key {name!r} for team {team} with scopes {', '.join(scopes)}; store it now, it is not shown again."
+        )

@@ -17,12 +17,25 @@ class Command(BaseCommand):
         parser.add_argument("--team", required=True, help="team slug")
         parser.add_argument("--role", default=Role.MEMBER, help="admin, member or viewer")
         parser.add_argument("--email", default="")
-        parser.add_argument("--password", default=os.environ.get("OPENCLAW_USER_PASSWORD", ""),
-                            help="defaults to $OPENCLAW_USER_PASSWORD; empty means an unusable password")
+        parser.add_argument(
+            "--password",
+            default=os.environ.get("OPENCLAW_USER_PASSWORD", ""),
+            help="defaults to $OPENCLAW_USER_PASSWORD; empty means an unusable password",
+        )
         parser.add_argument("--superuser", action="store_true", help="also give Django admin access")
 
     @transaction.atomic
-    def handle(self, *args, username: str, team: str, role: str, email: str, password: str, superuser: bool, **options) -> None:
+    def handle(
+        self,
+        *args,
+        username: str,
+        team: str,
+        role: str,
+        email: str,
+        password: str,
+        superuser: bool,
+        **options,
+    ) -> None:
         if role not in Role.values:
             raise CommandError(f"--role must be one of: {', '.join(Role.values)}")
         team_obj = Team.objects.filter(slug=team).first()

@@ -57,7 +57,9 @@ class Command(BaseCommand):
         finally:
             self._stop(children)
         if died is not None:
-            raise CommandError(f"The {died.name} exited with code {died.process.returncode}; stopped the rest.")
+            raise CommandError(
+                f"The {died.name} exited with code {died.process.returncode}; stopped the rest."
+            )
 
     def _web_command(self, addr: str) -> list[str]:
         if settings.DEBUG:

@@ -24,10 +24,11 @@ from openclaw_site.assistant_settings import SettingsError
 from sessions_app.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 
 # OpenClaw's defaults (reference 4.1, 4.7): 400/80 chunks for every source, 700-char head snippets.
-OPENCLAW = EvalConfig(label="OpenClaw defaults",
-                      chunking={"tokens": 400, "overlap": 80, "sessions": {"tokens": None, "overlap": None}},
-                      query={"snippetMaxChars": 700, "snippetMode": "head",
-                             "hybrid": {"vectorWeight": 0.7, "textWeight": 0.3}})
+OPENCLAW = EvalConfig(
+    label="OpenClaw defaults",
+    chunking={"tokens": 400, "overlap": 80, "sessions": {"tokens": None, "overlap": None}},
+    query={"snippetMaxChars": 700, "snippetMode": "head", "hybrid": {"vectorWeight": 0.7, "textWeight": 0.3}},
+)
 
 
 def _list(kind: type) -> Any:
@@ -36,38 +37,65 @@ def _list(kind: type) -> Any:
             return [kind(item) for item in value.split(",") if item.strip()]
         except ValueError:
             raise ValueError(f"expected a comma-separated list of {kind.__name__}") from None
+
     parse.__name__ = f"list of {kind.__name__}"
     return parse
 
 
 class Command(BaseCommand):
-    help = ("Load LoCoMo conversations into throwaway assistants, index their transcripts and print "
-            "recall@5, recall@10 and recall within a character budget for each search mode and two "
-            "baselines (BM25, exact cosine) on the same chunks. List options (a,b,...) compare settings.")
+    help = (
+        "Load LoCoMo conversations into throwaway assistants, index their transcripts and print "
+        "recall@5, recall@10 and recall within a character budget for each search mode and two "
+        "baselines (BM25, exact cosine) on the same chunks. List options (a,b,...) compare settings."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="LoCoMo JSON, e.g. ../shared/data/locomo/locomo_dev5.json")
         parser.add_argument("--limit-conversations", type=int, default=None)
-        parser.add_argument("--chunk-tokens", type=_list(int), help="memorySearch.chunking.tokens (all sources)")
+        parser.add_argument(
+            "--chunk-tokens", type=_list(int), help="memorySearch.chunking.tokens (all sources)"
+        )
         parser.add_argument("--chunk-overlap", type=_list(int), help="memorySearch.chunking.overlap")
         parser.add_argument("--session-chunk-tokens", type=_list(int), help="chunking.sessions.tokens")
         parser.add_argument("--session-chunk-overlap", type=_list(int), help="chunking.sessions.overlap")
         parser.add_argument("--snippet-chars", type=_list(int), help="query.snippetMaxChars (0: whole chunk)")
         parser.add_argument("--snippet-mode", type=_list(str), help="query.snippetMode: head, best")
         parser.add_argument("--vector-weight", type=_list(float), help="query.hybrid.vectorWeight")
-        parser.add_argument("--text-weight", type=_list(float),
-                            help="query.hybrid.textWeight (default: 1 - vector weight when that is given)")
+        parser.add_argument(
+            "--text-weight",
+            type=_list(float),
+            help="query.hybrid.textWeight (default: 1 - vector weight when that is given)",
+        )
         parser.add_argument("--min-score", type=_list(float), help="query.minScore")
-        parser.add_argument("--candidate-multiplier", type=_list(int), help="query.hybrid.candidateMultiplier")
-        parser.add_argument("--with-openclaw", action="store_true",
-                            help="also evaluate OpenClaw's defaults (400/80 chunks, 700-char head snippets)")
-        parser.add_argument("--max-results", type=int, default=40,
-                            help="results asked per query (enough to fill the budget; at least 10)")
-        parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET_CHARS, help="characters the model reads")
-        parser.add_argument("--modes", type=_list(str), default=list(SEARCH_VARIANTS),
-                            help=f"search variants to run (default all): {', '.join(SEARCH_VARIANTS)}")
-        parser.add_argument("--embedder", choices=("local", "configured"), default="local",
-                            help="local: the bundled MiniLM (default); configured: EMBEDDING_PROVIDER and co.")
+        parser.add_argument(
+            "--candidate-multiplier", type=_list(int), help="query.hybrid.candidateMultiplier"
+        )
+        parser.add_argument(
+            "--with-openclaw",
+            action="store_true",
+            help="also evaluate OpenClaw's defaults (400/80 chunks, 700-char head snippets)",
+        )
+        parser.add_argument(
+            "--max-results",
+            type=int,
+            default=40,
+            help="results asked per query (enough to fill the budget; at least 10)",
+        )
+        parser.add_argument(
+            "--budget", type=int, default=DEFAULT_BUDGET_CHARS, help="characters the model reads"
+        )
+        parser.add_argument(
+            "--modes",
+            type=_list(str),
+            default=list(SEARCH_VARIANTS),
+            help=f"search variants to run (default all): {', '.join(SEARCH_VARIANTS)}",
+        )
+        parser.add_argument(
+            "--embedder",
+            choices=("local", "configured"),
+            default="local",
+            help="local: the bundled MiniLM (default); configured: EMBEDDING_PROVIDER and co.",
+        )
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -112,23 +140,41 @@ class Command(BaseCommand):
             reset_embedders()
         embedder = get_embedder()
         if embedder is None:
-            raise CommandError("no embedder is available (local: sentence-transformers and torch; "
-                               "configured: EMBEDDING_PROVIDER)")
+            raise CommandError(
+                "no embedder is available (local: sentence-transformers and torch; "
+                "configured: EMBEDDING_PROVIDER)"
+            )
         return embedder
 
-    def _run(self, samples: list[dict[str, Any]], configs: list[EvalConfig], embedder: Embedder,
-             options: dict[str, Any]) -> EvalRun:
+    def _run(
+        self,
+        samples: list[dict[str, Any]],
+        configs: list[EvalConfig],
+        embedder: Embedder,
+        options: dict[str, Any],
+    ) -> EvalRun:
         progress = (lambda line: self.stderr.write(line)) if options["verbosity"] >= 1 else (lambda _: None)
         kept: list[tuple[Any, ...]] = []
         try:
             with transaction.atomic():
-                first_new = (EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
+                first_new = (
+                    EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0
+                ) + 1
                 try:
-                    run = run_evaluation(samples=samples, configs=configs, embedder=embedder,
-                                         max_results=options["max_results"], budget=options["budget"],
-                                         variants=options["modes"], progress=progress)
-                    kept = list(EmbeddingCache.objects.filter(id__gte=first_new).values_list(
-                        "provider_key", "model", "hash", "dims", "embedding"))
+                    run = run_evaluation(
+                        samples=samples,
+                        configs=configs,
+                        embedder=embedder,
+                        max_results=options["max_results"],
+                        budget=options["budget"],
+                        variants=options["modes"],
+                        progress=progress,
+                    )
+                    kept = list(
+                        EmbeddingCache.objects.filter(id__gte=first_new).values_list(
+                            "provider_key", "model", "hash", "dims", "embedding"
+                        )
+                    )
                 finally:
                     # Throwaway data: the team, assistants, sessions and chunks all go.
                     transaction.set_rollback(True)
@@ -136,7 +182,9 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         EmbeddingCache.objects.bulk_create(
             [EmbeddingCache(provider_key=p, model=m, hash=h, dims=d, embedding=e) for p, m, h, d, e in kept],
-            ignore_conflicts=True, batch_size=500)
+            ignore_conflicts=True,
+            batch_size=500,
+        )
         # ANALYZE's row count is not transactional: count again now that the rows are gone.
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_app_memorychunk")
@@ -146,9 +194,14 @@ class Command(BaseCommand):
 def _chunkings(options: dict[str, Any]) -> list[dict[str, Any]]:
     result = []
     for tokens, overlap, s_tokens, s_overlap in itertools.product(
-            options["chunk_tokens"] or [None], options["chunk_overlap"] or [None],
-            options["session_chunk_tokens"] or [None], options["session_chunk_overlap"] or [None]):
-        chunking: dict[str, Any] = {k: v for k, v in (("tokens", tokens), ("overlap", overlap)) if v is not None}
+        options["chunk_tokens"] or [None],
+        options["chunk_overlap"] or [None],
+        options["session_chunk_tokens"] or [None],
+        options["session_chunk_overlap"] or [None],
+    ):
+        chunking: dict[str, Any] = {
+            k: v for k, v in (("tokens", tokens), ("overlap", overlap)) if v is not None
+        }
         sessions = {k: v for k, v in (("tokens", s_tokens), ("overlap", s_overlap)) if v is not None}
         if sessions:
             chunking["sessions"] = sessions
@@ -160,11 +213,21 @@ def _queries(options: dict[str, Any]) -> list[dict[str, Any]]:
     result = []
     text_weights = options["text_weight"] or [None]
     for chars, mode, vector, text, min_score, multiplier in itertools.product(
-            options["snippet_chars"] or [None], options["snippet_mode"] or [None], options["vector_weight"] or [None],
-            text_weights, options["min_score"] or [None], options["candidate_multiplier"] or [None]):
-        query: dict[str, Any] = {k: v for k, v in (("snippetMaxChars", chars), ("snippetMode", mode),
-                                                   ("minScore", min_score)) if v is not None}
-        hybrid = {k: v for k, v in (("vectorWeight", vector), ("candidateMultiplier", multiplier)) if v is not None}
+        options["snippet_chars"] or [None],
+        options["snippet_mode"] or [None],
+        options["vector_weight"] or [None],
+        text_weights,
+        options["min_score"] or [None],
+        options["candidate_multiplier"] or [None],
+    ):
+        query: dict[str, Any] = {
+            k: v
+            for k, v in (("snippetMaxChars", chars), ("snippetMode", mode), ("minScore", min_score))
+            if v is not None
+        }
+        hybrid = {
+            k: v for k, v in (("vectorWeight", vector), ("candidateMultiplier", multiplier)) if v is not None
+        }
         if text is not None or vector is not None:
             hybrid["textWeight"] = text if text is not None else round(1 - vector, 6)
         if hybrid:
@@ -180,33 +243,49 @@ def _label(config: EvalConfig) -> str:
     sessions = chunking["sessions"]
     s_tokens = sessions["tokens"] or chunking["tokens"]
     s_overlap = sessions["overlap"] if sessions["overlap"] is not None else chunking["overlap"]
-    return (f"sessions {s_tokens}/{s_overlap} tokens, memory {chunking['tokens']}/{chunking['overlap']}; "
-            f"snippet {query['snippetMode']} {query['snippetMaxChars']}; "
-            f"weights {hybrid['vectorWeight']}/{hybrid['textWeight']}; minScore {query['minScore']}")
+    return (
+        f"sessions {s_tokens}/{s_overlap} tokens, memory {chunking['tokens']}/{chunking['overlap']}; "
+        f"snippet {query['snippetMode']} {query['snippetMaxChars']}; "
+        f"weights {hybrid['vectorWeight']}/{hybrid['textWeight']}; minScore {query['minScore']}"
+    )
 
 
 def _as_dict(run: EvalRun) -> dict[str, Any]:
-    return {"conversations": run.conversations, "questions": run.questions,
-            "skipped_questions": run.skipped_questions, "messages": run.messages,
-            "categories": {str(k): v for k, v in CATEGORY_NAMES.items() if k != 5}, "configs": run.configs}
+    return {
+        "conversations": run.conversations,
+        "questions": run.questions,
+        "skipped_questions": run.skipped_questions,
+        "messages": run.messages,
+        "categories": {str(k): v for k, v in CATEGORY_NAMES.items() if k != 5},
+        "configs": run.configs,
+    }
 
 
 def _as_text(run: EvalRun) -> str:
     categories = {k: v for k, v in CATEGORY_NAMES.items() if k != 5}
-    out = [f"LoCoMo: {len(run.conversations)} conversations ({', '.join(run.conversations)}), {run.messages} turns, "
-           f"{run.questions} questions of categories 1-4 ({run.skipped_questions} skipped: no evidence turn)"]
+    out = [
+        f"LoCoMo: {len(run.conversations)} conversations ({', '.join(run.conversations)}), {run.messages} turns, "
+        f"{run.questions} questions of categories 1-4 ({run.skipped_questions} skipped: no evidence turn)"
+    ]
     for config in run.configs:
         summaries = config["methods"]
-        out += ["", f"== {config['label']}",
-                f"   {config['chunks']} chunks, {config['mean_chunk_chars']} characters on average; "
-                f"{config['max_results']} results asked per query"]
-        for metric, title in (("at_5", "recall@5 (%)"), ("at_10", "recall@10 (%)"),
-                              ("in_budget", f"recall within {config['budget_chars']} characters (%)")):
+        out += [
+            "",
+            f"== {config['label']}",
+            f"   {config['chunks']} chunks, {config['mean_chunk_chars']} characters on average; "
+            f"{config['max_results']} results asked per query",
+        ]
+        for metric, title in (
+            ("at_5", "recall@5 (%)"),
+            ("at_10", "recall@10 (%)"),
+            ("in_budget", f"recall within {config['budget_chars']} characters (%)"),
+        ):
             out += ["", format_table(summaries, metric=metric, title=title, categories=categories)]
         width = max(len(s["method"]) for s in summaries)
         out += ["", f"{'method':<{width}}  chars read  results read  ms/query"]
-        out += [f"{s['method']:<{width}}  {s['mean_chars_read']:>10}  {s['mean_results_read']:>12}  "
-                f"{s['ms_per_query']:>8}" for s in summaries]
+        out += [
+            f"{s['method']:<{width}}  {s['mean_chars_read']:>10}  {s['mean_results_read']:>12}  "
+            f"{s['ms_per_query']:>8}"
+            for s in summaries
+        ]
     return "\n".join(out) + "\n"
-
-

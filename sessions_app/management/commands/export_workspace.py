@@ -10,8 +10,10 @@ from sessions_app.exports import export_assistant, export_storage
 
 
 class Command(BaseCommand):
-    help = ("Write an assistant as an OpenClaw workspace (MEMORY.md, memory/, sessions/*.jsonl, "
-            "sessions/sessions.json) to EXPORT_ROOT/<team>/<assistant>/, or to --out DIR.")
+    help = (
+        "Write an assistant as an OpenClaw workspace (MEMORY.md, memory/, sessions/*.jsonl, "
+        "sessions/sessions.json) to EXPORT_ROOT/<team>/<assistant>/, or to --out DIR."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--team", required=True, help="team slug")
@@ -32,7 +34,9 @@ class Command(BaseCommand):
                 raise CommandError(f"{out} exists and is not an empty directory; choose a new or empty one.")
             summary = export_assistant(target.pk, storage=LocalExportStorage(out), base="")
             location = out
-        self.stdout.write(self.style.SUCCESS(
-            f"Exported {team}/{assistant} to {location}: {summary.documents} memory document(s), "
-            f"{summary.sessions} session(s)."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Exported {team}/{assistant} to {location}: {summary.documents} memory document(s), "
+                f"{summary.sessions} session(s)."
+            )
+        )

@@ -8,19 +8,24 @@ from sessions_app.imports import WorkspaceImportError, import_workspace
 
 
 class Command(BaseCommand):
-    help = ("Load an OpenClaw workspace (MEMORY.md, memory/**/*.md, sessions/*.jsonl, sessions/sessions.json) "
-            "into an assistant, all or nothing. Creates the assistant; an existing one needs --replace.")
+    help = (
+        "Load an OpenClaw workspace (MEMORY.md, memory/**/*.md, sessions/*.jsonl, sessions/sessions.json) "
+        "into an assistant, all or nothing. Creates the assistant; an existing one needs --replace."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("directory", type=Path)
         parser.add_argument("--team", required=True, help="slug of an existing team")
         parser.add_argument("--assistant", required=True, help="assistant slug (created if missing)")
-        parser.add_argument("--replace", action="store_true",
-                            help="replace the sessions and memory of an existing assistant")
+        parser.add_argument(
+            "--replace", action="store_true", help="replace the sessions and memory of an existing assistant"
+        )
 
     def handle(self, *args, directory: Path, team: str, assistant: str, replace: bool, **options) -> None:
         try:
-            report = import_workspace(directory=directory, team_slug=team, assistant_slug=assistant, replace=replace)
+            report = import_workspace(
+                directory=directory, team_slug=team, assistant_slug=assistant, replace=replace
+            )
         except WorkspaceImportError as error:
             raise CommandError(f"Nothing was imported: {error}") from None
         lines = report.lines()
