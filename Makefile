@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
+DEV_STAMP := $(VENV)/.requirements-dev-installed
+# Pure tests need no database: a DATABASE_URL that points nowhere keeps the embedded server off.
+PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup run test test-fast browser-deps migrate bench eval clean-db
+.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps migrate bench eval clean-db
 
 setup: $(STAMP)
 
@@ -14,6 +17,13 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
+
+# Test, lint and evaluation tools (requirements-dev.txt includes requirements.txt).
+dev-setup: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(DEV_STAMP)
 
 # Debian's Chromium for the Playwright browser tests (playwright cannot download its own here).
 browser-deps:
@@ -29,17 +39,31 @@ migrate: setup
 run: setup
 	$(PY) manage.py runall
 
-test: setup browser-deps
+test: dev-setup browser-deps
 	$(PY) -m pytest
 
-test-fast: setup
+# Everything but the browser tests and the tests marked slow.
+test-fast: dev-setup
 	$(PY) -m pytest -m "not browser and not slow"
+
+# The database-free tests (marked `pure` by tests/conftest.py): seconds, no PostgreSQL.
+test-pure: dev-setup
+	$(PURE_ENV) $(PY) -m pytest -m "pure and not slow" -q
+
+lint: dev-setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: dev-setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 bench: migrate
 	$(PY) bench/search.py
 
-eval: migrate
-	$(PY) manage.py eval_locomo ../shared/data/locomo/locomo_dev5.json
+eval: dev-setup migrate
+	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json
 
 clean-db:
 	-$(PY) manage.py embedded_db stop

@@ -28,10 +28,10 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from memory_app import config
-from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
-from memory_app.models import IndexState, Source
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
 from memory_app.dedup import shown_pieces, unseen_lines
+from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
+from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
     Ranked,

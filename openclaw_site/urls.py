@@ -21,5 +21,5 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("openclaw_site.web_urls")),
+    path("", include("openclaw_site.web.urls")),
 ]

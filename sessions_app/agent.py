@@ -41,6 +41,13 @@ from sessions_app.context import (
 from sessions_app.flush import skip_reason
 from sessions_app.llm import ChatModel, Completion, ProviderError, ToolCall, get_chat_model
 from sessions_app.messages import MessageInput
+from sessions_app.model_output import (
+    assistant_input,
+    error_assistant_input,
+    store_messages,
+    tool_result_input,
+    usage_dict,
+)
 from sessions_app.models import CompactionRun, Message, RunState, Session
 from sessions_app.overflow import (
     MAX_OVERFLOW_COMPACTION_ATTEMPTS,
@@ -55,13 +62,6 @@ from sessions_app.silent import (
     strip_silent_token,
 )
 from sessions_app.thresholds import prompt_tokens_of
-from sessions_app.turn_messages import (
-    assistant_input,
-    error_assistant_input,
-    store_messages,
-    tool_result_input,
-    usage_dict,
-)
 
 logger = logging.getLogger(__name__)
 

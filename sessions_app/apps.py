@@ -8,7 +8,8 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from sessions_app import signals, transcript_index
+        from sessions_app import indexing
+        from sessions_app import signals
 
         signals.connect()
-        transcript_index.connect()  # transcripts in memory search (register source, signals)
+        indexing.connect()  # transcripts in memory search (register source, signals)

@@ -22,8 +22,8 @@ from django.utils import timezone as dj_timezone
 from memory_app.models import MemoryDocument
 from memory_app.tokens import (
     calculate_context_tokens,
-    correction_ratio,
     corrected_estimate,
+    correction_ratio,
     estimate_context_tokens,
     estimate_message_tokens,
     estimate_messages_tokens,

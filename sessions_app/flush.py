@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import posixpath
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -41,17 +42,17 @@ from sessions_app.llm import (
     to_openai_messages,
 )
 from sessions_app.messages import MessageInput
-from sessions_app.models import Message, Session
-from sessions_app.offline import offline_flush_lines
-from sessions_app.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
-from sessions_app.thresholds import prompt_tokens_of
-from sessions_app.transcript import to_agent_message
-from sessions_app.turn_messages import (
+from sessions_app.model_output import (
     assistant_input,
     error_assistant_input,
     store_messages,
     tool_result_input,
 )
+from sessions_app.models import Message, Session
+from sessions_app.offline import offline_flush_lines
+from sessions_app.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
+from sessions_app.thresholds import prompt_tokens_of
+from sessions_app.transcript import to_agent_message
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from sessions_app import exports
+from sessions_app.workspace import exports
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +41,14 @@ def export_assistant(assistant_id: int) -> None:
 
 def transcript_changed(session_id: int) -> None:
     """Note new transcript content: the indexer runs once the delta thresholds are reached."""
-    from sessions_app.transcript_index import note_transcript_change
+    from sessions_app.indexing import note_transcript_change
 
     note_transcript_change(session_id)
 
 
 def index_session_transcript(session_id: int, version: int | None = None, force: bool = False) -> dict:
-    """Index a session transcript after its debounce (sessions_app.transcript_index)."""
-    from sessions_app.transcript_index import run_debounced_index
+    """Index a session transcript after its debounce (sessions_app.indexing)."""
+    from sessions_app.indexing import run_debounced_index
 
     return run_debounced_index(session_id, version, force)
 

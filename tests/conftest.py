@@ -11,8 +11,23 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
 from tests.embedding_fixtures import fake_embeddings, local_embeddings, no_embeddings  # noqa: F401,E402
+from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
+
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `pure` every test that asks for no database, so `make test-pure` runs them alone."""
+    for item in items:
+        wants_db = DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if (
+            not wants_db
+            and not item.get_closest_marker("django_db")
+            and not item.get_closest_marker("browser")
+        ):
+            item.add_marker(pytest.mark.pure)
+
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 

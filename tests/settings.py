@@ -19,3 +19,4 @@ from openclaw_site.settings import VAR_DIR  # noqa: E402
 
 EXPORT_ROOT = VAR_DIR / "test-exports"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+INSTALLED_APPS = [*INSTALLED_APPS, "evaluation"]  # noqa: F405  (the eval_locomo command is tested)

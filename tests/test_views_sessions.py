@@ -12,7 +12,6 @@ import pytest
 
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
-from tests.views_support import HX, is_full_page, signed_in
 from tests.fake_openai import text_reply, tool_call_reply
 from tests.sessions_app.engine_fixtures import *  # noqa: F403  (llm, no_llm, router, chatter, usage...)
 from tests.sessions_app.engine_fixtures import (
@@ -24,6 +23,7 @@ from tests.sessions_app.engine_fixtures import (
     usage,
     user,
 )
+from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -208,7 +208,7 @@ def test_assistant_page_and_another_teams_is_404(world):
 
 def _settings_post(assistant, **changes):
     """The form as the browser would send it, from the assistant's current values, with changes."""
-    from openclaw_site.forms import AssistantForm, SettingsForm
+    from openclaw_site.web.forms import AssistantForm, SettingsForm
 
     data = {}
     for form in (AssistantForm(instance=assistant), SettingsForm(current=assistant.settings)):
@@ -392,8 +392,8 @@ def test_members_and_viewers_read_keys_but_cannot_change_them(world, persona):
 
 def _task(func: str, *args, success: bool = True, result=None):
     from django.utils import timezone
-    from django_q.models import Task
     from django_q.humanhash import uuid
+    from django_q.models import Task
 
     name, task_id = uuid()
     now = timezone.now()

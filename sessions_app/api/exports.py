@@ -11,7 +11,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 
 from sessions_app.api.views import SessionApiView
-from sessions_app.exports import session_file_name, session_jsonl_lines
+from sessions_app.workspace.exports import session_file_name, session_jsonl_lines
 
 NDJSON = "application/x-ndjson"
 

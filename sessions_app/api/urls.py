@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.api import engine_views, views
+from sessions_app.api import context_views, views
 from sessions_app.api.exports import SessionExportJsonlApi
 
 urlpatterns = [
@@ -13,17 +13,17 @@ urlpatterns = [
     ),
     path(
         "sessions/<int:session_id>/context/",
-        engine_views.SessionContextApi.as_view(),
+        context_views.SessionContextApi.as_view(),
         name="api-session-context",
     ),
     path(
         "sessions/<int:session_id>/compact/",
-        engine_views.SessionCompactApi.as_view(),
+        context_views.SessionCompactApi.as_view(),
         name="api-session-compact",
     ),
     path(
         "sessions/<int:session_id>/compactions/",
-        engine_views.SessionCompactionsApi.as_view(),
+        context_views.SessionCompactionsApi.as_view(),
         name="api-session-compactions",
     ),
     path(

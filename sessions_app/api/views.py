@@ -22,9 +22,8 @@ from openclaw_site.idempotency import (
 from openclaw_site.models import Scope
 from sessions_app import services
 from sessions_app.agent import schedule_maintenance
-from sessions_app.api.engine import compact_command_text, respond_to_message, run_compact_command
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
-from sessions_app.compaction import coverage_map
+from sessions_app.api.responses import compact_command_text, respond_to_message, run_compact_command
 from sessions_app.api.serializers import (
     MessagePostInput,
     MessagesCreatedOutput,
@@ -34,6 +33,7 @@ from sessions_app.api.serializers import (
     TranscriptPageOutput,
     stored_message_dict,
 )
+from sessions_app.compaction import coverage_map
 from sessions_app.models import Session
 from sessions_app.transcript import append_messages, transcript_entries
 

@@ -1,4 +1,4 @@
-"""The retrieval evaluation (`memory_app.evaluation`, `sessions_app.locomo`, `eval_locomo`).
+"""The retrieval evaluation (`evaluation.metrics`, `evaluation.locomo`, `eval_locomo`).
 
 The metric tests are pure; the others load a tiny LoCoMo-shaped conversation into real Postgres
 through the real append and indexing paths, with FakeOpenAI's bag-of-words embeddings.
@@ -14,7 +14,15 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from memory_app.evaluation import (
+from evaluation.locomo import (
+    EvalConfig,
+    LocomoFormatError,
+    load_conversation,
+    parse_session_date,
+    questions,
+    run_evaluation,
+)
+from evaluation.metrics import (
     EvalQuestion,
     EvidenceTurn,
     Hit,
@@ -25,14 +33,6 @@ from memory_app.evaluation import (
 )
 from memory_app.models import EmbeddingCache, MemoryChunk
 from openclaw_site.models import Team
-from sessions_app.locomo import (
-    EvalConfig,
-    LocomoFormatError,
-    load_conversation,
-    parse_session_date,
-    questions,
-    run_evaluation,
-)
 from sessions_app.models import Message, Session
 
 LIGHTHOUSE = EvidenceTurn(path="sessions/a.jsonl", line=3, text="User: I painted a lighthouse at dawn.")

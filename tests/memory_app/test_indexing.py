@@ -10,8 +10,8 @@ from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import EmbeddingCache, IndexedSource, IndexState, MemoryChunk, Source
 from memory_app.search import hybrid_search
 from tests import factories
-from tests.fake_openai import FakeOpenAI, error_reply
 from tests.embedding_fixtures import embedded_texts
+from tests.fake_openai import FakeOpenAI, error_reply
 
 pytestmark = pytest.mark.django_db
 

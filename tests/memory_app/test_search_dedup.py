@@ -8,7 +8,7 @@ from memory_app import indexing
 from memory_app.documents import Provenance, write_document
 from memory_app.models import MemoryChunk
 from memory_app.search import hybrid_search
-from sessions_app.transcript_index import index_session_transcript
+from sessions_app.indexing import index_session_transcript
 from tests import factories
 
 pytestmark = pytest.mark.django_db

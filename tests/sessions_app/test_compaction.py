@@ -12,6 +12,7 @@ from django.utils import timezone
 from memory_app.models import MemoryDocument
 from openclaw_site.assistant_settings import validate_settings
 from sessions_app.compaction import (
+    NOT_A_COMMAND,
     CompactionBusy,
     CompactionFailed,
     CompactionPreview,
@@ -19,7 +20,6 @@ from sessions_app.compaction import (
     compact_session,
     coverage_map,
     parse_compact_command,
-    NOT_A_COMMAND,
 )
 from sessions_app.context import build_model_context, local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
-from sessions_app import exports, tasks
+from sessions_app import tasks
+from sessions_app.workspace import exports
 from tests import factories
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from memory_app.documents import Provenance, delete_document, write_document
-from sessions_app import exports
-from sessions_app.export_storage import LocalExportStorage, UnsafeName
 from sessions_app.models import CompactionEntry
 from sessions_app.transcript import transcript_entries
+from sessions_app.workspace import exports
+from sessions_app.workspace.storage import LocalExportStorage, UnsafeName
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -70,8 +70,9 @@ def conversation(world):
 
 
 def add_compaction(session, *, first_kept, summary="## Decisions\n- eu-west-3") -> CompactionEntry:
-    from sessions_app.transcript import lock_session, take_seq
     from django.db import transaction
+
+    from sessions_app.transcript import lock_session, take_seq
 
     with transaction.atomic():
         locked = lock_session(session.pk)

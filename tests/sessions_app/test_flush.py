@@ -220,9 +220,9 @@ def test_offline_flush_appends_durable_lines_labelled_offline(no_llm, session):
 
 @pytest.mark.django_db
 def test_flush_turn_marks_survive_export_and_import(llm, session, tmp_path):
-    from sessions_app.export_storage import LocalExportStorage
-    from sessions_app.exports import export_assistant
-    from sessions_app.imports import import_workspace
+    from sessions_app.workspace.exports import export_assistant
+    from sessions_app.workspace.imports import import_workspace
+    from sessions_app.workspace.storage import LocalExportStorage
 
     llm.queue(tool_call_reply([("read", {"path": "MEMORY.md"})]), text_reply("NO_REPLY"))
     run_memory_flush(session_id=session.pk, now=NOW)

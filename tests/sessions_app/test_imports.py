@@ -14,10 +14,10 @@ from django.core.management import CommandError, call_command
 from memory_app.models import MemoryDocument, MemoryRevision
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant
-from sessions_app.exports import export_assistant
-from sessions_app.export_storage import LocalExportStorage
-from sessions_app.imports import WorkspaceImportError, import_workspace
 from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.workspace.exports import export_assistant
+from sessions_app.workspace.imports import WorkspaceImportError, import_workspace
+from sessions_app.workspace.storage import LocalExportStorage
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -332,7 +332,7 @@ def test_a_broken_workspace_changes_nothing(world, tmp_path, breakage, problem):
 
 
 def test_a_failure_while_writing_rolls_everything_back(world, tmp_path, monkeypatch):
-    from sessions_app import imports
+    from sessions_app.workspace import imports
 
     calls = []
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app.openclaw_transcript import (
+from sessions_app.workspace.openclaw_jsonl import (
     BRANCH_SUMMARY_PREFIX,
     TranscriptError,
     bash_execution_text,

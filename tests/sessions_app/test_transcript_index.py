@@ -8,8 +8,7 @@ import pytest
 
 from memory_app.models import IndexedSource, MemoryChunk, Source
 from memory_app.search import hybrid_search
-from sessions_app.models import CompactionEntry, Message
-from sessions_app.transcript_index import (
+from sessions_app.indexing import (
     index_session_transcript,
     message_text,
     note_transcript_change,
@@ -17,6 +16,7 @@ from sessions_app.transcript_index import (
     session_entry,
     transcript_lines,
 )
+from sessions_app.models import CompactionEntry, Message
 from tests import factories
 from tests.fake_openai import FakeOpenAI
 
@@ -246,7 +246,7 @@ def test_the_periodic_refresh_indexes_quiet_sessions_once(
     world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
 ) -> None:
     from memory_app.tasks import refresh_indexes
-    from sessions_app.transcript_index import SessionTranscripts
+    from sessions_app.indexing import SessionTranscripts
 
     session = factories.make_session(world.assistant, key="quiet")
     with django_capture_on_commit_callbacks(execute=True):

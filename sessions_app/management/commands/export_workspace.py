@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from openclaw_site.models import Assistant
-from sessions_app.export_storage import LocalExportStorage
-from sessions_app.exports import export_assistant, export_storage
+from sessions_app.workspace.exports import export_assistant, export_storage
+from sessions_app.workspace.storage import LocalExportStorage
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.imports import WorkspaceImportError, import_workspace
+from sessions_app.workspace.imports import WorkspaceImportError, import_workspace
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
-from sessions_app.api.engine import compact_or_raise, context_payload, entry_dict, run_dict
+from sessions_app.api.responses import compact_or_raise, context_payload, entry_dict, run_dict
 from sessions_app.api.views import SessionApiView
 from sessions_app.compaction import CompactionPreview
 from sessions_app.context import session_figures

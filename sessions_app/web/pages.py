@@ -16,7 +16,6 @@ from django.conf import settings as django_settings
 from openclaw_site.models import Assistant
 from sessions_app.models import CompactionRun, Session
 
-
 # --- sessions ---------------------------------------------------------------------------------
 
 

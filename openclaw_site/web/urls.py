@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory_app import views as memory
-from openclaw_site import views as site
-from sessions_app import views as sessions
+from memory_app.web import views as memory
+from openclaw_site.web import views as site
+from sessions_app.web import views as sessions
 
 urlpatterns = [
     path("", site.home, name="home"),

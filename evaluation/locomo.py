@@ -1,13 +1,13 @@
 """Loading a LoCoMo conversation into an assistant, for the retrieval evaluation (`eval_locomo`).
 
-LoCoMo (Maharana et al., ACL 2024; ../shared/data/locomo/README.md) is a list of conversations:
+LoCoMo (Maharana et al., ACL 2024; docs/evaluation.md describes the file) is a list of conversations:
 `conversation` holds `speaker_a`, `speaker_b` and sessions `session_N` (turns `{speaker, dia_id,
 text}`, some with an image's `blip_caption`) dated by `session_N_date_time` ("1:56 pm on 8 May,
 2023"); `qa` holds questions with the `dia_id`s of their evidence turns and a category.
 
 Each session becomes a `Session` whose turns are appended through `append_messages` (speaker_a as
 the user, speaker_b as the assistant, a few seconds apart from the session's date), and is indexed
-through the same path a live transcript takes (`transcript_index.index_session_transcript`).
+through the same path a live transcript takes (`sessions_app.indexing.index_session_transcript`).
 An evidence turn is then known by what search results cite: the session's path and the message
 ``seq``, plus the line the transcript renders for it.
 """
@@ -27,27 +27,27 @@ from django.db.models import Avg
 from django.db.models.functions import Length
 from django.utils.text import slugify
 
-from memory_app.embeddings import Embedder
-from memory_app.evaluation import (
+from evaluation.metrics import (
     DEFAULT_BUDGET_CHARS,
     DEFAULT_KS,
+    SEARCH_VARIANTS,
     EvalCorpus,
     EvalQuestion,
     EvidenceTurn,
-    SEARCH_VARIANTS,
     QueryVectors,
     evaluate,
 )
+from memory_app.candidates import forget_lexeme_stats
+from memory_app.embeddings import Embedder
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryChunk
-from memory_app.candidates import forget_lexeme_stats
 from memory_app.search import resolve_options
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
+from sessions_app.indexing import index_session_transcript, session_path, transcript_lines
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session
 from sessions_app.transcript import append_messages
-from sessions_app.transcript_index import index_session_transcript, session_path, transcript_lines
 
 # Turns of one session are this far apart, starting at the session's date.
 TURN_SPACING_SECONDS = 5

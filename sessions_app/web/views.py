@@ -22,10 +22,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
-from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
-from sessions_app import dashboard as engine
+from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
 from sessions_app.models import CompactionRun, Message, Session
-from sessions_app.transcript_view import build_transcript, compaction_cards, covered_messages, message_view
+from sessions_app.web import pages
+from sessions_app.web.transcript import build_transcript, compaction_cards, covered_messages, message_view
 
 UNPROCESSABLE = 422
 
@@ -71,7 +71,7 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
         request.web.require(Role.MEMBER)
         if form.is_valid():
             try:
-                session = engine.create_session(
+                session = pages.create_session(
                     assistant=assistant,
                     key=form.cleaned_data["key"] or None,
                     title=form.cleaned_data["title"],
@@ -94,7 +94,7 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
-    gauge = engine.gauge(session)
+    gauge = pages.gauge(session)
     return {
         "session": session,
         "assistant": session.assistant,
@@ -103,7 +103,7 @@ def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
         "gauge": gauge,
         "poll": _should_poll(session, gauge),
         "runs": _runs(session),
-        "model": engine.model_status(session.assistant),
+        "model": pages.model_status(session.assistant),
         "memory_writes": _memory_writes(session),
     }
 
@@ -235,7 +235,7 @@ def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
     form = ChatForm(request.POST)
     if not form.is_valid():
         return _composer_error(request, session, form.errors["text"][0], status=UNPROCESSABLE)
-    outcome = engine.chat(session=session, text=form.cleaned_data["text"])
+    outcome = pages.chat(session=session, text=form.cleaned_data["text"])
     if outcome.error and not outcome.stored:
         return _composer_error(request, session, outcome.error, status=outcome.status)
     session.refresh_from_db()
@@ -277,7 +277,7 @@ def session_context(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "session": session,
             "assistant": session.assistant,
-            "context": engine.model_context(session),
+            "context": pages.model_context(session),
             "tab": "sessions",
         },
         partial="context",
@@ -302,7 +302,7 @@ def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
     form = CompactForm(request.POST or request.GET or None)
     instructions = form.cleaned_data["instructions"] if form.is_valid() else ""
     if request.method == "GET":
-        preview = engine.compaction_preview(session=session, instructions=instructions)
+        preview = pages.compaction_preview(session=session, instructions=instructions)
         return render_page(
             request,
             "sessions/compact.html",
@@ -330,7 +330,7 @@ def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
             partial="preview",
             status=UNPROCESSABLE,
         )
-    result = engine.compact(session=session, instructions=instructions)
+    result = pages.compact(session=session, instructions=instructions)
     if not is_htmx(request):
         (messages.success if result.ok else messages.error)(request, result.message)
         return redirect("session", pk=session.pk)

@@ -2,7 +2,7 @@
 
 `respond_to_message` and `run_compact_command` are the two branches `POST /sessions/{id}/messages/`
 takes for `"respond": true` and for a `/compact` chat message; the views of `/context/`,
-`/compact/` and `/compactions/` live in `engine_views`.
+`/compact/` and `/compactions/` live in `context_views`.
 """
 
 from __future__ import annotations

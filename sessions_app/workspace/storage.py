@@ -2,7 +2,7 @@
 
 Names are POSIX paths relative to the storage root, as in Django's ``Storage`` API, so an adapter
 over ``django.core.files.storage`` (S3 and friends, design.md "Scale-out") can replace
-`LocalExportStorage` without touching `sessions_app.exports`.
+`LocalExportStorage` without touching `sessions_app.workspace.exports`.
 
 Pure: no Django import.
 """

@@ -1,6 +1,6 @@
 """Retrieval evaluation of memory search: recall@k and recall within what the model reads.
 
-Used by `manage.py eval_locomo` (issue 4, item 7). A question comes with its evidence turns,
+Used by `manage.py eval_locomo`. A question comes with its evidence turns,
 each known by the path and line a search result cites and by the transcript line it renders as.
 Every method answers a question with a ranked list of `Hit`s:
 

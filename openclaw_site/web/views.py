@@ -17,10 +17,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site import jobs, services
 from openclaw_site.auth import TEAM_SESSION_KEY
-from openclaw_site.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 from openclaw_site.errors import ApiError
 from openclaw_site.models import ApiKey, Assistant, Role
-from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 
 UNPROCESSABLE = 422
 

@@ -7,8 +7,8 @@ signed-in user as the provenance; these views only translate forms to those call
 from __future__ import annotations
 
 import difflib
-from datetime import timedelta
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -24,7 +24,7 @@ from memory_app.documents import Provenance, StaleWrite, delete_document, revert
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
 from openclaw_site.models import Assistant, Role
-from openclaw_site.web import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
 

@@ -30,10 +30,9 @@ from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
 from openclaw_site.locks import xact_lock
 from openclaw_site.models import Assistant
-from sessions_app.export_storage import ExportStorage, LocalExportStorage, is_temp_name
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session
-from sessions_app.openclaw_transcript import (
+from sessions_app.workspace.openclaw_jsonl import (
     CURRENT_VERSION,
     EXPORTER,
     EXPORTER_KEY,
@@ -41,6 +40,7 @@ from sessions_app.openclaw_transcript import (
     dumps_line,
     format_timestamp,
 )
+from sessions_app.workspace.storage import ExportStorage, LocalExportStorage, is_temp_name
 
 SESSIONS_DIR = "sessions"
 MEMORY_DIR = "memory"

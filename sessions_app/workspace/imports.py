@@ -34,8 +34,13 @@ from openclaw_site.assistant_settings import SettingsError, validate_settings
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
-from sessions_app.openclaw_transcript import ParsedEntry, ParsedTranscript, TranscriptError, parse_transcript
 from sessions_app.transcript import after_transcript_change, to_agent_message
+from sessions_app.workspace.openclaw_jsonl import (
+    ParsedEntry,
+    ParsedTranscript,
+    TranscriptError,
+    parse_transcript,
+)
 
 SESSION_KEY_MAX = Session._meta.get_field("key").max_length
 

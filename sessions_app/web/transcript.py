@@ -1,4 +1,4 @@
-"""The transcript as the session page shows it (no HTTP here; `sessions_app.views` renders it).
+"""The transcript as the session page shows it (no HTTP here; `sessions_app.web.views` renders it).
 
 Messages are never deleted by compaction, so the page must show two things at once: what the model
 sees now (the latest summary, then the messages from its first kept one on) and the history behind

@@ -1,7 +1,7 @@
-"""`manage.py eval_locomo FILE`: retrieval recall of memory search on LoCoMo (issue 4, item 7).
+"""`manage.py eval_locomo FILE`: retrieval recall of memory search on LoCoMo.
 
-It lives in sessions_app because it loads conversations as sessions (memory_app knows nothing of
-sessions); the measuring is `memory_app.evaluation`, the loading `sessions_app.locomo`.
+Run it with `--settings=evaluation.settings` (`make eval`), which installs this app. The loading
+of conversations as sessions is `evaluation.locomo`, the measuring `evaluation.metrics`.
 Everything it creates is rolled back at the end; only the embedding cache (vectors keyed by text
 hash) is kept, so the next run does not embed the same chunks again.
 """
@@ -17,11 +17,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
+from evaluation.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
+from evaluation.metrics import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
 from memory_app.embeddings import Embedder, get_embedder, reset_embedders
-from memory_app.evaluation import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
 from memory_app.models import EmbeddingCache
 from openclaw_site.assistant_settings import SettingsError
-from sessions_app.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 
 # OpenClaw's defaults (reference 4.1, 4.7): 400/80 chunks for every source, 700-char head snippets.
 OPENCLAW = EvalConfig(
