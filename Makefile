@@ -5,7 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 DEV_STAMP := $(VENV)/.requirements-dev-installed
-# Pure tests need no database: a DATABASE_URL that points nowhere keeps the embedded server off.
+# Pure tests and mypy (whose Django plugin loads the settings) need no database: a DATABASE_URL
+# that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
 .PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps migrate bench eval clean-db
@@ -53,7 +54,7 @@ test-pure: dev-setup
 lint: dev-setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(PURE_ENV) $(VENV)/bin/mypy
 
 format: dev-setup
 	$(VENV)/bin/ruff check --fix .
