@@ -43,7 +43,3 @@ def validate_memory_path(path: object) -> str:
     if segments[-1] == ".md":
         raise InvalidPath("the file name is empty")
     return path
-
-
-def is_daily_note(path: str) -> bool:
-    return bool(DAILY_NOTE.match(path))

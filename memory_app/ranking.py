@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from memory_app.utf16 import utf16_head, utf16_len
 
@@ -175,7 +174,7 @@ def _decay_timestamp_ms(candidate: Candidate) -> int | None:
     # session chunks is the message time (design.md item 10). No timestamp: no decay.
     dated = date_from_memory_path(candidate.path)
     if dated is not None:
-        midnight = datetime(dated.year, dated.month, dated.day, tzinfo=timezone.utc)
+        midnight = datetime(dated.year, dated.month, dated.day, tzinfo=UTC)
         return int(midnight.timestamp() * 1000)
     if is_evergreen(candidate.path, candidate.source):
         return None
@@ -291,16 +290,6 @@ def apply_min_score(
     return (strict + spare)[:limit]
 
 
-def bm25_rank_to_score(rank: float) -> float:
-    """Map an FTS5 bm25 rank (lower is better) to a 0..1 score (hybrid.ts `bm25RankToScore`)."""
-    if not math.isfinite(rank):
-        return 1 / (1 + 999)
-    if rank < 0:
-        relevance = -rank
-        return relevance / (1 + relevance)
-    return 1 / (1 + rank)
-
-
 def fts_only_boost(text_score: float, *, query: str, text: str, path: str) -> float:
     """Return the FTS-only score: text score plus query coverage, density, path, length boosts."""
     # manager-search.ts `scoreFallbackKeywordResult` (reference 4.7 step 9).
@@ -328,7 +317,7 @@ def truncate_snippet(text: str, max_chars: int = SNIPPET_MAX_CHARS) -> str:
     return utf16_head(text, max_chars)
 
 
-# --- keyword extraction (query-expansion.ts `extractKeywords`) -------------------------------
+# --- stop words (query-expansion.ts) -------------------------------
 
 _STOP_WORDS_EN = frozenset(
     "a an the this that these those i me my we our you your he she it they them is are was were "
@@ -382,114 +371,8 @@ STOP_WORDS = (
     | _STOP_WORDS_JA
     | _STOP_WORDS_ZH
 )
-# query-expansion.ts `KO_TRAILING_PARTICLES`, longest first.
-_KO_TRAILING_PARTICLES = sorted(
-    "에서 으로 에게 한테 처럼 같이 보다 까지 부터 마다 밖에 대로 은 는 이 가 을 를 의 에 로 와 과 도 만".split(),
-    key=len,
-    reverse=True,
-)
-_KANA_RE = re.compile("[\u3040-\u30ff]")
-_HAN_RE = re.compile("[\u4e00-\u9fff]")
-_HAN_RUN_RE = re.compile("[\u4e00-\u9fff]+")
-_HANGUL_RE = re.compile("[\uac00-\ud7af\u3131-\u3163]")
-_JA_PARTS_RE = re.compile("[a-z0-9_]+|[\u30a0-\u30ffー]+|[\u4e00-\u9fff]+|[\u3040-\u309f]{2,}")
-_ASCII_LETTERS_RE = re.compile("[a-zA-Z]+")
-_ASCII_DIGITS_RE = re.compile("[0-9]+")
-_ASCII_WORD_RE = re.compile("[a-z0-9_]+", re.IGNORECASE)
 
 
 def is_stop_word(token: str) -> bool:
     """Tell whether a lowercased token is in OpenClaw's EN/ES/PT/AR/KO/JA/ZH stop lists."""
     return token in STOP_WORDS
-
-
-def extract_keywords(query: str) -> list[str]:
-    """Return the meaningful search terms of a conversational query, deduplicated."""
-    # query-expansion.ts `extractKeywords` with the default unicode61 tokenizer (no trigram).
-    keywords: dict[str, None] = {}
-    for token in _keyword_tokens(query):
-        if is_stop_word(token) or not _is_valid_keyword(token):
-            continue
-        keywords.setdefault(token)
-    return list(keywords)
-
-
-def _keyword_tokens(query: str) -> list[str]:
-    """Split a query into per-script tokens (query-expansion.ts `tokenize`)."""
-    tokens: list[str] = []
-    for segment in _split_on_space_and_punctuation(query.strip().lower()):
-        if _KANA_RE.search(segment):
-            tokens.extend(_japanese_tokens(segment))
-        elif _HAN_RE.search(segment):
-            chars = [char for char in segment if _HAN_RE.match(char)]
-            tokens.extend(chars)
-            tokens.extend(first + second for first, second in zip(chars, chars[1:]))
-        elif _HANGUL_RE.search(segment):
-            tokens.extend(_korean_tokens(segment))
-        else:
-            tokens.append(segment)
-    return tokens
-
-
-def _split_on_space_and_punctuation(text: str) -> list[str]:
-    """Split on runs of whitespace and Unicode punctuation (`/[\\s\\p{P}]+/u`)."""
-    segments: list[str] = []
-    current: list[str] = []
-    for char in text:
-        if char.isspace() or char == "\ufeff" or unicodedata.category(char).startswith("P"):
-            if current:
-                segments.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if current:
-        segments.append("".join(current))
-    return segments
-
-
-def _japanese_tokens(segment: str) -> list[str]:
-    """Return ascii words, katakana runs, kanji runs plus bigrams, hiragana runs of 2+."""
-    tokens: list[str] = []
-    for part in _JA_PARTS_RE.findall(segment):
-        tokens.append(part)
-        if _HAN_RUN_RE.fullmatch(part):
-            tokens.extend(first + second for first, second in zip(part, part[1:]))
-    return tokens
-
-
-def _korean_tokens(segment: str) -> list[str]:
-    """Return a Korean word unless it is a stop word, plus its particle-stripped stem."""
-    tokens: list[str] = []
-    stem = _strip_korean_particle(segment)
-    stem_is_stop = stem is not None and stem in _STOP_WORDS_KO
-    if segment not in _STOP_WORDS_KO and not stem_is_stop:
-        tokens.append(segment)
-    if stem and stem not in _STOP_WORDS_KO and _is_useful_korean_stem(stem):
-        tokens.append(stem)
-    return tokens
-
-
-def _strip_korean_particle(token: str) -> str | None:
-    """Return `token` without its longest trailing particle, or None if it has none."""
-    for particle in _KO_TRAILING_PARTICLES:
-        if len(token) > len(particle) and token.endswith(particle):
-            return token[: -len(particle)]
-    return None
-
-
-def _is_useful_korean_stem(stem: str) -> bool:
-    """Keep Hangul stems of 2+ syllables and pure ascii stems ("API를" -> "api")."""
-    if re.search("[\uac00-\ud7af]", stem):
-        return len(stem) >= 2
-    return _ASCII_WORD_RE.fullmatch(stem) is not None
-
-
-def _is_valid_keyword(token: str) -> bool:
-    """Drop ascii words under 3 letters, pure digits and pure punctuation/symbols."""
-    if not token:
-        return False
-    if _ASCII_LETTERS_RE.fullmatch(token) and len(token) < 3:
-        return False
-    if _ASCII_DIGITS_RE.fullmatch(token):
-        return False
-    return not all(unicodedata.category(char)[0] in "PS" for char in token)

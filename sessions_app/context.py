@@ -503,11 +503,6 @@ def token_figures(
     )
 
 
-def message_prompt_estimate(message: dict[str, Any]) -> int:
-    """Estimate a new user message the way `estimatePromptTokensForMemoryFlush` does."""
-    return estimate_message_tokens(message)
-
-
 def session_figures(session: Session) -> dict[str, Any]:
     """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours)."""
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -13,10 +13,8 @@ from memory_app.ranking import (
     Ranked,
     apply_min_score,
     apply_temporal_decay,
-    bm25_rank_to_score,
     date_from_memory_path,
     decay_multiplier,
-    extract_keywords,
     fts_only_boost,
     fuse_scores,
     is_evergreen,
@@ -27,7 +25,7 @@ from memory_app.ranking import (
     truncate_snippet,
 )
 
-NOW_MS = int(datetime(2026, 3, 18, tzinfo=timezone.utc).timestamp() * 1000)
+NOW_MS = int(datetime(2026, 3, 18, tzinfo=UTC).timestamp() * 1000)
 DAY_MS = 86_400_000
 
 
@@ -283,15 +281,6 @@ def test_min_score_slices_to_max_results() -> None:
 # --- FTS-only path --------------------------------------------------------------------------
 
 
-def test_bm25_rank_to_score() -> None:
-    assert bm25_rank_to_score(-1.0) == 0.5
-    assert bm25_rank_to_score(-3.0) == 0.75
-    assert bm25_rank_to_score(0.0) == 1.0
-    assert bm25_rank_to_score(1.0) == 0.5
-    assert bm25_rank_to_score(math.inf) == 0.001
-    assert bm25_rank_to_score(math.nan) == 0.001
-
-
 def test_fts_only_boost_formula() -> None:
     text = "Deploy notes for the Friday window"  # 34 chars, 6 unique tokens
     # query tokens {deploy, staging}: overlap 1 -> coverage 0.5, density 1/6;
@@ -306,63 +295,6 @@ def test_fts_only_boost_caps_at_one_and_needs_query_tokens() -> None:
 
     assert fts_only_boost(0.5, query="deploy plan", text=text, path="memory/deploy-plan.md") == 1.0
     assert fts_only_boost(0.42, query="?!", text=text, path="x.md") == 0.42
-
-
-def test_extract_keywords_english() -> None:
-    assert extract_keywords("that thing we discussed about the API") == ["discussed", "api"]
-    assert extract_keywords("what was the solution for the CFR bug") == ["solution", "cfr", "bug"]
-    assert extract_keywords("the a an is are") == []
-    assert extract_keywords("   ") == []
-    assert extract_keywords("test test testing") == ["test", "testing"]
-    # Ascii words under 3 letters and pure digits go; mixed letters and digits stay.
-    assert extract_keywords("go to pr 12345 on v2") == ["v2"]
-
-
-def test_extract_keywords_chinese_unigrams_and_bigrams() -> None:
-    keywords = extract_keywords("之前讨论的那个方案")
-
-    # 之前, 的, 那, 那个 are Chinese stop words; 前 is on the Japanese list, which applies too.
-    assert keywords == [
-        "之",
-        "讨",
-        "论",
-        "个",
-        "方",
-        "案",
-        "前讨",
-        "讨论",
-        "论的",
-        "的那",
-        "个方",
-        "方案",
-    ]
-
-
-def test_extract_keywords_mixed_japanese_and_korean() -> None:
-    assert extract_keywords("昨天讨论的 API design") == [
-        "昨",
-        "天",
-        "讨",
-        "论",
-        "天讨",
-        "讨论",
-        "论的",
-        "api",
-        "design",
-    ]
-    japanese = extract_keywords("昨日話したAPIのバグ")
-    assert "api" in japanese and "バグ" in japanese and "した" not in japanese
-    assert "デプロイ" in extract_keywords("昨日話したデプロイ戦略")
-    assert extract_keywords("서버에서 발생한 에러를 확인") == [
-        "서버에서",
-        "서버",
-        "발생한",
-        "에러를",
-        "에러",
-        "확인",
-    ]
-    assert extract_keywords("API를 배포했다") == ["api를", "api", "배포했다"]
-    assert "논" not in extract_keywords("논의")
 
 
 def test_truncate_snippet_is_surrogate_safe() -> None:
