@@ -46,8 +46,8 @@ from sessions_app.models import (
     Session,
     Trigger,
 )
-from sessions_app.offline import offline_summary
-from sessions_app.summarizer import (
+from sessions_app.summary.offline import offline_summary
+from sessions_app.summary.staging import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
     SummarySettings,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sessions_app.summarizer import (
+from sessions_app.summary.staging import (
     DEFAULT_COMPACTION_INSTRUCTIONS,
     IDENTIFIER_PRESERVATION_INSTRUCTIONS,
     MAX_COMPACTION_SUMMARY_CHARS,

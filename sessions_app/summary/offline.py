@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sessions_app.summarizer import (
+from sessions_app.summary.staging import (
     EXACT_IDENTIFIERS_HEADING,
     REQUIRED_SUMMARY_SECTIONS,
     ensure_identifiers,

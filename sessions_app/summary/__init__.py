@@ -1,0 +1,1 @@
+"""Safeguard compaction summaries and the offline summariser (split into modules next)."""
