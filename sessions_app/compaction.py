@@ -46,13 +46,13 @@ from sessions_app.models import (
     Session,
     Trigger,
 )
-from sessions_app.offline import offline_summary
-from sessions_app.summarizer import (
+from sessions_app.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
     SummarySettings,
     ensure_identifiers,
     message_source_texts,
+    offline_summary,
     summarize_session,
 )
 from sessions_app.thresholds import effective_reserve, has_flushed_this_cycle

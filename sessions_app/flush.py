@@ -49,8 +49,8 @@ from sessions_app.model_output import (
     tool_result_input,
 )
 from sessions_app.models import Message, Session
-from sessions_app.offline import offline_flush_lines
 from sessions_app.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
+from sessions_app.summary import offline_flush_lines
 from sessions_app.thresholds import prompt_tokens_of
 from sessions_app.transcript import to_agent_message
 

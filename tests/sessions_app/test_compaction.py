@@ -23,7 +23,7 @@ from sessions_app.compaction import (
 )
 from sessions_app.context import build_model_context, local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
-from sessions_app.offline import OFFLINE_MARKER
+from sessions_app.summary.offline import OFFLINE_MARKER
 from tests import factories
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply
 from tests.sessions_app.engine_fixtures import *  # noqa: F403

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.offline import OFFLINE_MARKER, offline_flush_lines, offline_summary
-from sessions_app.summarizer import MAX_COMPACTION_SUMMARY_CHARS
+from sessions_app.summary import MAX_COMPACTION_SUMMARY_CHARS, offline_flush_lines, offline_summary
+from sessions_app.summary.offline import OFFLINE_MARKER
 
 
 def user(text: str) -> dict[str, Any]:

@@ -6,28 +6,30 @@ from typing import Any
 
 import pytest
 
-from sessions_app.summarizer import (
+from sessions_app.summary import (
+    MAX_COMPACTION_SUMMARY_CHARS,
+    SummaryError,
+    SummarySettings,
+    ensure_identifiers,
+    summarize_session,
+)
+from sessions_app.summary.identifiers import SUMMARY_TRUNCATED_MARKER, extract_identifiers
+from sessions_app.summary.instructions import (
+    build_structured_instructions,
+    build_summarization_instructions,
+    resolve_instructions,
+)
+from sessions_app.summary.prompts import (
     DEFAULT_COMPACTION_INSTRUCTIONS,
     IDENTIFIER_PRESERVATION_INSTRUCTIONS,
-    MAX_COMPACTION_SUMMARY_CHARS,
     MERGE_SUMMARIES_INSTRUCTIONS,
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
-    SUMMARY_TRUNCATED_MARKER,
     TURN_PREFIX_INSTRUCTIONS,
     UPDATE_SUMMARIZATION_PROMPT,
-    SummaryError,
-    SummarySettings,
-    build_structured_instructions,
-    build_summarization_instructions,
-    build_summary_request,
-    ensure_identifiers,
-    extract_identifiers,
-    resolve_instructions,
-    serialize_conversation,
-    split_messages_by_token_share,
-    summarize_session,
 )
+from sessions_app.summary.serialisation import build_summary_request, serialize_conversation
+from sessions_app.summary.staging import split_messages_by_token_share
 
 FIVE_HEADINGS = (
     "## Decisions\n- {note}\n\n## Open TODOs\nNone.\n\n## Constraints/Rules\nNone.\n\n"

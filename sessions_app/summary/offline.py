@@ -1,25 +1,19 @@
 """Deterministic offline summariser and flush extractor, used when no model is configured.
 
-Pure module: no Django, no model. design.md ("Stack"): without an LLM, compaction and flush still
-work, clearly labelled. The summary fills the one heading set of design.md item 4 by keyword
-extraction; it is crude but loses no identifier and never invents content.
+Pure module: no Django, no model. No OpenClaw source: the fallback is ours (docs/design.md,
+Stack): without an LLM, compaction and flush still work, clearly labelled. The summary fills the
+one heading set of docs/design.md §D4 by keyword extraction; it is crude but loses no identifier
+and never invents content.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from sessions_app.summarizer import (
-    EXACT_IDENTIFIERS_HEADING,
-    REQUIRED_SUMMARY_SECTIONS,
-    ensure_identifiers,
-    extract_identifiers,
-    message_source_texts,
-)
-
-Message = Mapping[str, Any]
+from sessions_app.summary.content import Message
+from sessions_app.summary.identifiers import ensure_identifiers, extract_identifiers, message_source_texts
+from sessions_app.summary.prompts import EXACT_IDENTIFIERS_HEADING, REQUIRED_SUMMARY_SECTIONS
 
 OFFLINE_MARKER = "_(offline summary: no model configured)_"
 MAX_ITEM_CHARS = 200
@@ -55,7 +49,7 @@ def offline_summary(
     sections[ASKS].extend(_pending_asks(messages))
     identifiers.extend(extract_identifiers("\n".join(message_source_texts(messages))))
     text = _render(sections, identifiers, instructions)
-    # Keeps the 16000-char cap while protecting `## Exact identifiers` (summarizer's rule).
+    # Keeps the 16000-char cap while protecting `## Exact identifiers` (the rule of identifiers.py).
     return ensure_identifiers(text, source_texts=[])
 
 

@@ -1,0 +1,33 @@
+"""Compaction summaries: the safeguard pipeline with an injected model call, and the offline fallback.
+
+Pure package: no Django, no network; its tests need no database. This face exports what the rest
+of the project uses; tests may import the modules themselves: `prompts` (the texts the model is
+sent), `settings` (`SummarySettings`), `instructions`, `serialisation` (the request, the
+real-conversation test, tool failures), `turns` (recent-turn preservation), `staging` (chunking,
+staged summarisation, history-share pruning), `identifiers` (extraction, survival, the 16000-char
+cap), `pipeline` (`summarize_session`) and `offline` (the deterministic summariser and flush
+extractor), all on top of `content` (reading message blocks).
+"""
+
+from __future__ import annotations
+
+from sessions_app.summary.identifiers import (
+    MAX_COMPACTION_SUMMARY_CHARS,
+    ensure_identifiers,
+    message_source_texts,
+)
+from sessions_app.summary.offline import offline_flush_lines, offline_summary
+from sessions_app.summary.pipeline import summarize_session
+from sessions_app.summary.settings import SummarySettings
+from sessions_app.summary.staging import SummaryError
+
+__all__ = [
+    "MAX_COMPACTION_SUMMARY_CHARS",
+    "SummaryError",
+    "SummarySettings",
+    "ensure_identifiers",
+    "message_source_texts",
+    "offline_flush_lines",
+    "offline_summary",
+    "summarize_session",
+]
