@@ -6,13 +6,16 @@ charlie: member of another team, "globex". Nobody but acme's people may see acme
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.embedding_fixtures import fake_embeddings, local_embeddings, no_embeddings  # noqa: F401,E402
-from tests.fake_openai import fake_openai  # noqa: F401  (the scripted OpenAI-compatible server)
+from tests.messages import CHAT_MODEL
+
+if TYPE_CHECKING:  # imported by pytest as a plugin below, so that its asserts are rewritten
+    from tests.fake_openai import FakeOpenAI
 
 DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server"})
 
@@ -28,6 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ):
             item.add_marker(pytest.mark.pure)
 
+
+# Fixture modules: the scripted OpenAI-compatible server and the embedders tests choose from.
+pytest_plugins = ["tests.fake_openai", "tests.embedding_fixtures"]
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
@@ -98,3 +104,32 @@ def scoped_api(world):
         return bearer_client(secret)
 
     return build
+
+
+@pytest.fixture
+def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:
+    """Point the chat and compaction models at the fake server (no retries, short timeout)."""
+    from sessions_app.llm import reset_providers
+
+    settings.LLM_BASE_URL = fake_openai.base_url
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_MODEL = CHAT_MODEL
+    settings.LLM_COMPACTION_MODEL = ""
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5.0
+    settings.LLM_MAX_TOOL_ROUNDS = 4
+    reset_providers()
+    yield fake_openai
+    reset_providers()
+
+
+@pytest.fixture
+def no_llm(settings: Any) -> Iterator[None]:
+    """No model configured: turns answer 503, compaction and flush go offline."""
+    from sessions_app.llm import reset_providers
+
+    settings.LLM_BASE_URL = ""
+    settings.LLM_MODEL = ""
+    reset_providers()
+    yield
+    reset_providers()

@@ -15,8 +15,6 @@ from django.utils import timezone
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryDocument
 from tests import factories
-from tests.embedding_fixtures import fake_embeddings  # noqa: F401  (fixture)
-from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db

@@ -12,17 +12,9 @@ import pytest
 
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
+from tests.chat_requests import SUMMARY_TEXT, router
 from tests.fake_openai import text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403  (llm, no_llm, router, chatter, usage...)
-from tests.sessions_app.engine_fixtures import (
-    SUMMARY_TEXT,
-    assistant,
-    chatter,
-    router,
-    tool_result,
-    usage,
-    user,
-)
+from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
 from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +84,9 @@ def test_session_page_renders_transcript_with_tools_collapsed_and_sizes(world, n
     factories.add_messages(
         session,
         user("What is in the log?"),
-        assistant("Let me look.", calls=(("c1", "exec", {"cmd": "tail -n 500 app.log"}),), usage=usage(900)),
+        assistant(
+            "Let me look.", calls=[tool_call("c1", "exec", {"cmd": "tail -n 500 app.log"})], usage=usage(900)
+        ),
         tool_result("c1", "ERROR boom\n" * 300, name="exec"),
         assistant("The log shows ERROR boom repeated.", usage=usage(1800)),
     )
@@ -395,7 +389,7 @@ def test_what_the_model_sees_marks_pruned_tool_results(world, llm):
     factories.add_messages(
         session,
         user("read the log"),
-        assistant(calls=(("c1", "exec", {"cmd": "cat log"}),)),
+        assistant(calls=[tool_call("c1", "exec", {"cmd": "cat log"})]),
         tool_result("c1", "x" * 9000),
         assistant("It is long."),
         user("thanks"),

@@ -16,9 +16,8 @@ from playwright.sync_api import expect
 from memory_app.models import MemoryDocument
 from sessions_app.models import CompactionEntry, Message
 from tests import factories
+from tests.chat_requests import SUMMARY_TEXT, last_user_text, router
 from tests.fake_openai import text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403  (llm)
-from tests.sessions_app.engine_fixtures import SUMMARY_TEXT, last_user_text, router
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,9 @@ from sessions_app.agent import TurnError, run_turn, visible_reply_text
 from sessions_app.models import CompactionEntry, CompactionRun, Message, ModelCalibration, Session
 from sessions_app.overflow import OVERFLOW_USER_ERROR
 from tests import factories
+from tests.chat_requests import message_input, request_kinds, router, tool_names
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, chatter, tool_call, tool_result, user
 
 OVERFLOW_TEXT = (
     "This model's maximum context length is 8192 tokens. However, your messages resulted in "
@@ -126,7 +127,10 @@ def test_memory_get_refuses_paths_outside_memory(llm, session):
 @pytest.mark.django_db
 def test_tool_result_get_pages_through_a_stored_result(llm, session):
     [_, _, stored] = factories.add_messages(
-        session, user("dump"), assistant(calls=(("c1", "exec", {}),)), tool_result("c1", "0123456789" * 3000)
+        session,
+        user("dump"),
+        assistant(calls=[tool_call("c1", "exec", {})]),
+        tool_result("c1", "0123456789" * 3000),
     )
     llm.queue(
         tool_call_reply(
@@ -314,7 +318,7 @@ def test_cache_ttl_pruning_runs_once_per_window_and_the_touch_follows_each_call(
     factories.add_messages(
         session,
         user("read"),
-        assistant(calls=(("c1", "exec", {}),)),
+        assistant(calls=[tool_call("c1", "exec", {})]),
         tool_result("c1", "abcdefghij" * 1000),
         assistant("read it"),
     )

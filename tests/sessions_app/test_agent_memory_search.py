@@ -10,8 +10,9 @@ from memory_app.indexing import reindex_assistant
 from sessions_app.agent import run_turn
 from sessions_app.models import Message
 from tests import factories
+from tests.chat_requests import message_input
 from tests.fake_openai import text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import user
 
 pytestmark = pytest.mark.django_db
 

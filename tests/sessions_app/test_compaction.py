@@ -25,8 +25,9 @@ from sessions_app.context import build_model_context, local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from sessions_app.summary.offline import OFFLINE_MARKER
 from tests import factories
+from tests.chat_requests import SUMMARY_TEXT, is_summary_request, last_user_text, request_kinds, router
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
 
 pytestmark = pytest.mark.django_db
 
@@ -295,7 +296,7 @@ def test_the_cut_never_separates_a_tool_result_from_its_call(llm, world):
         factories.add_messages(
             session,
             user(f"step {index} " + "word " * 40),
-            assistant(calls=((f"c{index}", "exec", {"n": index}),)),
+            assistant(calls=[tool_call(f"c{index}", "exec", {"n": index})]),
             tool_result(f"c{index}", "output " * 60),
             assistant(f"done {index}"),
         )

@@ -10,7 +10,7 @@ from openclaw_site.assistant_settings import validate_settings
 from sessions_app.context import build_model_context, token_figures, transcript_bytes
 from sessions_app.models import ModelCalibration
 from tests import factories
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
 
 NOW = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)  # still Feb 28 in Los Angeles
 TRIMMED = (
@@ -34,7 +34,7 @@ def tool_session(world):
     rows = factories.add_messages(
         session,
         user("read the log"),
-        assistant(calls=(("call_1", "exec", {"cmd": "cat log"}),)),
+        assistant(calls=[tool_call("call_1", "exec", {"cmd": "cat log"})]),
         tool_result("call_1", "abcdefghij" * 1000),
         assistant("The log repeats the alphabet."),
         user("thanks"),

@@ -10,40 +10,25 @@ from sessions_app.cutpoint import (
     prepare_compaction,
     summary_message_text,
 )
+from tests import messages
+from tests.messages import entry
 
 TOKENS_100 = "x" * 400  # 400 ASCII chars = 100 estimated tokens
 
 
 def user(entry_id: str, text: str = TOKENS_100) -> dict[str, Any]:
-    return {"type": "message", "id": entry_id, "message": {"role": "user", "content": text, "timestamp": 1}}
+    return entry(entry_id, messages.user(text, timestamp=1))
 
 
 def assistant(
     entry_id: str, text: str = TOKENS_100, *, calls: tuple[str, ...] = (), usage: dict | None = None
 ) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "toolCall", "id": call, "name": "exec", "arguments": {}} for call in calls]
-    message = {
-        "role": "assistant",
-        "content": content,
-        "usage": usage,
-        "stopReason": "toolUse" if calls else "stop",
-        "model": "m",
-        "timestamp": 2,
-    }
-    return {"type": "message", "id": entry_id, "message": message}
+    blocks = [messages.tool_call(call) for call in calls]
+    return entry(entry_id, messages.assistant(text, calls=blocks, usage=usage, timestamp=2))
 
 
 def result(entry_id: str, call_id: str, text: str = TOKENS_100) -> dict[str, Any]:
-    message = {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "exec",
-        "content": [{"type": "text", "text": text}],
-        "isError": False,
-        "timestamp": 3,
-    }
-    return {"type": "message", "id": entry_id, "message": message}
+    return entry(entry_id, messages.tool_result(call_id, text, timestamp=3))
 
 
 def compaction(entry_id: str, summary: str, first_kept: str) -> dict[str, Any]:

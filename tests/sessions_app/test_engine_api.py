@@ -10,8 +10,9 @@ from openclaw_site.assistant_settings import validate_settings
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.api_support import API, assert_error
+from tests.chat_requests import router
 from tests.fake_openai import error_reply, text_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
 
 pytestmark = pytest.mark.django_db
 
@@ -198,7 +199,7 @@ def test_context_shows_exactly_what_the_next_call_sends_and_changes_nothing(api,
     [_, _, result, *_] = factories.add_messages(
         session,
         user("read it"),
-        assistant(calls=(("c1", "exec", {}),)),
+        assistant(calls=[tool_call("c1", "exec", {})]),
         tool_result("c1", "abcdefghij" * 1000),
         assistant("It repeats."),
     )

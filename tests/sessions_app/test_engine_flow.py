@@ -11,8 +11,9 @@ from sessions_app.agent import run_turn
 from sessions_app.context import local_today
 from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories
+from tests.chat_requests import message_input, router
 from tests.fake_openai import text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import chatter, user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,9 @@ from sessions_app.flush import (
 )
 from sessions_app.models import Message, Session
 from tests import factories
+from tests.chat_requests import last_user_text, system_text, tool_names
 from tests.fake_openai import error_reply, text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, user
 
 # 03:30 UTC on the 17th is still the evening of the 16th in New York.
 NOW = datetime(2026, 2, 17, 3, 30, tzinfo=timezone.utc)

@@ -14,8 +14,9 @@ from sessions_app.context import local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.api_support import API
+from tests.chat_requests import is_summary_request, last_user_text, router
 from tests.fake_openai import text_reply, tool_call_reply
-from tests.sessions_app.engine_fixtures import *  # noqa: F403
+from tests.messages import assistant, chatter, usage, user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sessions_app.summary import MAX_COMPACTION_SUMMARY_CHARS, offline_flush_lines, offline_summary
 from sessions_app.summary.offline import OFFLINE_MARKER
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text, "timestamp": 1}
-
-
-def assistant(text: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    content += [{"type": "toolCall", **call} for call in calls or []]
-    return {"role": "assistant", "content": content, "stopReason": "stop", "timestamp": 2}
-
+from tests.messages import assistant, tool_call, user
 
 CONVERSATION = [
     user("We decided to use Postgres 16. You must never push to main. TODO: write the migration guide."),
     assistant(
         "Agreed. The repo is at /srv/repo/app and build 9f8e7d6c5b4a passed.",
-        calls=[{"id": "c1", "name": "read", "arguments": {"path": "/etc/app/conf.yaml"}}],
+        calls=[tool_call("c1", "read", {"path": "/etc/app/conf.yaml"})],
     ),
     {
         "role": "toolResult",

@@ -19,6 +19,7 @@ from sessions_app.pruning import (
     prune_context,
     should_prune,
 )
+from tests.messages import assistant, tool_call, tool_result, user
 
 IMAGE = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
 PLACEHOLDER = "[Old tool result content cleared]"
@@ -28,41 +29,15 @@ def ref(entry_id: str) -> str:
     return f"\n[Original: message {entry_id}; call tool_result_get to read it in full.]"
 
 
-def user(text: str = "question") -> dict[str, Any]:
-    return {"role": "user", "content": text, "timestamp": 1}
-
-
-def assistant(text: str = "answer") -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "usage": None,
-        "stopReason": "stop",
-        "model": "m",
-        "timestamp": 1,
-    }
-
-
 def call(name: str = "read") -> dict[str, Any]:
-    block = {"type": "toolCall", "id": "c1", "name": name, "arguments": {}}
-    return {"role": "assistant", "content": [block], "stopReason": "toolUse", "timestamp": 1}
+    return assistant(calls=[tool_call("c1", name)], model=None, timestamp=1)
 
 
 def result(
     content: str | list[dict[str, Any]], *, name: str = "read", entry_id: str | None = None
 ) -> dict[str, Any]:
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    message = {
-        "role": "toolResult",
-        "toolCallId": "c1",
-        "toolName": name,
-        "content": blocks,
-        "isError": False,
-        "timestamp": 1,
-    }
-    if entry_id:
-        message["entryId"] = entry_id
-    return message
+    extra = {"entryId": entry_id} if entry_id else {}
+    return tool_result("c1", content, name=name, timestamp=1, **extra)
 
 
 def tail3() -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from sessions_app.summary.prompts import (
 )
 from sessions_app.summary.serialisation import build_summary_request, serialize_conversation
 from sessions_app.summary.staging import split_messages_by_token_share
+from tests.messages import assistant, tool_call, tool_result, user
 
 FIVE_HEADINGS = (
     "## Decisions\n- {note}\n\n## Open TODOs\nNone.\n\n## Constraints/Rules\nNone.\n\n"
@@ -53,34 +54,6 @@ class FakeModel:
 
     def prompt(self, index: int) -> str:
         return self.requests[index][1]["content"]
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text, "timestamp": 1}
-
-
-def assistant(text: str = "", calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "toolCall", **call} for call in calls or []]
-    return {
-        "role": "assistant",
-        "content": content,
-        "usage": None,
-        "stopReason": "stop",
-        "model": "m",
-        "timestamp": 2,
-    }
-
-
-def tool_result(call_id: str, text: str, *, is_error: bool = False, name: str = "exec") -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": name,
-        "content": [{"type": "text", "text": text}],
-        "isError": is_error,
-        "timestamp": 3,
-    }
 
 
 def turns(count: int, pad: int) -> list[dict[str, Any]]:
@@ -262,7 +235,7 @@ def test_long_history_is_summarized_in_stages_then_merged() -> None:
 def test_token_share_split_never_separates_a_tool_call_from_its_result() -> None:
     messages = [
         user("u" * 1600),
-        assistant(calls=[{"id": "c1", "name": "exec", "arguments": {}}]),
+        assistant(calls=[tool_call("c1", "exec", {})]),
         tool_result("c1", "r" * 1600),
         user("v" * 1600),
     ]
@@ -295,7 +268,7 @@ def test_recent_turns_are_preserved_verbatim() -> None:
 
 def test_preserved_assistant_keeps_its_tool_results() -> None:
     model = FakeModel()
-    call = {"id": "c9", "name": "exec", "arguments": {"cmd": "ls"}}
+    call = tool_call("c9", "exec", {"cmd": "ls"})
     plan = [
         user("old"),
         assistant("old answer"),
@@ -318,7 +291,7 @@ def test_tool_failures_are_listed_deduplicated_and_capped() -> None:
     plan = [user("run the checks")]
     for i in range(9):
         plan += [
-            assistant(calls=[{"id": f"c{i}", "name": "exec", "arguments": {}}]),
+            assistant(calls=[tool_call(f"c{i}", "exec", {})]),
             tool_result(f"c{i}", f"error  {i}\n  exit", is_error=True),
         ]
     plan += [
@@ -354,7 +327,7 @@ def test_cap_keeps_the_suffix_and_marks_the_truncated_body() -> None:
 
 
 def test_identifiers_missing_from_the_summary_are_appended() -> None:
-    call = {"id": "c1", "name": "read", "arguments": {"path": "/srv/app/config.yaml"}}
+    call = tool_call("c1", "read", {"path": "/srv/app/config.yaml"})
     plan = [
         user("deploy https://example.com/api at commit 9f8e7d6c5b4a please"),
         assistant("reading", calls=[call]),
@@ -411,7 +384,7 @@ def test_extract_identifiers_follows_the_reference_regex() -> None:
 
 def test_split_turn_prefix_is_summarized_into_its_section() -> None:
     model = FakeModel()
-    call = {"id": "c1", "name": "exec", "arguments": {}}
+    call = tool_call("c1", "exec", {})
     prefix = [user("refactor the parser"), assistant("starting", calls=[call]), tool_result("c1", "done")]
 
     result = run([user("earlier"), assistant("sure")], model, turn_prefix_messages=prefix)
