@@ -37,6 +37,12 @@ try:
     REDIS_URL = env_str("REDIS_URL")
     EXPORT_ROOT = Path(env_str("EXPORT_ROOT") or VAR_DIR / "exports")
 
+    # Provider backends by dotted path, like EMAIL_BACKEND: a class whose `from_settings()` builds
+    # the provider from the settings below (providers/chat.py, providers/embeddings.py).
+    CHAT_MODEL_BACKEND = env_str("CHAT_MODEL_BACKEND") or "providers.openai_chat.OpenAIChatModel"
+    # Empty: the class follows from EMBEDDING_PROVIDER.
+    EMBEDDING_BACKEND = env_str("EMBEDDING_BACKEND")
+
     # Chat model (any OpenAI-compatible endpoint). Empty base URL or model: no model configured.
     LLM_BASE_URL = env_str("LLM_BASE_URL")
     LLM_API_KEY = env_str("LLM_API_KEY")

@@ -27,7 +27,6 @@ from django.db.models import Avg
 from django.db.models.functions import Length
 from django.utils.text import slugify
 
-from memory_app.embeddings import Embedder
 from memory_app.evaluation import (
     DEFAULT_BUDGET_CHARS,
     DEFAULT_KS,
@@ -44,6 +43,7 @@ from memory_app.candidates import forget_lexeme_stats
 from memory_app.search import resolve_options
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
+from providers.embeddings import Embedder
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session
 from sessions_app.transcript import append_messages

@@ -11,16 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, fake_openai  # noqa: F401 - pytest fixture
+from providers.chat import reset_providers
+from tests.fake_openai import FakeOpenAI, fake_openai
 
 CHAT_MODEL = "fake-chat"
 
 
 @pytest.fixture
-def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:  # noqa: F811
+def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:
     """Point the chat and compaction models at the fake server (no retries, short timeout)."""
-    from sessions_app.llm import reset_providers
-
     settings.LLM_BASE_URL = fake_openai.base_url
     settings.LLM_API_KEY = "test-key"
     settings.LLM_MODEL = CHAT_MODEL
@@ -36,8 +35,6 @@ def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:  # noqa
 @pytest.fixture
 def no_llm(settings: Any) -> Iterator[None]:
     """No model configured: turns answer 503, compaction and flush go offline."""
-    from sessions_app.llm import reset_providers
-
     settings.LLM_BASE_URL = ""
     settings.LLM_MODEL = ""
     reset_providers()

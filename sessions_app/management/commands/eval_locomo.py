@@ -17,10 +17,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from memory_app.embeddings import Embedder, get_embedder, reset_embedders
 from memory_app.evaluation import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
 from memory_app.models import EmbeddingCache
 from openclaw_site.assistant_settings import SettingsError
+from providers.embeddings import Embedder, get_embedder, reset_embedders
 from sessions_app.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 
 # OpenClaw's defaults (reference 4.1, 4.7): 400/80 chunks for every source, 700-char head snippets.

@@ -1,12 +1,10 @@
-"""Tests for sessions_app.overflow (openclaw-reference.md 1.4 T2 and T3)."""
+"""Tests for providers.overflow (docs/openclaw-behaviour.md §1.4, T2 and T3)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sessions_app.overflow import (
-    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
-    OVERFLOW_USER_ERROR,
+from providers.overflow import (
     is_compaction_failure_error,
     is_context_overflow_error,
     parse_observed_tokens,
@@ -144,11 +142,3 @@ def test_parse_observed_tokens(text: str | None, tokens: int | None) -> None:
 )
 def test_is_compaction_failure_error(text: str | None, expected: bool) -> None:
     assert is_compaction_failure_error(text) is expected
-
-
-def test_constants() -> None:
-    assert MAX_OVERFLOW_COMPACTION_ATTEMPTS == 3
-    assert OVERFLOW_USER_ERROR == (
-        "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
-        "session, or use a larger-context model."
-    )
