@@ -101,7 +101,7 @@ def test_non_overflow_messages_are_rejected(text: str | None) -> None:
 
 
 def test_long_payload_mentioning_credits_is_still_overflow() -> None:
-    # Billing words in a >512-char payload only count with an explicit 402 (failover-matches.ts).
+    # Billing words in a >512-char payload only count with an explicit 402 (OpenClaw `isBillingErrorMessage`).
     text = "prompt is too long: 250000 tokens > 200000 maximum. " + "buy credits " * 60
     assert len(text) > 512
     assert is_context_overflow_error(text) is True
