@@ -32,7 +32,6 @@ import os
 import platform
 import random
 import re
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -57,13 +56,14 @@ from django.db import connection  # noqa: E402
 
 from memory_app import config  # noqa: E402
 from memory_app.candidates import forget_lexeme_stats  # noqa: E402
-from memory_app.embeddings import LOCAL_BATCH_SIZE, LocalEmbedder, reset_embedders  # noqa: E402
 from memory_app.indexing import document_entry, prepare_chunks, reindex_assistant  # noqa: E402
 from memory_app.models import EmbeddingCache, IndexState, MemoryChunk, MemoryDocument, content_hash  # noqa: E402
 from memory_app.search import resolve_options, run_search  # noqa: E402
 from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
 from memory_app.vectors import create_index_sql, index_name  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
+from providers.embeddings import reset_embedders  # noqa: E402
+from providers.local_embeddings import LOCAL_BATCH_SIZE, LocalEmbedder  # noqa: E402
 
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev5.json"
 CACHE_DIR = ROOT / "var" / "bench"

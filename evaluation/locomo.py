@@ -38,12 +38,12 @@ from evaluation.metrics import (
     evaluate,
 )
 from memory_app.candidates import forget_lexeme_stats
-from memory_app.embeddings import Embedder
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryChunk
 from memory_app.search import resolve_options
 from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
+from providers.embeddings import Embedder
 from sessions_app.indexing import index_session_transcript, session_path, transcript_lines
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session

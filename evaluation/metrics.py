@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from memory_app.embeddings import Embedder
 from memory_app.models import IndexState, MemoryChunk
 from memory_app.search import SearchOptions, run_search
 from memory_app.snippets import make_snippet
 from memory_app.textsearch import query_terms
 from openclaw_site.models import Assistant
+from providers.embeddings import Embedder
 
 DEFAULT_BUDGET_CHARS = 4000
 DEFAULT_KS = (5, 10)

@@ -387,4 +387,4 @@ def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 def _ef_search() -> int:
-    return int(getattr(django_settings, "MEMORY_HNSW_EF_SEARCH", 200))
+    return django_settings.MEMORY_HNSW_EF_SEARCH

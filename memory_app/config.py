@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
-from memory_app.embeddings import Embedder
 from memory_app.models import FTS_ONLY_MODEL, Source
 from openclaw_site.assistant_settings import SettingsError, default_settings, validate_settings
 from openclaw_site.models import Assistant
+from providers.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from django.utils import timezone
 
 from memory_app import config
 from memory_app.chunking import Chunk, chunk_lines, chunk_markdown
-from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
 from memory_app.models import (
     FTS_ONLY_MODEL,
     EmbeddingCache,
@@ -45,6 +44,8 @@ from memory_app.textsearch import TS_CONFIG, index_text
 from memory_app.vectors import ensure_vector_index
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant
+from providers.embeddings import Embedder, get_embedder
+from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -230,12 +231,12 @@ def embed_with_cache(
     # does within one call, here across calls).
     missing = sorted((h for h in texts_by_hash if h not in found), key=lambda h: len(texts_by_hash[h]))
     # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
-    size = max(1, int(getattr(settings, "EMBEDDING_BATCH_SIZE", 64)))
+    size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), size):
         group = missing[start : start + size]
         try:
             vectors = embedder.embed([texts_by_hash[h] for h in group])
-        except EmbeddingError as error:
+        except ProviderError as error:
             result.error = error.message
             logger.warning(
                 "embedding failed; %d chunks stored for full-text only: %s", len(missing) - start, error

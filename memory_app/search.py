@@ -30,7 +30,6 @@ from django.utils import timezone
 from memory_app import config
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
 from memory_app.dedup import shown_pieces, unseen_lines
-from memory_app.embeddings import Embedder, EmbeddingError, get_embedder
 from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
@@ -45,6 +44,8 @@ from memory_app.ranking import (
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import query_terms
 from openclaw_site.models import Assistant
+from providers.embeddings import Embedder, get_embedder
+from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -375,7 +376,7 @@ def _query_vector(
     started = time.perf_counter()
     try:
         values = list(given) if given is not None else embedder.embed_query(query)
-    except EmbeddingError as error:
+    except ProviderError as error:
         sides.fallback = f"embedding_failed: {error.message}"
         return None
     sides.timings["embed"] = _ms(started)

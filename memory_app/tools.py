@@ -1,7 +1,7 @@
 """The memory tools an assistant can call: `memory_search` (memory_app.search_tool) and `memory_get`.
 
-`TOOL_SPECS` are bare `{name, description, parameters}` specs (sessions_app.llm wraps them for
-OpenAI); `run_memory_tool` executes one call and returns the tool-result text, which is
+`TOOL_SPECS` are bare `{name, description, parameters}` specs (providers.openai_chat wraps them
+for OpenAI); `run_memory_tool` executes one call and returns the tool-result text, which is
 OpenClaw's `jsonResult` payload: the JSON pretty-printed with two spaces
 (openclaw-reference.md 4.10). Tool errors are answers, never exceptions: the model reads them.
 """

@@ -9,6 +9,9 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from providers.chat import get_chat_model
+from providers.embeddings import embedder_status
+
 
 def _database() -> dict[str, Any]:
     try:
@@ -33,11 +36,12 @@ def _broker() -> dict[str, Any]:
 
 
 def _model() -> dict[str, Any]:
-    configured = bool(settings.LLM_BASE_URL and settings.LLM_MODEL)
+    chat = get_chat_model("chat")
+    configured = chat is not None
     return {
         "ok": True,
         "configured": configured,
-        "model": settings.LLM_MODEL or None,
+        "model": chat.name if chat is not None else None,
         "offline": not configured,
         "hint": None
         if configured
@@ -46,8 +50,6 @@ def _model() -> dict[str, Any]:
 
 
 def _embedder(*, load: bool) -> dict[str, Any]:
-    from memory_app.embeddings import embedder_status
-
     status = embedder_status(load=load)
     # No embedder is a supported mode (text-only search), so it is reported, not failed.
     return {"ok": True, "setting": settings.EMBEDDING_PROVIDER, "search_mode": _search_mode(status), **status}

@@ -6,7 +6,6 @@ name (see openclaw_site/env.py), never later at request time.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -36,6 +35,12 @@ try:
     DATABASE_URL = env_str("DATABASE_URL")
     REDIS_URL = env_str("REDIS_URL")
     EXPORT_ROOT = Path(env_str("EXPORT_ROOT") or VAR_DIR / "exports")
+
+    # Provider backends by dotted path, like EMAIL_BACKEND: a class whose `from_settings()` builds
+    # the provider from the settings below (providers/chat.py, providers/embeddings.py).
+    CHAT_MODEL_BACKEND = env_str("CHAT_MODEL_BACKEND") or "providers.openai_chat.OpenAIChatModel"
+    # Empty: the class follows from EMBEDDING_PROVIDER.
+    EMBEDDING_BACKEND = env_str("EMBEDDING_BACKEND")
 
     # Chat model (any OpenAI-compatible endpoint). Empty base URL or model: no model configured.
     LLM_BASE_URL = env_str("LLM_BASE_URL")

@@ -24,6 +24,9 @@ from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.tasks import enqueue
+from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
+from providers.errors import ProviderError
+from providers.overflow import is_compaction_failure_error, parse_observed_tokens
 from sessions_app.compaction import (
     CompactionBusy,
     CompactionFailed,
@@ -39,7 +42,6 @@ from sessions_app.context import (
     token_figures,
 )
 from sessions_app.flush import skip_reason
-from sessions_app.llm import ChatModel, Completion, ProviderError, ToolCall, get_chat_model
 from sessions_app.messages import MessageInput
 from sessions_app.model_output import (
     assistant_input,
@@ -49,12 +51,6 @@ from sessions_app.model_output import (
     usage_dict,
 )
 from sessions_app.models import CompactionRun, Message, RunState, Session
-from sessions_app.overflow import (
-    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
-    OVERFLOW_USER_ERROR,
-    is_compaction_failure_error,
-    parse_observed_tokens,
-)
 from sessions_app.silent import (
     is_silent_reply_text,
     starts_with_silent_token,
@@ -70,6 +66,13 @@ MODEL_NOT_CONFIGURED = (
     "OpenAI-compatible endpoint (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1), "
     "LLM_API_KEY and LLM_MODEL (or the assistant's `model`), then restart the server. Nothing was "
     'stored; post the message without "respond" to store it anyway.'
+)
+# The turn's overflow recovery (docs/openclaw-behaviour.md §1.4, T3): compact and retry the call at
+# most this many times, then give the user this error.
+MAX_OVERFLOW_COMPACTION_ATTEMPTS = 3
+OVERFLOW_USER_ERROR = (
+    "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
+    "session, or use a larger-context model."
 )
 DEFAULT_TOOL_RESULT_CHARS = 12_000
 MAX_TOOL_RESULT_CHARS = 50_000
@@ -303,7 +306,7 @@ class _Turn:
 
     def run(self) -> TurnResult:
         self._before_first_call()
-        rounds_left = int(getattr(django_settings, "LLM_MAX_TOOL_ROUNDS", 8))
+        rounds_left = django_settings.LLM_MAX_TOOL_ROUNDS
         while True:
             completion = self._call(with_tools=rounds_left > 0)
             final = not completion.tool_calls or rounds_left <= 0
@@ -449,7 +452,7 @@ class _Turn:
                 stored=stored,
             )
         if error.is_timeout:
-            seconds = getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)
+            seconds = django_settings.LLM_TIMEOUT_SECONDS
             raise TurnError(
                 "model_timeout",
                 f"The model did not answer within {seconds:g} s. Your message is stored; try again.",
@@ -468,11 +471,11 @@ class _Turn:
 
 
 def _wait_for_turn_seconds() -> float:
-    return float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120))
+    return float(django_settings.LLM_TIMEOUT_SECONDS)
 
 
 def _wait_seconds() -> float:
-    return float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)) * 4
+    return float(django_settings.LLM_TIMEOUT_SECONDS) * 4
 
 
 def reply_payload(result: TurnResult) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from django.utils import timezone as dj_timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
+from providers.chat import get_chat_model
+from providers.errors import ProviderError
 from sessions_app.context import (
     calibration_ratio,
     daily_note_path,
@@ -35,7 +37,6 @@ from sessions_app.context import (
 )
 from sessions_app.cutpoint import CompactionPlan, prepare_compaction
 from sessions_app.flush import FlushOutcome, run_memory_flush, skip_reason
-from sessions_app.llm import ProviderError, get_chat_model
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -146,9 +147,7 @@ def _settings_of(session: Session) -> dict[str, Any]:
 def stale_after(session: Session) -> timedelta:
     """Return how long an active run may stay silent before it counts as abandoned."""
     timeout = int(_settings_of(session).get("timeoutSeconds") or 900)
-    per_call = float(getattr(django_settings, "LLM_TIMEOUT_SECONDS", 120)) * (
-        int(getattr(django_settings, "LLM_MAX_RETRIES", 3)) + 1
-    )
+    per_call = django_settings.LLM_TIMEOUT_SECONDS * (django_settings.LLM_MAX_RETRIES + 1)
     return timedelta(seconds=timeout + per_call + STALE_GRACE_SECONDS)
 
 
@@ -463,10 +462,7 @@ def _summarizer(session: Session, run: CompactionRun, model: Any):
     """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
     compaction = _settings_of(session)
     model_name = (
-        compaction.get("model")
-        or getattr(django_settings, "LLM_COMPACTION_MODEL", "")
-        or session.assistant.model
-        or None
+        compaction.get("model") or django_settings.LLM_COMPACTION_MODEL or session.assistant.model or None
     )
     # Pi generateSummary: maxTokens = floor(0.8 * reserveTokens).
     max_tokens = max(256, math.floor(0.8 * effective_reserve(compaction)))

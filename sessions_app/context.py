@@ -30,8 +30,9 @@ from memory_app.tokens import (
     estimate_text_tokens,
 )
 from openclaw_site.models import Assistant
+from providers.chat import get_chat_model
+from providers.openai_chat import to_openai_messages
 from sessions_app.cutpoint import build_session_context
-from sessions_app.llm import get_chat_model, to_openai_messages
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
 from sessions_app.pruning import PruneResult, PruningSettings, prune_context, should_prune
@@ -176,7 +177,7 @@ def _last_usage(messages: Any) -> tuple[int, int | None]:
 
 def effective_model(assistant: Assistant) -> str:
     """Return the model name an assistant's turns use (its own, else LLM_MODEL)."""
-    return assistant.model or getattr(django_settings, "LLM_MODEL", "") or ""
+    return assistant.model or django_settings.LLM_MODEL
 
 
 def calibration_ratio(model: str) -> float | None:

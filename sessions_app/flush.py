@@ -27,19 +27,14 @@ from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
 from openclaw_site.models import WorkspaceAccess
+from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
+from providers.errors import ProviderError
+from providers.openai_chat import to_openai_messages
 from sessions_app.context import (
     assistant_zone,
     build_model_context,
     effective_model,
     record_calibration,
-)
-from sessions_app.llm import (
-    ChatModel,
-    Completion,
-    ProviderError,
-    ToolCall,
-    get_chat_model,
-    to_openai_messages,
 )
 from sessions_app.messages import MessageInput
 from sessions_app.model_output import (
@@ -441,7 +436,7 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
     toolbox = FlushToolbox(session=session, relative_path=plan.relative_path)
     [prompt_row] = _store(session, [MessageInput(role="user", content=plan.prompt)])
     turn = [to_agent_message(prompt_row)]
-    rounds = int(getattr(django_settings, "LLM_MAX_TOOL_ROUNDS", 8))
+    rounds = django_settings.LLM_MAX_TOOL_ROUNDS
     for round_number in range(rounds + 1):
         messages = to_openai_messages([*context.agent_messages, *turn], system_prompt=system_prompt)
         try:

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from sessions_app.llm import Completion, ProviderError, ToolCall
+from providers.chat import Completion, ToolCall
+from providers.errors import ProviderError
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message
 from sessions_app.transcript import append_messages

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from providers.chat import reset_providers
 from tests.messages import CHAT_MODEL
 
 if TYPE_CHECKING:  # imported by pytest as a plugin below, so that its asserts are rewritten
@@ -109,8 +110,6 @@ def scoped_api(world):
 @pytest.fixture
 def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:
     """Point the chat and compaction models at the fake server (no retries, short timeout)."""
-    from sessions_app.llm import reset_providers
-
     settings.LLM_BASE_URL = fake_openai.base_url
     settings.LLM_API_KEY = "test-key"
     settings.LLM_MODEL = CHAT_MODEL
@@ -126,8 +125,6 @@ def llm(fake_openai: FakeOpenAI, settings: Any) -> Iterator[FakeOpenAI]:
 @pytest.fixture
 def no_llm(settings: Any) -> Iterator[None]:
     """No model configured: turns answer 503, compaction and flush go offline."""
-    from sessions_app.llm import reset_providers
-
     settings.LLM_BASE_URL = ""
     settings.LLM_MODEL = ""
     reset_providers()

@@ -6,14 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from providers.embeddings import reset_embedders
 from tests.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
 def fake_embeddings(settings, fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
     """Point EMBEDDING_* at FakeOpenAI (hashed bag-of-words vectors, 384 dimensions)."""
-    from memory_app.embeddings import reset_embedders
-
     settings.EMBEDDING_PROVIDER = "openai"
     settings.EMBEDDING_BASE_URL = fake_openai.base_url
     settings.EMBEDDING_MODEL = "fake-embedding"
@@ -25,8 +24,6 @@ def fake_embeddings(settings, fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def no_embeddings(settings) -> Iterator[None]:
-    from memory_app.embeddings import reset_embedders
-
     settings.EMBEDDING_PROVIDER = "none"
     reset_embedders()
     yield
@@ -36,8 +33,6 @@ def no_embeddings(settings) -> Iterator[None]:
 @pytest.fixture
 def local_embeddings(settings) -> Iterator[None]:
     """Use the bundled all-MiniLM-L6-v2 (loaded once per test process)."""
-    from memory_app.embeddings import reset_embedders
-
     settings.EMBEDDING_PROVIDER = "local"
     reset_embedders()
     yield

@@ -38,8 +38,8 @@ class ModelStatus:
 
 def model_status(assistant: Assistant) -> ModelStatus:
     """Say whether the assistant can reply, and how to make it able to."""
+    from providers.chat import get_chat_model
     from sessions_app.context import effective_model
-    from sessions_app.llm import get_chat_model
 
     model = effective_model(assistant)
     if get_chat_model("chat") is not None:

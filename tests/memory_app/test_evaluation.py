@@ -192,7 +192,7 @@ def test_a_conversation_loads_as_dated_sessions_and_indexed_transcripts(world, f
 
 @pytest.mark.django_db
 def test_run_evaluation_scores_every_method_on_the_same_chunks(fake_embeddings) -> None:
-    from memory_app.embeddings import get_embedder
+    from providers.embeddings import get_embedder
 
     config = EvalConfig(
         label="tiny", chunking={"sessions": {"tokens": 16, "overlap": 0}}, query={"minScore": 0}
@@ -224,7 +224,7 @@ def test_run_evaluation_scores_every_method_on_the_same_chunks(fake_embeddings) 
 
 @pytest.mark.django_db
 def test_a_budget_smaller_than_any_line_finds_nothing(fake_embeddings) -> None:
-    from memory_app.embeddings import get_embedder
+    from providers.embeddings import get_embedder
 
     config = EvalConfig(label="tiny", chunking={}, query={"minScore": 0})
     run = run_evaluation(

@@ -294,7 +294,7 @@ def test_the_vector_query_uses_the_partial_hnsw_index(
 def test_a_new_dimension_gets_its_own_index(
     world, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
-    from memory_app.embeddings import reset_embedders
+    from providers.embeddings import reset_embedders
 
     settings.EMBEDDING_DIMENSIONS = 64
     reset_embedders()

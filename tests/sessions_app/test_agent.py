@@ -8,9 +8,15 @@ import pytest
 
 from memory_app.tools import build_memory_read
 from openclaw_site.assistant_settings import validate_settings
-from sessions_app.agent import TurnError, run_turn, visible_reply_text
+from providers.chat import reset_providers
+from sessions_app.agent import (
+    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
+    OVERFLOW_USER_ERROR,
+    TurnError,
+    run_turn,
+    visible_reply_text,
+)
 from sessions_app.models import CompactionEntry, CompactionRun, Message, ModelCalibration, Session
-from sessions_app.overflow import OVERFLOW_USER_ERROR
 from tests import factories
 from tests.chat_requests import message_input, request_kinds, router, tool_names
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply
@@ -230,8 +236,6 @@ def test_a_500_stores_the_user_message_and_an_error_message(llm, session):
 @pytest.mark.django_db
 def test_a_timeout_answers_504_and_keeps_the_message(llm, session, settings):
     settings.LLM_TIMEOUT_SECONDS = 0.3
-    from sessions_app.llm import reset_providers
-
     reset_providers()
     llm.queue(delay_reply(5, text_reply("too late")))
     with pytest.raises(TurnError) as caught:
@@ -273,6 +277,14 @@ def test_overflow_compacts_and_the_turn_succeeds(llm, world):
     assert retried[-1] == {"role": "user", "content": "one more question"}
     session.refresh_from_db()
     assert session.compaction_count == 1 and session.total_tokens_fresh
+
+
+def test_overflow_recovery_constants() -> None:
+    assert MAX_OVERFLOW_COMPACTION_ATTEMPTS == 3
+    assert OVERFLOW_USER_ERROR == (
+        "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
+        "session, or use a larger-context model."
+    )
 
 
 @pytest.mark.django_db

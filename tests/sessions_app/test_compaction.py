@@ -192,7 +192,7 @@ def test_identifiers_survive_unless_the_flush_kept_them(llm, world):
 
 @pytest.mark.parametrize("failure", ["500", "timeout"])
 def test_a_failed_summary_writes_no_entry_and_keeps_history(llm, world, settings, failure):
-    from sessions_app.llm import reset_providers
+    from providers.chat import reset_providers
 
     session = long_session(world)
     before = list(Message.objects.filter(session=session).values_list("pk", "content"))

@@ -19,9 +19,9 @@ from django.db import connection, transaction
 
 from evaluation.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 from evaluation.metrics import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
-from memory_app.embeddings import Embedder, get_embedder, reset_embedders
 from memory_app.models import EmbeddingCache
 from openclaw_site.assistant_settings import SettingsError
+from providers.embeddings import Embedder, get_embedder, reset_embedders
 
 # OpenClaw's defaults (reference 4.1, 4.7): 400/80 chunks for every source, 700-char head snippets.
 OPENCLAW = EvalConfig(

@@ -7,20 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from memory_app.embeddings import (
-    EmbeddingError,
-    LocalEmbedder,
-    OpenAIEmbedder,
+from providers.embeddings import (
+    PROVIDER_BACKENDS,
     batch_by_bytes,
+    embedder_status,
     get_embedder,
     make_provider_key,
     reset_embedders,
 )
+from providers.errors import ProviderError
+from providers.local_embeddings import LocalEmbedder
+from providers.openai_embeddings import OpenAIEmbedder
 from tests.fake_openai import (
     FakeOpenAI,
     error_reply,
     fake_embedding,
-    fake_openai,  # noqa: F401 - pytest fixture
 )
 
 
@@ -80,14 +81,14 @@ def test_openai_embedder_retries_server_errors(fake_openai: FakeOpenAI) -> None:
     vector = make_embedder(fake_openai, sleeps).embed_query("hello world")
     assert vector == pytest.approx(fake_embedding("hello world", 384))
     assert len(fake_openai.embedding_requests) == 3
-    # openclaw-reference.md 4.5: 500 ms, then 1000 ms, each with up to 20 % jitter.
+    # docs/openclaw-behaviour.md §4.5: 500 ms, then 1000 ms, each with up to 20 % jitter.
     assert 0.5 <= sleeps[0] <= 0.6 and 1.0 <= sleeps[1] <= 1.2
 
 
 def test_openai_embedder_gives_up_after_three_retries(fake_openai: FakeOpenAI) -> None:
     sleeps: list[float] = []
     fake_openai.embedding_errors.extend([error_reply(502, "bad gateway", type="server_error")] * 5)
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(ProviderError) as caught:
         make_embedder(fake_openai, sleeps).embed(["x"])
     assert (caught.value.status, caught.value.message) == (502, "bad gateway")
     assert len(fake_openai.embedding_requests) == 4
@@ -97,7 +98,7 @@ def test_openai_embedder_gives_up_after_three_retries(fake_openai: FakeOpenAI) -
 def test_openai_embedder_does_not_retry_bad_requests(fake_openai: FakeOpenAI) -> None:
     sleeps: list[float] = []
     fake_openai.embedding_errors.append(error_reply(400, "maximum input length is 512 tokens"))
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(ProviderError) as caught:
         make_embedder(fake_openai, sleeps).embed(["x"])
     assert caught.value.status == 400
     assert sleeps == [] and len(fake_openai.embedding_requests) == 1
@@ -106,7 +107,7 @@ def test_openai_embedder_does_not_retry_bad_requests(fake_openai: FakeOpenAI) ->
 def test_openai_embedder_rejects_wrong_dimensions(fake_openai: FakeOpenAI) -> None:
     fake_openai.embedding_dims = 64
     embedder = OpenAIEmbedder(base_url=fake_openai.base_url, api_key="k", model="text-embedding-3-small")
-    with pytest.raises(EmbeddingError, match="Expected 1536 dimensions, got 64"):
+    with pytest.raises(ProviderError, match="Expected 1536 dimensions, got 64"):
         embedder.embed(["x"])
 
 
@@ -129,10 +130,6 @@ def test_provider_key_is_stable_and_tracks_identity(fake_openai: FakeOpenAI) -> 
 
 @pytest.fixture
 def embedding_settings(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    from django.conf import settings
-
-    if not settings.configured:
-        settings.configure()
     reset_embedders()
     yield fake_openai
     reset_embedders()
@@ -173,3 +170,73 @@ def test_local_embedder_is_normalised_and_semantic() -> None:
     assert similar > 0.5 > unrelated
     assert embedder.embed_query("The cat sat on the mat.") == pytest.approx(vectors[0], abs=1e-5)
     assert LocalEmbedder().provider_key == embedder.provider_key
+
+
+class ConstantEmbedder:
+    """An EMBEDDING_BACKEND for the tests: every text is the same unit vector."""
+
+    provider = "constant"
+    provider_key = make_provider_key(provider="constant", base_url="", model="one", dims=2)
+    model = "one"
+    dims = 2
+    max_input_tokens: int | None = None
+
+    @classmethod
+    def from_settings(cls) -> ConstantEmbedder:
+        return cls()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0]
+
+
+class BrokenEmbedder:
+    """Stands in for a local model that cannot load (no torch, no files)."""
+
+    @classmethod
+    def from_settings(cls) -> BrokenEmbedder:
+        raise OSError("model files missing")
+
+
+def test_embedding_backend_by_dotted_path_wins_over_the_provider(embedding_settings: FakeOpenAI) -> None:
+    from django.test import override_settings
+
+    with override_settings(
+        EMBEDDING_BACKEND="tests.providers.test_embeddings.ConstantEmbedder", EMBEDDING_PROVIDER="none"
+    ):
+        embedder = get_embedder()
+        assert isinstance(embedder, ConstantEmbedder) and embedder.embed(["a", "b"]) == [[1.0, 0.0]] * 2
+        assert embedder_status()["provider"] == "constant"
+
+
+def test_auto_falls_back_to_the_remote_endpoint_when_local_fails(
+    embedding_settings: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.test import override_settings
+
+    monkeypatch.setitem(PROVIDER_BACKENDS, "local", "tests.providers.test_embeddings.BrokenEmbedder")
+    with override_settings(EMBEDDING_PROVIDER="auto", EMBEDDING_BASE_URL=""):
+        assert get_embedder() is None
+        assert embedder_status()["error"] == "local embedder unavailable: model files missing"
+    reset_embedders()
+    with override_settings(
+        EMBEDDING_PROVIDER="auto",
+        EMBEDDING_BASE_URL=embedding_settings.base_url,
+        EMBEDDING_MODEL="fake-embedding",
+        EMBEDDING_DIMENSIONS=384,
+    ):
+        embedder = get_embedder()
+        assert isinstance(embedder, OpenAIEmbedder) and embedder.dims == 384
+
+
+def test_openai_embedder_retries_a_lost_connection() -> None:
+    with FakeOpenAI() as server:
+        base_url = server.base_url  # closed on leaving: nothing listens there any more
+    sleeps: list[float] = []
+    embedder = OpenAIEmbedder(base_url=base_url, api_key="k", model="fake-embedding", sleep=sleeps.append)
+    with pytest.raises(ProviderError) as caught:
+        embedder.embed_query("x")
+    assert caught.value.is_connection_error is True and caught.value.status is None
+    assert len(sleeps) == 3  # the one schedule: connection errors are retried, as for chat

@@ -1,12 +1,10 @@
-"""Tests for sessions_app.overflow (openclaw-reference.md 1.4 T2 and T3)."""
+"""Tests for providers.overflow (docs/openclaw-behaviour.md §1.4, T2 and T3)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sessions_app.overflow import (
-    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
-    OVERFLOW_USER_ERROR,
+from providers.overflow import (
     is_compaction_failure_error,
     is_context_overflow_error,
     parse_observed_tokens,
@@ -103,7 +101,7 @@ def test_non_overflow_messages_are_rejected(text: str | None) -> None:
 
 
 def test_long_payload_mentioning_credits_is_still_overflow() -> None:
-    # Billing words in a >512-char payload only count with an explicit 402 (failover-matches.ts).
+    # Billing words in a >512-char payload only count with an explicit 402 (OpenClaw `isBillingErrorMessage`).
     text = "prompt is too long: 250000 tokens > 200000 maximum. " + "buy credits " * 60
     assert len(text) > 512
     assert is_context_overflow_error(text) is True
@@ -144,11 +142,3 @@ def test_parse_observed_tokens(text: str | None, tokens: int | None) -> None:
 )
 def test_is_compaction_failure_error(text: str | None, expected: bool) -> None:
     assert is_compaction_failure_error(text) is expected
-
-
-def test_constants() -> None:
-    assert MAX_OVERFLOW_COMPACTION_ATTEMPTS == 3
-    assert OVERFLOW_USER_ERROR == (
-        "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
-        "session, or use a larger-context model."
-    )

@@ -1,141 +1,38 @@
-"""Chat model provider: one OpenAI-compatible implementation behind the `ChatModel` protocol.
+"""The OpenAI-compatible chat model (`/chat/completions`, non-streaming) and its message format.
 
-Only this module (and `memory_app.embeddings`) imports `openai`. Every API error becomes one
-`ProviderError` that says whether it is a context overflow, a timeout or a rate limit
-(style.md, Providers). Messages are converted from OpenClaw's AgentMessage shape the way Pi's
-`openai-completions` provider does (`transformMessages` + `convertMessages`).
+`OpenAIChatModel` is the default `CHAT_MODEL_BACKEND`. Its API errors become `ProviderError`
+(providers.errors) and are retried on the one schedule (providers.retry). Messages are converted
+from OpenClaw's AgentMessage shape the way Pi's openai-completions provider does
+(`transformMessages` + `convertMessages`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import random
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from typing import Any
 
-import openai
+from django.conf import settings
 
-from sessions_app.overflow import is_context_overflow_error
+from providers.chat import Completion, StopReason, ToolCall, Usage
+from providers.errors import ProviderError
+from providers.openai_client import call_with_retries, make_openai_client
+from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
 
-logger = logging.getLogger(__name__)
-
-StopReason = Literal["stop", "toolUse", "length", "error"]
-
-# Pi core/messages.ts, COMPACTION_SUMMARY_PREFIX / COMPACTION_SUMMARY_SUFFIX.
+# Pi's `COMPACTION_SUMMARY_PREFIX` / `COMPACTION_SUMMARY_SUFFIX` (sessions_app.cutpoint holds the
+# same text for the summariser; this module may not import the apps).
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 )
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
-# Pi transform-messages.ts: a tool call left without a result gets this synthetic error result,
+# Pi's `transformMessages`: a tool call left without a result gets this synthetic error result,
 # because OpenAI rejects an assistant `tool_calls` message that no `tool` message answers.
 MISSING_TOOL_RESULT_TEXT = "No result provided"
-# Pi openai-completions.ts: images returned by a tool travel in a follow-up user message.
+# Pi's openai-completions provider: images returned by a tool travel in a follow-up user message.
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 _IMAGES_KEY = "_images"
-# Some OpenAI-compatible servers (vLLM, llama.cpp, Ollama) need no key, but the client needs one.
-PLACEHOLDER_API_KEY = "not-needed"
 DEFAULT_TIMEOUT_SECONDS = 120.0
-DEFAULT_MAX_RETRIES = 3
-DEFAULT_BACKOFF_BASE_SECONDS = 0.5
-DEFAULT_BACKOFF_CAP_SECONDS = 8.0
-BACKOFF_JITTER = 0.2
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token usage of one model call, in OpenClaw's terms."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    total: int = 0
-
-    def to_openclaw(self) -> dict[str, int]:
-        """Return the AgentMessage `usage` dict (camelCase keys)."""
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cacheRead": self.cache_read,
-            "cacheWrite": self.cache_write,
-            "totalTokens": self.total,
-        }
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call requested by the model."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Completion:
-    """The model's answer to one request."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    usage: Usage | None
-    stop_reason: StopReason
-    model: str
-    thinking: str = ""
-
-
-class ProviderError(Exception):
-    """Any failure of a model call, classified for the turn loop and the overflow recovery."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        code: str | None = None,
-        is_timeout: bool = False,
-        is_connection_error: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.is_timeout = is_timeout
-        self.is_rate_limit = status == 429
-        self.is_context_overflow = _looks_like_overflow(message, status=status, code=code)
-        # Timeouts are not retried: a slow model would only be slow again, and the caller's own
-        # deadline matters more (the turn loop decides).
-        server_side = status is not None and (status == 429 or status >= 500)
-        self.retryable = not self.is_context_overflow and (server_side or is_connection_error)
-
-    def __repr__(self) -> str:
-        return f"ProviderError(status={self.status!r}, code={self.code!r}, message={self.message!r})"
-
-
-def _looks_like_overflow(message: str, *, status: int | None, code: str | None) -> bool:
-    # OpenClaw matches overflow on the error text; OpenAI-compatible servers put the decisive
-    # part (`context_length_exceeded`) in `code`, so both are checked.
-    texts = [message, code or "", f"{status} {message}" if status else ""]
-    return any(text and is_context_overflow_error(text) for text in texts)
-
-
-class ChatModel(Protocol):
-    """A chat model: takes OpenAI-format messages, returns a Completion or raises ProviderError."""
-
-    name: str
-    offline: bool
-
-    def complete(
-        self,
-        *,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        model: str | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion: ...
 
 
 class OpenAIChatModel:
@@ -150,24 +47,32 @@ class OpenAIChatModel:
         api_key: str,
         model: str,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS,
-        backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS,
+        max_retries: int = DEFAULT_RETRIES,
+        backoff_base_seconds: float = BACKOFF_BASE_SECONDS,
+        backoff_cap_seconds: float = BACKOFF_CAP_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.name = model
         self.model = model
         self.base_url = base_url
-        self.max_retries = max_retries
-        self.backoff_base_seconds = backoff_base_seconds
-        self.backoff_cap_seconds = backoff_cap_seconds
+        self.backoff = Backoff(
+            retries=max_retries, base_seconds=backoff_base_seconds, cap_seconds=backoff_cap_seconds
+        )
         self._sleep = sleep
-        # The client's own retries are off: ours must not retry timeouts, and must classify errors.
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=timeout_seconds,
-            max_retries=0,
+        self._client = make_openai_client(base_url=base_url, api_key=api_key, timeout_seconds=timeout_seconds)
+
+    @classmethod
+    def from_settings(cls, *, purpose: str) -> OpenAIChatModel | None:
+        """Return the model the LLM_* settings configure for a purpose, or None without one."""
+        model = (settings.LLM_COMPACTION_MODEL if purpose == "compaction" else "") or settings.LLM_MODEL
+        if not settings.LLM_BASE_URL or not model:
+            return None
+        return cls(
+            base_url=settings.LLM_BASE_URL,
+            api_key=settings.LLM_API_KEY,
+            model=model,
+            timeout_seconds=settings.LLM_TIMEOUT_SECONDS,
+            max_retries=settings.LLM_MAX_RETRIES,
         )
 
     def complete(
@@ -182,38 +87,13 @@ class OpenAIChatModel:
         request = _request_body(
             model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
         )
-        for attempt, delay in enumerate(self._delays()):
-            try:
-                response = self._client.chat.completions.create(**request)
-            except openai.OpenAIError as exc:
-                error = provider_error_from(exc)
-                if not error.retryable or delay is None:
-                    raise error from exc
-                logger.warning("model call failed (%s); retry %d in %.2fs", error, attempt + 1, delay)
-                self._sleep(delay)
-                continue
-            return completion_from(response, requested_model=request["model"])
-        raise AssertionError("unreachable: the last delay is None")
-
-    def _delays(self) -> Iterator[float | None]:
-        yield from backoff_delays(
-            retries=self.max_retries,
-            base_seconds=self.backoff_base_seconds,
-            cap_seconds=self.backoff_cap_seconds,
+        response = call_with_retries(
+            lambda: self._client.chat.completions.create(**request),
+            backoff=self.backoff,
+            sleep=self._sleep,
+            what="model call",
         )
-        yield None
-
-
-def backoff_delays(*, retries: int, base_seconds: float, cap_seconds: float) -> Iterator[float]:
-    """Yield `retries` delays: base doubling, capped, with up to 20 % jitter.
-
-    Same schedule as OpenClaw's embedding retries (openclaw-reference.md 4.5):
-    `min(cap, d * (1 + rand * 0.2))`, d doubling from the base.
-    """
-    delay = base_seconds
-    for _ in range(retries):
-        yield min(cap_seconds, delay * (1 + random.random() * BACKOFF_JITTER))
-        delay *= 2
+        return completion_from(response, requested_model=request["model"])
 
 
 def _request_body(
@@ -239,27 +119,6 @@ def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
         return tool
     function = {key: tool[key] for key in ("name", "description", "parameters") if key in tool}
     return {"type": "function", "function": function}
-
-
-def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
-    """Map any openai exception to a ProviderError."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderError("Request timed out.", is_timeout=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderError(exc.message, is_connection_error=True)
-    if isinstance(exc, openai.APIStatusError):
-        return ProviderError(_error_text(exc), status=exc.status_code, code=exc.code)
-    if isinstance(exc, openai.APIError):
-        return ProviderError(exc.message, code=exc.code)
-    return ProviderError(str(exc))
-
-
-def _error_text(exc: openai.APIStatusError) -> str:
-    # The client's message is "Error code: 400 - ..."; the server's own message is clearer.
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
-        return body["message"]
-    return exc.message
 
 
 def completion_from(response: Any, *, requested_model: str) -> Completion:
@@ -293,7 +152,7 @@ def _tool_call(call: Any) -> ToolCall:
 
 
 def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
-    # Pi openai-completions.ts mapStopReason; some servers say "stop" with tool calls, and Pi's
+    # Pi `mapStopReason` (openai-completions); some servers say "stop" with tool calls, and Pi's
     # agent loop runs tools whenever the content holds tool calls, so that is toolUse too.
     if finish_reason in ("tool_calls", "function_call") or has_tool_calls:
         return "toolUse"
@@ -340,7 +199,7 @@ def to_openai_messages(
         converted.append({"role": "system", "content": system_prompt})
     for message in agent_messages:
         if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
-            continue  # Pi transform-messages.ts: incomplete turns are never replayed.
+            continue  # Pi `transformMessages`: incomplete turns are never replayed.
         converted.extend(_convert(message))
     return _settle_tool_runs(converted)
 
@@ -453,39 +312,3 @@ def _tool_result_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
     if images:
         tool[_IMAGES_KEY] = images  # Moved after the run by _close_tool_run, never sent.
     return [tool]
-
-
-_cache: dict[str, ChatModel | None] = {}
-_cache_lock = threading.Lock()
-
-
-def get_chat_model(purpose: str = "chat") -> ChatModel | None:
-    """Return the configured chat model for a purpose ("chat" or "compaction"), or None."""
-    with _cache_lock:
-        if purpose not in _cache:
-            _cache[purpose] = _build_chat_model(purpose)
-        return _cache[purpose]
-
-
-def reset_providers() -> None:
-    """Forget the cached chat models (tests change settings)."""
-    with _cache_lock:
-        _cache.clear()
-
-
-def _build_chat_model(purpose: str) -> ChatModel | None:
-    from django.conf import settings
-
-    base_url = getattr(settings, "LLM_BASE_URL", "") or ""
-    model = getattr(settings, "LLM_MODEL", "") or ""
-    if purpose == "compaction":
-        model = getattr(settings, "LLM_COMPACTION_MODEL", "") or model
-    if not base_url or not model:
-        return None
-    return OpenAIChatModel(
-        base_url=base_url,
-        api_key=getattr(settings, "LLM_API_KEY", "") or "",
-        model=model,
-        timeout_seconds=float(getattr(settings, "LLM_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
-        max_retries=int(getattr(settings, "LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)),
-    )

