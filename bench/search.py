@@ -267,7 +267,7 @@ class Timings:
 
     def pct(self, name: str, q: float) -> float:
         values = sorted(self.samples[name])
-        return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+        return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -312,7 +312,7 @@ def measure_latency(
     for index, (query, vector) in enumerate(zip(queries, query_vectors)):
         order = names[index % len(names) :] + names[: index % len(names)]
         for name in order:
-            ms, response = _timed(lambda: kinds[name](query, vector))
+            ms, response = _timed(lambda name=name, query=query, vector=vector: kinds[name](query, vector))
             timings.add(name, ms)
             expected = {"pgvector only": "vector", "text only": "text"}.get(name, "hybrid")
             if response.mode != expected:
@@ -456,7 +456,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             assistant = new_assistant(team, f"bench-{size}")
             print(f"{len(size_texts)} chunks: loading ...", flush=True)
-            load_ms, _ = _timed(lambda: bulk_load(assistant, size_texts, vectors, model=embedder.model))
+            load_ms, _ = _timed(
+                lambda assistant=assistant, size_texts=size_texts, vectors=vectors: bulk_load(
+                    assistant, size_texts, vectors, model=embedder.model
+                )
+            )
             print(f"{len(size_texts)} chunks: searching ...", flush=True)
             timings = measure_latency(assistant, asked, query_vectors)
             recall = hnsw_recall(assistant, asked, query_vectors, vectors)

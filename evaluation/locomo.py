@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -101,7 +101,7 @@ def parse_session_date(value: str) -> datetime:
         raise LocomoFormatError(f"unreadable session date {value!r}")
     hour, minute, half, day, month, year = match.groups()
     hour24 = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    return datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute), tzinfo=timezone.utc)
+    return datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute), tzinfo=UTC)
 
 
 def session_numbers(conversation: dict[str, Any]) -> list[int]:

@@ -8,6 +8,7 @@ Pure module: no Django, no database. It reproduces OpenClaw's `hybrid.ts`, `temp
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -191,7 +192,7 @@ def mmr_tokens(text: str) -> frozenset[str]:
     # Bigrams only from chars adjacent in the text, so Latin between two CJK chars breaks them.
     bigrams = [
         first + second
-        for (first_index, first), (second_index, second) in zip(cjk, cjk[1:])
+        for (first_index, first), (second_index, second) in itertools.pairwise(cjk)
         if second_index == first_index + 1
     ]
     return frozenset([*_MMR_ASCII_RE.findall(lower), *bigrams, *(char for _, char in cjk)])

@@ -10,6 +10,7 @@ starting at once get the same server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -39,10 +40,9 @@ def _ensure_database(socket_dir: str, name: str) -> None:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if exists:
             return
-        try:
+        # Another process may create it between our check and now.
+        with contextlib.suppress(errors.DuplicateDatabase):
             conn.execute(f'CREATE DATABASE "{name}"')
-        except errors.DuplicateDatabase:  # another process created it between our check and now
-            pass
 
 
 def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, Any]:

@@ -9,10 +9,11 @@ the safe direction.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from django.utils import timezone
 from django.utils.module_loading import import_string

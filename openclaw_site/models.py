@@ -150,6 +150,9 @@ class IdempotencyRecord(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "key"], name="idempotency_team_key_unique")]
 
+    def __str__(self) -> str:
+        return f"{self.team_id}:{self.key}"
+
 
 class TaskState(models.TextChoices):
     QUEUED = "queued"

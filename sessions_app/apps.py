@@ -8,8 +8,7 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from sessions_app import indexing
-        from sessions_app import signals
+        from sessions_app import indexing, signals
 
         signals.connect()
         indexing.connect()  # transcripts in memory search (register source, signals)

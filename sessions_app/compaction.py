@@ -101,7 +101,7 @@ NOTHING_TO_COMPACT = ("nothing_to_compact", "Nothing to compact (session too sma
 NOT_A_COMMAND = object()
 
 
-def parse_compact_command(text: str) -> str | None | object:
+def parse_compact_command(text: str) -> str | object | None:
     """Return the instructions of a `/compact [instructions]` message, None for none, else NOT_A_COMMAND.
 
     OpenClaw (`commands-compact.ts`): exactly `/compact` or `/compact <text>`, case-insensitive;

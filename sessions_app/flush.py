@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -135,7 +134,7 @@ def format_user_time(now: datetime, zone: ZoneInfo) -> str:
 
 def current_time_line(now: datetime, zone: ZoneInfo) -> str:
     """Return `Current time: <local> (<tz>) / YYYY-MM-DD HH:MM UTC` (`resolveCronStyleNow`)."""
-    utc = now.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M")
+    utc = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     return f"Current time: {format_user_time(now, zone)} ({zone.key}) / {utc} UTC"
 
 

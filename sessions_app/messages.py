@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 ROLES = ("user", "assistant", "toolResult", "system")
@@ -209,7 +209,7 @@ def parse_timestamp(value: Any) -> datetime | None:
     if isinstance(value, (int, float)):
         seconds = value if value < 1e11 else value / 1000
         try:
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
         except (OverflowError, OSError, ValueError):
             raise MessageError("invalid_timestamp", "timestamp is out of range.", field="timestamp") from None
     if isinstance(value, str):
@@ -219,7 +219,7 @@ def parse_timestamp(value: Any) -> datetime | None:
             raise MessageError(
                 "invalid_timestamp", f"timestamp {value!r} is not ISO-8601.", field="timestamp"
             ) from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise MessageError(
         "invalid_timestamp", "timestamp must be ISO-8601 or epoch milliseconds.", field="timestamp"
     )

@@ -6,7 +6,8 @@ appends get gap-free, unique ``seq`` values (one sequence shared with compaction
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone

@@ -89,7 +89,7 @@ def error_reply(
     message: str,
     *,
     code: str | None = None,
-    type: str = "invalid_request_error",  # noqa: A002 - OpenAI's field name
+    type: str = "invalid_request_error",
 ) -> Reply:
     """Script an OpenAI error answer (`{"error": {message, type, param, code}}`)."""
     error = {"message": message, "type": type, "param": None, "code": code}
@@ -243,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
     def fake(self) -> FakeOpenAI:
         return self.server.fake  # type: ignore[attr-defined, no-any-return]
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:

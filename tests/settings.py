@@ -14,9 +14,9 @@ os.environ.setdefault("LLM_MODEL", "")
 # explicitly, so the rest of the suite does not load torch for every document it writes.
 os.environ.setdefault("EMBEDDING_PROVIDER", "none")
 
-from openclaw_site.settings import *  # noqa: E402,F401,F403
-from openclaw_site.settings import VAR_DIR  # noqa: E402
+from openclaw_site.settings import *
+from openclaw_site.settings import VAR_DIR
 
 EXPORT_ROOT = VAR_DIR / "test-exports"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
-INSTALLED_APPS = [*INSTALLED_APPS, "evaluation"]  # noqa: F405  (the eval_locomo command is tested)
+INSTALLED_APPS = [*INSTALLED_APPS, "evaluation"]

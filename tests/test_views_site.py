@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from openclaw_site.auth import TEAM_SESSION_KEY, authenticate_api_key
+from openclaw_site.errors import ApiError
 from openclaw_site.models import ApiKey, Assistant, Membership
 from tests import factories
 from tests.views_support import HX, is_full_page, signed_in
@@ -212,7 +213,7 @@ def _settings_post(assistant, **changes):
 
     data = {}
     for form in (AssistantForm(instance=assistant), SettingsForm(current=assistant.settings)):
-        for name, field in form.fields.items():
+        for name, _field in form.fields.items():
             value = form[name].value()
             if isinstance(value, bool):
                 if value:
@@ -356,8 +357,9 @@ def test_admin_revokes_a_key(world):
     assert response.status_code == 200 and b"revoked" in response.content and not is_full_page(response)
     key.refresh_from_db()
     assert key.revoked_at is not None
-    with pytest.raises(Exception):
+    with pytest.raises(ApiError) as refused:
         authenticate_api_key(secret)
+    assert refused.value.code == "api_key_revoked"
 
 
 def test_revoke_without_htmx_redirects(world):

@@ -193,7 +193,7 @@ class NewDocumentForm(forms.Form):
         try:
             validate_memory_path(path)
         except InvalidPath as error:
-            raise forms.ValidationError(f"Not a memory path: {error}.")
+            raise forms.ValidationError(f"Not a memory path: {error}.") from error
         if MemoryDocument.objects.filter(assistant=self.assistant, path=path).exists():
             raise forms.ValidationError(f"{path} already exists; open it to edit it.")
         return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -30,7 +31,7 @@ def query_terms(query: str) -> list[str]:
     for word in _TERM.findall(query or ""):
         if _CJK.search(word):
             chars = _CJK.findall(word)
-            terms.update(a + b for a, b in zip(chars, chars[1:]))
+            terms.update(a + b for a, b in itertools.pairwise(chars))
             terms.update(chars if len(chars) == 1 else [])
         elif len(word) >= 2:
             terms.add(word)

@@ -8,9 +8,10 @@ next to the field its path names.
 from __future__ import annotations
 
 import zoneinfo
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 from django import forms
 from django.utils import timezone
@@ -236,7 +237,9 @@ def _valid_timezone(name: str) -> str:
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise forms.ValidationError(f"{name!r} is not an IANA time zone (for example Europe/Paris or UTC).")
+        raise forms.ValidationError(
+            f"{name!r} is not an IANA time zone (for example Europe/Paris or UTC)."
+        ) from None
     return name
 
 

@@ -10,8 +10,9 @@ to its own first kept message (the previous summary itself was fed into the new 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from sessions_app.models import CompactionEntry, Message, Session
 

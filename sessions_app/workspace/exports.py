@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings

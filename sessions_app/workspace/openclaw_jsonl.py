@@ -14,7 +14,7 @@ import json
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sessions_app.messages import MessageError, epoch_ms, parse_timestamp, text_of
@@ -106,7 +106,7 @@ class ParsedTranscript:
 
 def format_timestamp(moment: datetime) -> str:
     """ISO-8601 in UTC with a ``Z`` like Pi's ``toISOString()``, keeping microseconds so a round trip is exact."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def dumps_line(data: dict[str, Any]) -> str:
@@ -456,7 +456,7 @@ def _message_time(entry_time: datetime, message_ms: Any) -> datetime:
     if epoch_ms(entry_time) == int(message_ms):
         return entry_time
     try:
-        return datetime.fromtimestamp(message_ms / 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(message_ms / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return entry_time
 

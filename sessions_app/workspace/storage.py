@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Protocol
+from typing import Protocol
 
 # Temp files are hidden siblings of their target (".MEMORY.md.<random>.tmp"): same directory, so
 # the final os.replace is an atomic rename on the same file system.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from memory_app.chunking import chunk_lines, chunk_markdown
 
 
@@ -49,7 +51,7 @@ def test_repeated_lines_that_leave_no_room_are_dropped_not_emitted_alone() -> No
     chunks = chunk_lines(lines(30, 60, 90, 20), tokens=25, overlap=10)
     assert spans(chunks) == [(1, 2), (3, 3), (4, 4)]
     # No chunk holds only lines the previous chunk already had.
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in itertools.pairwise(chunks):
         assert after.end_line > before.end_line
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import call_command
@@ -104,10 +104,8 @@ def test_score_question_gives_each_evidence_turn_an_equal_share() -> None:
 
 
 def test_session_dates_parse_as_utc() -> None:
-    assert parse_session_date("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
-    assert parse_session_date("12:09 am on 13 September, 2023") == datetime(
-        2023, 9, 13, 0, 9, tzinfo=timezone.utc
-    )
+    assert parse_session_date("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert parse_session_date("12:09 am on 13 September, 2023") == datetime(2023, 9, 13, 0, 9, tzinfo=UTC)
     with pytest.raises(LocomoFormatError):
         parse_session_date("yesterday")
 
@@ -166,7 +164,7 @@ def test_a_conversation_loads_as_dated_sessions_and_indexed_transcripts(world, f
     assert [s.key for s in sessions] == ["tiny-1-s1", "tiny-1-s2"]
     first = list(Message.objects.filter(session=sessions[0]).order_by("seq"))
     assert [m.role for m in first] == ["user", "assistant", "user"]
-    assert first[0].created_at == datetime(2024, 3, 2, 9, 0, tzinfo=timezone.utc)
+    assert first[0].created_at == datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
     assert (first[1].created_at - first[0].created_at).total_seconds() == 5
     assert first[2].content == "Look at my garden. [image: a photo of tulips in a garden]"
     assert loaded.turns["D1:3"] == EvidenceTurn(
@@ -174,7 +172,7 @@ def test_a_conversation_loads_as_dated_sessions_and_indexed_transcripts(world, f
         line=first[2].seq,
         text="User: Look at my garden. [image: a photo of tulips in a garden]",
     )
-    assert loaded.end == datetime(2024, 3, 9, 18, 30, 5, tzinfo=timezone.utc)
+    assert loaded.end == datetime(2024, 3, 9, 18, 30, 5, tzinfo=UTC)
     # Indexed through the transcript path: every turn is in a chunk, cited by its seq.
     chunks = MemoryChunk.objects.filter(assistant=world.assistant)
     assert {c.path for c in chunks} == {f"sessions/{s.key}.jsonl" for s in sessions}

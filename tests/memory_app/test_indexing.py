@@ -252,7 +252,7 @@ def test_the_embedding_cache_is_keyed_by_provider_model_and_hash(
 
 
 def test_debounce_lets_only_the_latest_request_run(world) -> None:
-    key = dict(assistant_id=world.assistant.pk, source=Source.MEMORY, key="MEMORY.md")
+    key = {"assistant_id": world.assistant.pk, "source": Source.MEMORY, "key": "MEMORY.md"}
     first = debounce.request(**key, delay_seconds=0)
     second = debounce.request(**key, delay_seconds=0)
     assert second == first + 1
@@ -261,13 +261,13 @@ def test_debounce_lets_only_the_latest_request_run(world) -> None:
 
 
 def test_debounce_waits_until_due(world) -> None:
-    key = dict(assistant_id=world.assistant.pk, source=Source.MEMORY, key="MEMORY.md")
+    key = {"assistant_id": world.assistant.pk, "source": Source.MEMORY, "key": "MEMORY.md"}
     version = debounce.request(**key, delay_seconds=1.5)
     slept: list[float] = []
 
     def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
-        IndexedSource.objects.filter(**{k: v for k, v in key.items()}).update(due_at=None)
+        IndexedSource.objects.filter(**dict(key.items())).update(due_at=None)
 
     assert debounce.wait_turn(**key, version=version, sleep=fake_sleep) is True
     assert len(slept) == 1 and 0 < slept[0] <= 1.5

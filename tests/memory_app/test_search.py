@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ from tests.fake_openai import FakeOpenAI, error_reply, fake_embedding
 
 pytestmark = pytest.mark.django_db
 
-NOW = datetime(2026, 3, 11, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
 
 
 def index(assistant, documents: dict[str, str]) -> None:
@@ -181,7 +181,7 @@ def test_decay_by_daily_note_date_and_evergreen_files(world, fake_embeddings) ->
 
 def test_decay_ten_days_at_half_life_thirty(world, fake_embeddings) -> None:
     index(world.assistant, {"memory/2026-03-01.md": "Lunch at the ramen place."})
-    now = datetime(2026, 3, 11, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 11, tzinfo=UTC)
     [result] = hybrid_search(
         assistant=world.assistant, query="ramen", decay=True, now=now, explain=True, min_score=0
     ).results
@@ -196,7 +196,7 @@ def test_decay_can_be_switched_on_per_assistant(world, fake_embeddings) -> None:
     }
     world.assistant.save()
     index(world.assistant, {"memory/2026-03-01.md": "Lunch at the ramen place."})
-    now = datetime(2026, 3, 11, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 11, tzinfo=UTC)
     [result] = hybrid_search(
         assistant=world.assistant, query="ramen", now=now, explain=True, min_score=0
     ).results
@@ -410,4 +410,4 @@ def test_local_minilm_finds_by_meaning_and_by_exact_token(world, local_embedding
     assert by_token.results[0].path == "memory/infra.md"
     chunk = MemoryChunk.objects.filter(assistant=world.assistant).first()
     assert chunk.dims == 384 and chunk.model == "sentence-transformers/all-MiniLM-L6-v2"
-    assert timedelta(0) <= datetime.now(timezone.utc) - chunk.created_at
+    assert timedelta(0) <= datetime.now(UTC) - chunk.created_at

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from memory_app import indexing
@@ -26,7 +28,7 @@ def test_overlapping_chunks_do_not_show_the_same_lines_twice(world, fake_embeddi
     )
     indexing.index_document(document.pk)
     chunks = MemoryChunk.objects.filter(assistant=world.assistant).order_by("start_line")
-    assert any(a.end_line >= b.start_line for a, b in zip(chunks, chunks[1:]))  # the chunks overlap
+    assert any(a.end_line >= b.start_line for a, b in itertools.pairwise(chunks))  # the chunks overlap
 
     response = hybrid_search(
         assistant=world.assistant, query="heron migration runbook", min_score=0, max_results=10

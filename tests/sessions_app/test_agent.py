@@ -341,7 +341,7 @@ def test_cache_ttl_pruning_runs_once_per_window_and_the_touch_follows_each_call(
     turn(session, "one")  # the cache went cold: prune, then touch
     turn(session, "two")  # touched a moment ago: the cache is warm, send the original
     first, second = (
-        [m for m in r["messages"] if m["role"] == "tool"][0]["content"] for r in llm.chat_requests
+        next(m for m in r["messages"] if m["role"] == "tool")["content"] for r in llm.chat_requests
     )
     assert first.startswith("abcdef\n...\nefghij\n\n[Tool result trimmed:")
     assert second == "abcdefghij" * 1000

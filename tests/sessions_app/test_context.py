@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from sessions_app.models import ModelCalibration
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
 
-NOW = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)  # still Feb 28 in Los Angeles
+NOW = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)  # still Feb 28 in Los Angeles
 TRIMMED = (
     "abcdef\n...\nefghij\n\n[Tool result trimmed: kept first 6 chars and last 6 chars of 10000 chars.]"
     "\n[Original: message {entry}; call tool_result_get to read it in full.]"

@@ -39,10 +39,9 @@ def test_export_runs_after_commit_and_never_for_a_rollback(export_root, world):
         assert transcript_lines(export_root, "kept") == []  # not before the commit
     assert [row["type"] for row in transcript_lines(export_root, "kept")] == ["session", "message"]
 
-    with pytest.raises(RuntimeError):
-        with transaction.atomic():
-            factories.add_messages(session, {"role": "user", "content": "never committed"})
-            raise RuntimeError("rolled back")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        factories.add_messages(session, {"role": "user", "content": "never committed"})
+        raise RuntimeError("rolled back")
     assert len(transcript_lines(export_root, "kept")) == 2
 
 

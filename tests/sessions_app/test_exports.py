@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -88,7 +88,7 @@ def add_compaction(session, *, first_kept, summary="## Decisions\n- eu-west-3") 
             trigger="manual",
             details={"readFiles": ["deploy.yaml"], "modifiedFiles": []},
             from_hook=True,
-            created_at=datetime(2026, 2, 16, 10, 0, tzinfo=timezone.utc),
+            created_at=datetime(2026, 2, 16, 10, 0, tzinfo=UTC),
         )
         locked.save(update_fields=["last_seq"])
     return entry
@@ -119,7 +119,7 @@ def test_entries_chain_by_parent_id_in_seq_order(world):
 def test_messages_carry_openclaw_shapes(world):
     session = conversation(world)
     rows = lines_of("".join(exports.session_jsonl_lines(session)))[1:]
-    system, user, call, result, answer, flush, silent = (row["message"] for row in rows)
+    system, user, call, result, answer, _flush, _silent = (row["message"] for row in rows)
     # Pi has no system role: a custom message of our type that Pi sends as context.
     assert system == {
         "role": "custom",
@@ -179,7 +179,7 @@ def test_export_session_writes_transcript_and_session_store(world, export_root):
     session = conversation(world)
     session.refresh_from_db()
     session.total_tokens, session.total_tokens_fresh, session.compaction_count = 23120, True, 2
-    session.memory_flush_at = datetime(2026, 2, 16, 9, 30, tzinfo=timezone.utc)
+    session.memory_flush_at = datetime(2026, 2, 16, 9, 30, tzinfo=UTC)
     session.memory_flush_compaction_count = 1
     session.save()
     assert exports.export_session(session.pk)
@@ -221,7 +221,7 @@ def test_atomic_write_leaves_no_temp_files(world, export_root):
     conversation(world)
     factories.make_document(world.assistant, "memory/notes/2026-02-16.md", "note")
     exports.export_assistant(world.assistant.pk)
-    every = [p for p in export_root.rglob("*")]
+    every = list(export_root.rglob("*"))
     assert not [p for p in every if p.name.endswith(".tmp")]
     assert {p.relative_to(export_root / "acme" / "helper").as_posix() for p in every if p.is_file()} == {
         "assistant.json",

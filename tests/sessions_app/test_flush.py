@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -23,7 +23,7 @@ from tests.fake_openai import error_reply, text_reply, tool_call_reply
 from tests.messages import assistant, user
 
 # 03:30 UTC on the 17th is still the evening of the 16th in New York.
-NOW = datetime(2026, 2, 17, 3, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 2, 17, 3, 30, tzinfo=UTC)
 NEW_YORK = ZoneInfo("America/New_York")
 EXPECTED_PROMPT = (
     "Pre-compaction memory flush. Store durable memories only in memory/2026-02-16.md (create memory/ if needed). "

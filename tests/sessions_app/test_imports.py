@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 
@@ -97,7 +97,7 @@ def build_assistant(world):
     factories.add_messages(main, {"role": "user", "content": "after the compaction"})
     main.refresh_from_db()  # appends advanced last_seq in the database
     main.total_tokens, main.total_tokens_fresh, main.compaction_count = 5000, True, 1
-    main.memory_flush_at = datetime(2026, 2, 16, 9, 30, 0, 123000, tzinfo=timezone.utc)
+    main.memory_flush_at = datetime(2026, 2, 16, 9, 30, 0, 123000, tzinfo=UTC)
     main.memory_flush_compaction_count = 0
     main.save()
     factories.make_session(assistant, "empty one")
@@ -380,7 +380,7 @@ def test_unknown_team_and_bad_slug_are_refused(world):
 
 
 def test_an_empty_directory_is_not_a_workspace(world, tmp_path):
-    with pytest.raises(WorkspaceImportError, match="no MEMORY.md"):
+    with pytest.raises(WorkspaceImportError, match=r"no MEMORY\.md"):
         import_workspace(directory=tmp_path, team_slug="acme", assistant_slug="x")
 
 
@@ -422,7 +422,7 @@ def test_commands_round_trip(world, tmp_path):
 
 def test_import_command_reports_failure_and_writes_nothing(world, tmp_path):
     before = counts()
-    with pytest.raises(CommandError, match="Nothing was imported: .*already exists"):
+    with pytest.raises(CommandError, match=r"Nothing was imported: .*already exists"):
         call_command("import_workspace", str(FIXTURE), "--team", "acme", "--assistant", "helper")
     assert counts() == before
 

@@ -31,6 +31,7 @@ SMALL_WINDOW = {
 }
 
 
+@pytest.mark.slow  # about 17 s: forty turns through flush and compaction
 def test_a_long_conversation_flushes_compacts_and_keeps_going(api, world, llm):
     helper = world.assistant
     helper.context_window = 16000
