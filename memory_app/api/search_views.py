@@ -20,6 +20,7 @@ from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
+from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import enqueue_tracked, task_status
 
 
@@ -97,7 +98,7 @@ class AssistantSearchView(TeamApiView):
 
     @extend_schema(operation_id="assistants_search", parameters=[SearchInput], responses=SearchOutput)
     def get(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         params = self._params(request)
         try:
             response = hybrid_search(assistant=assistant, query=params.pop("q"), **params)
@@ -153,7 +154,7 @@ class AssistantReindexView(TeamApiView):
 
     @extend_schema(operation_id="assistants_reindex", request=ReindexInput, responses={202: TaskOutput})
     def post(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         body = request.data if request.data not in (None, "") else {}
         if not isinstance(body, dict):
             raise ApiError("invalid_body", "The request body must be a JSON object.")
