@@ -55,6 +55,7 @@ from sessions_app.overflow import (
     is_compaction_failure_error,
     parse_observed_tokens,
 )
+from sessions_app.selectors import session_owner
 from sessions_app.silent import (
     is_silent_reply_text,
     starts_with_silent_token,
@@ -243,6 +244,7 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
             "sessions_app.tasks.compact_session_task",
             session_id,
             "threshold",
+            owner=session_owner(session=session),
             task_name=f"compact-{session_id}-{session.compaction_count}",
         )
         return {"compaction": True, "flush": False}
@@ -250,6 +252,7 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
         enqueue(
             "sessions_app.tasks.memory_flush_task",
             session_id,
+            owner=session_owner(session=session),
             task_name=f"flush-{session_id}-{session.compaction_count}",
         )
         return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}

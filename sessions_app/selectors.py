@@ -10,6 +10,7 @@ from django.db.models import Count, QuerySet
 
 from openclaw_site.models import Assistant, Team
 from openclaw_site.selectors import NotFound
+from openclaw_site.tasks import TaskOwner
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 
 
@@ -23,6 +24,13 @@ def session_get(*, team: Team, pk: int) -> Session:
     if session is None:
         raise NotFound("session")
     return session
+
+
+def session_owner(*, session: Session) -> TaskOwner:
+    """Return the owner of a background task that works on ``session``: its assistant's team."""
+    return TaskOwner(
+        team_id=session.assistant.team_id, assistant_id=session.assistant_id, session_id=session.pk
+    )
 
 
 def session_list(*, assistant: Assistant) -> QuerySet[Session]:

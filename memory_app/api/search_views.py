@@ -21,7 +21,7 @@ from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
-from openclaw_site.tasks import enqueue_tracked, task_status
+from openclaw_site.tasks import TaskOwner, enqueue, task_status
 
 
 class SourcesField(serializers.CharField):
@@ -164,12 +164,11 @@ class AssistantReindexView(TeamApiView):
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
     """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
-    record = enqueue_tracked(
+    record = enqueue(
         "memory_app.tasks.reindex_assistant",
         assistant.pk,
         full,
-        team=assistant.team_id,
+        owner=TaskOwner.for_assistant(assistant),
         kind="reindex",
-        object_ids={"assistant": assistant.pk},
     )
     return task_status(record)

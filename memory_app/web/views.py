@@ -34,6 +34,7 @@ from memory_app.selectors import (
 )
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
+from openclaw_site.tasks import TaskOwner, enqueue
 from openclaw_site.web.base import is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
@@ -375,18 +376,15 @@ def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
     The same tracked task as ``POST /api/v1/assistants/{slug}/reindex/``, so `GET /tasks/{id}/`
     and the jobs page follow it alike.
     """
-    from openclaw_site.tasks import enqueue_tracked
-
     assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
     full = request.POST.get("full") == "on"
-    enqueue_tracked(
+    enqueue(
         "memory_app.tasks.reindex_assistant",
         assistant.pk,
         full,
-        team=assistant.team_id,
+        owner=TaskOwner.for_assistant(assistant),
         kind="reindex",
-        object_ids={"assistant": assistant.pk},
     )
     messages.success(request, f"{'Full reindex' if full else 'Reindex'} of {assistant.name} queued.")
     return _redirect(request, reverse("jobs"))
