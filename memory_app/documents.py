@@ -32,10 +32,15 @@ class Provenance:
     note: str = ""
 
 
-def _notify(assistant_id: int, path: str, document_id: int | None) -> None:
+def _notify(assistant: Assistant, path: str, document_id: int | None) -> None:
+    team_id, assistant_id = assistant.team_id, assistant.pk
     transaction.on_commit(
         lambda: memory_document_changed.send(
-            sender=MemoryDocument, assistant_id=assistant_id, path=path, document_id=document_id
+            sender=MemoryDocument,
+            team_id=team_id,
+            assistant_id=assistant_id,
+            path=path,
+            document_id=document_id,
         )
     )
 
@@ -84,7 +89,7 @@ def write_document(
     revision = _revision(
         document, assistant=assistant, path=path, content=content, action=action, provenance=provenance
     )
-    _notify(assistant.pk, path, document.pk)
+    _notify(assistant, path, document.pk)
     return document, revision
 
 
@@ -117,7 +122,7 @@ def append_to_document(
         action=RevisionAction.APPEND,
         provenance=provenance,
     )
-    _notify(assistant.pk, path, document.pk)
+    _notify(assistant, path, document.pk)
     return document, revision
 
 
@@ -134,9 +139,9 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
         provenance=provenance,
     )
     MemoryRevision.objects.filter(document=document).update(document=None)
-    assistant_id, path = document.assistant_id, document.path
+    assistant, path = document.assistant, document.path
     document.delete()
-    _notify(assistant_id, path, None)
+    _notify(assistant, path, None)
     return revision
 
 
@@ -159,7 +164,7 @@ def revert_document(
         action=RevisionAction.REVERT,
         provenance=provenance,
     )
-    _notify(document.assistant_id, document.path, document.pk)
+    _notify(document.assistant, document.path, document.pk)
     return document, new
 
 

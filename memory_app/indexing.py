@@ -44,6 +44,7 @@ from memory_app.textsearch import TS_CONFIG, index_text
 from memory_app.vectors import ensure_vector_index
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant
+from openclaw_site.tasks import TaskOwner, enqueue
 from providers.embeddings import Embedder, get_embedder
 from providers.errors import ProviderError
 
@@ -477,7 +478,7 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
         # The settings or the embedder changed: the old rows keep answering while a full
         # reindex builds the new generation; this entry goes straight into it.
         state = start_build(assistant, current)
-        _enqueue_full_reindex(assistant.pk)
+        _enqueue_full_reindex(assistant)
         generations = target_generations(state, current)
         outcome = index_entries(
             assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
@@ -491,10 +492,14 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
     )
 
 
-def _enqueue_full_reindex(assistant_id: int) -> None:
-    from openclaw_site.tasks import enqueue
-
-    enqueue("memory_app.tasks.reindex_assistant", assistant_id, True, task_name=f"reindex-{assistant_id}")
+def _enqueue_full_reindex(assistant: Assistant) -> None:
+    enqueue(
+        "memory_app.tasks.reindex_assistant",
+        assistant.pk,
+        True,
+        owner=TaskOwner.for_assistant(assistant),
+        task_name=f"reindex-{assistant.pk}",
+    )
 
 
 def index_document(document_id: int) -> IndexOutcome:

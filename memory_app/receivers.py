@@ -15,12 +15,12 @@ from memory_app import debounce
 from memory_app.indexing import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
-from openclaw_site.tasks import enqueue
+from openclaw_site.tasks import TaskOwner, enqueue
 
 
 @receiver(memory_document_changed, dispatch_uid="memory_app.schedule_document_index")
 def schedule_document_index(
-    sender: Any, *, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
+    sender: Any, *, team_id: int, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
 ) -> None:
     """Queue a debounced reindex of the changed document, or drop a deleted one's chunks."""
     if document_id is None:
@@ -36,5 +36,6 @@ def schedule_document_index(
         "memory_app.tasks.reindex_document",
         document_id,
         version,
+        owner=TaskOwner(team_id=team_id, assistant_id=assistant_id, document_id=document_id),
         task_name=f"index-doc-{document_id}-{version}",
     )

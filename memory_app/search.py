@@ -44,6 +44,7 @@ from memory_app.ranking import (
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import query_terms
 from openclaw_site.models import Assistant
+from openclaw_site.tasks import TaskOwner, enqueue
 from providers.embeddings import Embedder, get_embedder
 from providers.errors import ProviderError
 
@@ -285,7 +286,6 @@ def _queue_reindex_if_stale(
 ) -> IndexState | None:
     """Queue a reindex when the index is missing or built for another fingerprint; return the state."""
     from memory_app.indexing import get_state, start_build
-    from openclaw_site.tasks import enqueue
 
     current = config.fingerprint(assistant, embedder)
     if state is not None and (state.fingerprint == current or state.building_fingerprint == current):
@@ -296,7 +296,13 @@ def _queue_reindex_if_stale(
     else:
         state = start_build(assistant, current)  # the old rows keep answering meanwhile
         full = True
-    enqueue("memory_app.tasks.reindex_assistant", assistant.pk, full, task_name=f"reindex-{assistant.pk}")
+    enqueue(
+        "memory_app.tasks.reindex_assistant",
+        assistant.pk,
+        full,
+        owner=TaskOwner.for_assistant(assistant),
+        task_name=f"reindex-{assistant.pk}",
+    )
     return state
 
 

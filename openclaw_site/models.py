@@ -162,16 +162,22 @@ class TaskState(models.TextChoices):
 
 
 class TaskRecord(models.Model):
-    """A background task a team may ask about (``GET /tasks/{id}/``), with the progress it reports.
+    """A background task and whose it is, written when it is queued (`openclaw_site.tasks.enqueue`).
 
-    django-q2's own ``Task`` rows carry no team, so the API looks tasks up here: a task id that is
-    unknown or belongs to another team is a 404 (see openclaw_site.tasks.record_task).
+    django-q2's own rows carry no team, so the jobs page and ``GET /tasks/{id}/`` read these: a task
+    id that is unknown or belongs to another team is a 404. The worker keeps the state, times,
+    progress and error here (`openclaw_site.tasks.run_tracked`).
     """
 
     task_id = models.CharField(max_length=64, unique=True)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="task_records")
+    # The assistant the task works for, when there is one. A deleted assistant's tasks stay in the
+    # team's history (SET_NULL); a deleted team takes its tasks with it.
+    assistant = models.ForeignKey(
+        Assistant, null=True, blank=True, on_delete=models.SET_NULL, related_name="task_records"
+    )
     kind = models.CharField(max_length=64)
-    # Ids of the objects the task works on, e.g. {"assistant": 3} or {"session": 12}.
+    # Ids of the objects the task works on, e.g. {"assistant": 3} or {"assistant": 3, "session": 12}.
     object_ids = models.JSONField(default=dict, blank=True)
     # django-q2's id once the task is in the broker (equal to task_id for record_task callers).
     q_task_id = models.CharField(max_length=64, blank=True, db_index=True)
@@ -181,10 +187,12 @@ class TaskRecord(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "-created_at"], name="taskrecord_team_created")]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"

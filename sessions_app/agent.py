@@ -51,6 +51,7 @@ from sessions_app.model_output import (
     usage_dict,
 )
 from sessions_app.models import CompactionRun, Message, RunState, Session
+from sessions_app.selectors import session_owner
 from sessions_app.silent import (
     is_silent_reply_text,
     starts_with_silent_token,
@@ -246,6 +247,7 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
             "sessions_app.tasks.compact_session_task",
             session_id,
             "threshold",
+            owner=session_owner(session=session),
             task_name=f"compact-{session_id}-{session.compaction_count}",
         )
         return {"compaction": True, "flush": False}
@@ -253,6 +255,7 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
         enqueue(
             "sessions_app.tasks.memory_flush_task",
             session_id,
+            owner=session_owner(session=session),
             task_name=f"flush-{session_id}-{session.compaction_count}",
         )
         return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}

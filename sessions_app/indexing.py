@@ -27,6 +27,7 @@ from memory_app.models import IndexedSource, Source
 from openclaw_site.tasks import enqueue
 from sessions_app.models import Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
+from sessions_app.selectors import session_owner
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,7 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
         session.pk,
         version,
         force,
+        owner=session_owner(session=session),
         task_name=f"index-session-{session.pk}-{version}",
     )
     return True

@@ -8,28 +8,52 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
+
 from openclaw_site.models import Assistant
-from openclaw_site.tasks import enqueue
+from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.models import CompactionEntry, Session
+from sessions_app.selectors import session_owner
 
 # `append_messages` saves only these and enqueues the export itself (transcript.after_transcript_change).
 _APPEND_FIELDS = frozenset({"last_seq", "updated_at"})
 
 
-def memory_changed(sender: Any, *, assistant_id: int, path: str, **kwargs: Any) -> None:
-    enqueue("sessions_app.tasks.export_memory", assistant_id, path, task_name=f"export-memory-{assistant_id}")
+def memory_changed(
+    sender: Any, *, team_id: int, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
+) -> None:
+    owner = TaskOwner(team_id=team_id, assistant_id=assistant_id, document_id=document_id)
+    enqueue(
+        "sessions_app.tasks.export_memory",
+        assistant_id,
+        path,
+        owner=owner,
+        task_name=f"export-memory-{assistant_id}",
+    )
 
 
 def session_saved(sender: Any, instance: Session, update_fields: Any = None, **kwargs: Any) -> None:
     if update_fields is not None and frozenset(update_fields) <= _APPEND_FIELDS:
         return
-    enqueue("sessions_app.tasks.export_session", instance.pk, task_name=f"export-session-{instance.pk}")
+    enqueue(
+        "sessions_app.tasks.export_session",
+        instance.pk,
+        owner=session_owner(session=instance),
+        task_name=f"export-session-{instance.pk}",
+    )
 
 
-def session_deleted(sender: Any, instance: Session, **kwargs: Any) -> None:
+def session_deleted(sender: Any, instance: Session, origin: Any = None, **kwargs: Any) -> None:
+    # Deleting an assistant (or its team) deletes its sessions too: the workspace goes with it, so
+    # there is no index to rewrite, and a task record naming the assistant would break that delete's
+    # foreign keys at commit.
+    deleted = origin.model if isinstance(origin, QuerySet) else type(origin)
+    if origin is not None and deleted is not Session:
+        return
     enqueue(
         "sessions_app.tasks.export_sessions_index",
         instance.assistant_id,
+        owner=TaskOwner(team_id=instance.assistant.team_id, assistant_id=instance.assistant_id),
         task_name=f"export-index-{instance.assistant_id}",
     )
 
@@ -38,6 +62,7 @@ def compaction_saved(sender: Any, instance: CompactionEntry, **kwargs: Any) -> N
     enqueue(
         "sessions_app.tasks.export_session",
         instance.session_id,
+        owner=session_owner(session=instance.session),
         task_name=f"export-session-{instance.session_id}",
     )
 
@@ -46,6 +71,7 @@ def assistant_saved(sender: Any, instance: Assistant, **kwargs: Any) -> None:
     enqueue(
         "sessions_app.tasks.export_assistant_metadata",
         instance.pk,
+        owner=TaskOwner.for_assistant(instance),
         task_name=f"export-assistant-{instance.pk}",
     )
 

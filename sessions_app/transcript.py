@@ -16,6 +16,7 @@ from memory_app.tokens import estimate_message_tokens
 from openclaw_site.tasks import enqueue
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
+from sessions_app.selectors import session_owner
 
 
 def lock_session(session_id: int) -> Session:
@@ -91,8 +92,13 @@ def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> M
 
 def after_transcript_change(session: Session) -> None:
     """Queue the export mirror and the transcript indexer for after the commit."""
-    enqueue("sessions_app.tasks.export_session", session.pk, task_name=f"export-session-{session.pk}")
-    enqueue("sessions_app.tasks.transcript_changed", session.pk, task_name=f"transcript-{session.pk}")
+    owner = session_owner(session=session)
+    enqueue(
+        "sessions_app.tasks.export_session", session.pk, owner=owner, task_name=f"export-session-{session.pk}"
+    )
+    enqueue(
+        "sessions_app.tasks.transcript_changed", session.pk, owner=owner, task_name=f"transcript-{session.pk}"
+    )
 
 
 def to_agent_message(message: Message) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openclaw_site.models import ApiKey, TaskRecord, hash_secret
-from openclaw_site.tasks import enqueue_tracked, record_task, update_progress
+from openclaw_site.tasks import TaskOwner, enqueue, record_task, update_progress
 from tests import factories
 from tests.api_support import API, assert_error, login_client
 from tests.conftest import bearer_client
@@ -82,12 +82,11 @@ def explode(_: int) -> None:
 
 def test_a_tracked_task_reports_state_progress_and_result(api, world, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        record = enqueue_tracked(
+        record = enqueue(
             "tests.test_api_keys_tasks.count_to",
             3,
-            team=world.acme,
+            owner=TaskOwner.for_assistant(world.assistant),
             kind="count",
-            object_ids={"assistant": world.assistant.pk},
         )
         assert api.get(f"{API}/tasks/{record.task_id}/").json()["state"] == "queued"
     body = api.get(f"{API}/tasks/{record.task_id}/").json()
@@ -99,7 +98,9 @@ def test_a_tracked_task_reports_state_progress_and_result(api, world, django_cap
 
 def test_a_failed_task_says_why(api, world, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        record = enqueue_tracked("tests.test_api_keys_tasks.explode", 1, team=world.acme, kind="explode")
+        record = enqueue(
+            "tests.test_api_keys_tasks.explode", 1, owner=TaskOwner(team_id=world.acme.pk), kind="explode"
+        )
     body = api.get(f"{API}/tasks/{record.task_id}/").json()
     assert body["state"] == "failed" and "boom" in body["error"]
 

@@ -9,7 +9,9 @@ from django.test import Client
 
 from openclaw_site.auth import TEAM_SESSION_KEY, authenticate_api_key
 from openclaw_site.errors import ApiError
-from openclaw_site.models import ApiKey, Assistant, Membership
+from openclaw_site.models import ApiKey, Assistant, Membership, TaskRecord
+from openclaw_site.tasks import enqueue
+from sessions_app.selectors import session_owner
 from tests import factories
 from tests.views_support import HX, is_full_page, signed_in
 
@@ -392,35 +394,24 @@ def test_members_and_viewers_read_keys_but_cannot_change_them(world, persona):
 # --- jobs --------------------------------------------------------------------------------------
 
 
-def _task(func: str, *args, success: bool = True, result=None):
-    from django.utils import timezone
-    from django_q.humanhash import uuid
-    from django_q.models import Task
-
-    name, task_id = uuid()
-    now = timezone.now()
-    return Task.objects.create(
-        id=task_id,
-        name=name,
-        func=func,
-        args=args,
-        kwargs={},
-        started=now,
-        stopped=now,
-        success=success,
-        result=result,
-    )
+def export_session(session_id: int, fail: bool = False) -> None:
+    """Stands in for the export task on the jobs page; ``fail`` makes it fail as a full disk would."""
+    if fail:
+        raise OSError("disk full")
 
 
-def test_jobs_page_lists_only_the_teams_tasks(world):
+def transcript_changed(session_id: int) -> None:
+    """Stands in for the transcript task on the jobs page."""
+
+
+def test_jobs_page_lists_only_the_teams_tasks(world, django_capture_on_commit_callbacks):
     ours = factories.make_session(world.assistant)
     theirs = factories.make_session(world.other_assistant)
-    from django_q.models import Task
-
-    Task.objects.all().delete()  # tasks the factories ran inline
-    _task("sessions_app.tasks.export_session", ours.pk)
-    _task("sessions_app.tasks.transcript_changed", theirs.pk)
-    _task("sessions_app.tasks.export_session", ours.pk, success=False, result="OSError: disk full")
+    TaskRecord.objects.all().delete()  # tasks the factories queued
+    with django_capture_on_commit_callbacks(execute=True):
+        enqueue("tests.test_views_site.export_session", ours.pk, owner=session_owner(session=ours))
+        enqueue("tests.test_views_site.transcript_changed", theirs.pk, owner=session_owner(session=theirs))
+        enqueue("tests.test_views_site.export_session", ours.pk, True, owner=session_owner(session=ours))
     response = signed_in(world.vera).get("/jobs/")
     assert response.status_code == 200
     content = response.content.decode()
@@ -431,8 +422,6 @@ def test_jobs_page_lists_only_the_teams_tasks(world):
 
 
 def test_jobs_page_shows_tracked_tasks_with_progress_and_polls_while_running(world):
-    from openclaw_site.models import TaskRecord
-
     TaskRecord.objects.create(
         task_id="a" * 32,
         team=world.acme,

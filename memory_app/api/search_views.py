@@ -20,7 +20,8 @@ from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
-from openclaw_site.tasks import enqueue_tracked, task_status
+from openclaw_site.selectors import assistant_get
+from openclaw_site.tasks import TaskOwner, enqueue, task_status
 
 
 class SourcesField(serializers.CharField):
@@ -97,7 +98,7 @@ class AssistantSearchView(TeamApiView):
 
     @extend_schema(operation_id="assistants_search", parameters=[SearchInput], responses=SearchOutput)
     def get(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         params = self._params(request)
         try:
             response = hybrid_search(assistant=assistant, query=params.pop("q"), **params)
@@ -153,7 +154,7 @@ class AssistantReindexView(TeamApiView):
 
     @extend_schema(operation_id="assistants_reindex", request=ReindexInput, responses={202: TaskOutput})
     def post(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         body = request.data if request.data not in (None, "") else {}
         if not isinstance(body, dict):
             raise ApiError("invalid_body", "The request body must be a JSON object.")
@@ -163,12 +164,11 @@ class AssistantReindexView(TeamApiView):
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
     """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
-    record = enqueue_tracked(
+    record = enqueue(
         "memory_app.tasks.reindex_assistant",
         assistant.pk,
         full,
-        team=assistant.team_id,
+        owner=TaskOwner.for_assistant(assistant),
         kind="reindex",
-        object_ids={"assistant": assistant.pk},
     )
     return task_status(record)

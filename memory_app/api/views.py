@@ -35,9 +35,11 @@ from memory_app.api.serializers import (
 from memory_app.documents import Provenance, StaleWrite, delete_document, read_lines, write_document
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
+from memory_app.selectors import document_get, document_list, revision_list
 from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
 from openclaw_site.errors import ApiError
-from openclaw_site.models import Assistant, Scope
+from openclaw_site.models import Scope
+from openclaw_site.selectors import assistant_get
 
 DocumentList = inline_serializer("MemoryDocumentList", {"documents": DocumentSummaryOutput(many=True)})
 RevisionList = inline_serializer(
@@ -152,29 +154,21 @@ class MemoryApiView(TeamApiView):
         note = f"api key {key.name} ({key.prefix})" if key is not None else ""
         return Provenance(author=Author.USER, user=self.acting_user(), note=note)
 
-    def get_document(self, assistant: Assistant, path: str) -> MemoryDocument:
-        document = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
-        if document is None:
-            raise not_found(f"Memory document {path!r}")
-        return document
-
 
 class MemoryListCreateApi(MemoryApiView):
     """``GET, POST /assistants/{slug}/memory/``."""
 
     @extend_schema(operation_id="memory_list", responses=DocumentList)
     def get(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
-        documents = with_stats(
-            MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path")
-        )
+        assistant = assistant_get(team=self.team, slug=slug)
+        documents = with_stats(document_list(assistant=assistant))
         return Response({"documents": [summary_dict(document) for document in documents]})
 
     @extend_schema(
         operation_id="memory_create", request=DocumentCreateInput, responses={201: DocumentWriteOutput}
     )
     def post(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         data = validated(DocumentCreateInput, self.json_object())
         path = checked_path(data["path"])
         check_size(data["content"])
@@ -222,8 +216,8 @@ class MemoryDocumentApi(MemoryApiView):
         description="The whole document; with `from` or `lines`, that line range instead (like memory_get).",
     )
     def get(self, request: Request, slug: str, path: str) -> Response:
-        assistant = self.get_assistant(slug)
-        document = self.get_document(assistant, checked_path(path))
+        assistant = assistant_get(team=self.team, slug=slug)
+        document = document_get(assistant=assistant, path=checked_path(path))
         start = query_int(request, "from", minimum=1)
         count = query_int(request, "lines", minimum=1)
         if start is None and count is None:
@@ -248,7 +242,7 @@ class MemoryDocumentApi(MemoryApiView):
         responses={200: DocumentWriteOutput, 201: DocumentWriteOutput},
     )
     def put(self, request: Request, slug: str, path: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         path = checked_path(path)
         data = validated(DocumentPutInput, self.json_object())
         check_size(data["content"])
@@ -287,8 +281,8 @@ class MemoryDocumentApi(MemoryApiView):
 
     @extend_schema(operation_id="memory_destroy", parameters=[PATH_PARAMETER], responses={204: None})
     def delete(self, request: Request, slug: str, path: str) -> Response:
-        assistant = self.get_assistant(slug)
-        document = self.get_document(assistant, checked_path(path))
+        assistant = assistant_get(team=self.team, slug=slug)
+        document = document_get(assistant=assistant, path=checked_path(path))
         delete_document(document=document, provenance=self.provenance())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -307,17 +301,13 @@ class MemoryRevisionsApi(MemoryApiView):
         ],
     )
     def get(self, request: Request, slug: str, path: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         path = checked_path(path)
         include_content = query_bool(request, "include_content", default=False)
-        revisions = (
-            MemoryRevision.objects.filter(assistant=assistant, path=path)
-            .select_related("user")
-            .annotate(size=octet_length("content"))
-        )
+        revisions = revision_list(assistant=assistant, path=path).annotate(size=octet_length("content"))
         if not include_content:
             revisions = revisions.defer("content")
-        page = paginate(request, revisions.order_by("-created_at", "-id"))
+        page = paginate(request, revisions)
         if page.count == 0:
             raise not_found(f"Memory document {path!r}")
         return Response(

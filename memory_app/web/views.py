@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -23,21 +23,25 @@ from django_htmx.http import HttpResponseClientRedirect
 from memory_app.documents import Provenance, StaleWrite, delete_document, revert_document, write_document
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
+from memory_app.selectors import (
+    deleted_document_list,
+    document_find,
+    document_get,
+    document_list,
+    revision_before,
+    revision_get,
+    revision_list,
+)
 from openclaw_site.models import Assistant, Role
-from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.selectors import assistant_get
+from openclaw_site.tasks import TaskOwner, enqueue
+from openclaw_site.web.base import is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
 
 
 def _provenance(request: HttpRequest, note: str = "dashboard") -> Provenance:
     return Provenance(author=Author.USER, user=request.user, note=note)
-
-
-def _document(assistant: Assistant, path: str) -> MemoryDocument:
-    document = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
-    if document is None:
-        raise Http404("No such memory document.")
-    return document
 
 
 def _redirect(request: HttpRequest, url: str) -> HttpResponse:
@@ -74,7 +78,7 @@ class MemoryTree:
 
 def memory_tree(assistant: Assistant) -> MemoryTree:
     """Group an assistant's documents the way a person scans them."""
-    documents = list(MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path"))
+    documents = list(document_list(assistant=assistant))
     roots = [d for d in documents if d.path in ROOT_FILES]
     daily = sorted((d for d in documents if DAILY_NOTE.match(d.path)), key=lambda d: d.path, reverse=True)
     other = Folder(name="memory")
@@ -92,7 +96,7 @@ def memory_tree(assistant: Assistant) -> MemoryTree:
 @team_view
 def memory_index(request: HttpRequest, slug: str) -> HttpResponse:
     """The assistant's memory documents as a tree."""
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     return render_page(
         request,
         "memory/tree.html",
@@ -138,17 +142,13 @@ def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dic
     return links
 
 
-def _revisions(assistant: Assistant, path: str, limit: int = 50) -> list[MemoryRevision]:
-    return list(MemoryRevision.objects.filter(assistant=assistant, path=path).select_related("user")[:limit])
-
-
 @require_GET
 @team_view
 def memory_document(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """Read a document with line numbers (a cited range highlighted) and its revisions."""
-    assistant = get_assistant(request, slug)
-    document = _document(assistant, path)
-    revisions = _revisions(assistant, path)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    document = document_get(assistant=assistant, path=path)
+    revisions = list(revision_list(assistant=assistant, path=path)[:50])
     highlight = _line_range(request)
     return render_page(
         request,
@@ -193,7 +193,7 @@ class NewDocumentForm(forms.Form):
         try:
             validate_memory_path(path)
         except InvalidPath as error:
-            raise forms.ValidationError(f"Not a memory path: {error}.") from error
+            raise forms.ValidationError(f"Not a memory path: {error}.") from None
         if MemoryDocument.objects.filter(assistant=self.assistant, path=path).exists():
             raise forms.ValidationError(f"{path} already exists; open it to edit it.")
         return path
@@ -214,8 +214,8 @@ def _check_size(form: forms.Form) -> None:
 @team_view
 def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """Edit a document; a save makes a revision, and a stale save (someone saved since) is refused."""
-    assistant = get_assistant(request, slug)
-    document = _document(assistant, path)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    document = document_get(assistant=assistant, path=path)
     request.web.require(Role.MEMBER)
     if request.method == "GET":
         form = DocumentForm(initial={"content": document.content, "expected_hash": document.content_hash})
@@ -259,7 +259,7 @@ def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
 @team_view
 def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
     """Create a document; the path is checked with the rules OpenClaw indexes by."""
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
     initial = {"path": request.GET.get("path", "")}
     form = NewDocumentForm(request.POST or None, assistant=assistant, initial=initial)
@@ -292,8 +292,8 @@ def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
 @team_view
 def memory_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """Delete a document; its revisions stay, so it can be restored."""
-    assistant = get_assistant(request, slug)
-    document = _document(assistant, path)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    document = document_get(assistant=assistant, path=path)
     request.web.require(Role.MEMBER)
     delete_document(document=document, provenance=_provenance(request))
     messages.success(request, f"Deleted {path}. Its revisions are kept under Deleted documents.")
@@ -301,13 +301,6 @@ def memory_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
 
 
 # --- revisions --------------------------------------------------------------------------------
-
-
-def _revision(assistant: Assistant, pk: int) -> MemoryRevision:
-    revision = MemoryRevision.objects.filter(assistant=assistant, pk=pk).select_related("user").first()
-    if revision is None:
-        raise Http404("No such revision.")
-    return revision
 
 
 def _diff(before: str, after: str, *, before_name: str, after_name: str) -> list[tuple[str, str]]:
@@ -325,16 +318,10 @@ def _diff(before: str, after: str, *, before_name: str, after_name: str) -> list
 @team_view
 def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """One revision: its text and what it changed against the revision before it."""
-    assistant = get_assistant(request, slug)
-    revision = _revision(assistant, pk)
-    previous = (
-        MemoryRevision.objects.filter(
-            assistant=assistant, path=revision.path, created_at__lte=revision.created_at, pk__lt=revision.pk
-        )
-        .order_by("-created_at", "-pk")
-        .first()
-    )
-    document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    revision = revision_get(assistant=assistant, pk=pk)
+    previous = revision_before(revision=revision)
+    document = document_find(assistant=assistant, path=revision.path)
     diff = _diff(
         previous.content if previous else "",
         revision.content,
@@ -362,10 +349,10 @@ def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @team_view
 def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Restore a document's text from a revision (recreating it if it was deleted)."""
-    assistant = get_assistant(request, slug)
-    revision = _revision(assistant, pk)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    revision = revision_get(assistant=assistant, pk=pk)
     request.web.require(Role.MEMBER)
-    document = MemoryDocument.objects.filter(assistant=assistant, path=revision.path).first()
+    document = document_find(assistant=assistant, path=revision.path)
     note = f"reverted to revision {revision.pk}"
     if document is None:
         write_document(
@@ -389,18 +376,15 @@ def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
     The same tracked task as ``POST /api/v1/assistants/{slug}/reindex/``, so `GET /tasks/{id}/`
     and the jobs page follow it alike.
     """
-    from openclaw_site.tasks import enqueue_tracked
-
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
     full = request.POST.get("full") == "on"
-    enqueue_tracked(
+    enqueue(
         "memory_app.tasks.reindex_assistant",
         assistant.pk,
         full,
-        team=assistant.team_id,
+        owner=TaskOwner.for_assistant(assistant),
         kind="reindex",
-        object_ids={"assistant": assistant.pk},
     )
     messages.success(request, f"{'Full reindex' if full else 'Reindex'} of {assistant.name} queued.")
     return _redirect(request, reverse("jobs"))
@@ -410,18 +394,11 @@ def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
 @team_view
 def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:
     """Documents that were deleted, with their last revision to restore from."""
-    assistant = get_assistant(request, slug)
-    live = set(MemoryDocument.objects.filter(assistant=assistant).values_list("path", flat=True))
-    latest: dict[str, MemoryRevision] = {}
-    for revision in MemoryRevision.objects.filter(assistant=assistant, action="delete").select_related(
-        "user"
-    ):
-        if revision.path not in live and revision.path not in latest:
-            latest[revision.path] = revision
+    assistant = assistant_get(team=request.web.team, slug=slug)
     return render_page(
         request,
         "memory/deleted.html",
-        {"assistant": assistant, "deleted": list(latest.values()), "tab": "memory"},
+        {"assistant": assistant, "deleted": deleted_document_list(assistant=assistant), "tab": "memory"},
     )
 
 
@@ -466,8 +443,8 @@ def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, An
 @team_view
 def memory_index_status(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     """The little "indexed / indexing…" badge of a document, polled while a reindex runs."""
-    assistant = get_assistant(request, slug)
-    document = _document(assistant, path)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    document = document_get(assistant=assistant, path=path)
     return render_page(
         request,
         "memory/document.html",
@@ -562,7 +539,7 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
     """Hybrid search over memory and past sessions, with each result's score parts explained."""
     from memory_app.search import SearchOptionError, hybrid_search
 
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     form = _search_form(request, assistant)
     response, error, results = None, "", []
     if form.is_valid() and form.cleaned_data["q"].strip():

@@ -1,7 +1,8 @@
 """What every API view shares: the team context, the request size limit, strict input, paging.
 
-Views subclass `TeamApiView` and read the caller's team from ``self.team``; every query they make
-is filtered by it, so another team's object is simply not found (a 404, never a leak).
+Views subclass `TeamApiView`, read the caller's team from ``self.team`` and look objects up through
+the selectors with it, so another team's object is simply not found: `TeamApiView` turns the
+selector's `NotFound` into the 404 error body (never a leak).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from rest_framework.views import APIView
 
 from openclaw_site.auth import TeamContext
 from openclaw_site.errors import ApiError
-from openclaw_site.models import Assistant, Team
+from openclaw_site.models import Team
+from openclaw_site.selectors import NotFound
 
 
 def not_found(what: str) -> ApiError:
@@ -55,12 +57,11 @@ class TeamApiView(APIView):
     def team(self) -> Team:
         return self.request.team_context.team
 
-    def get_assistant(self, slug: str) -> Assistant:
-        """Return the caller's team's assistant ``slug``, or raise 404."""
-        assistant = Assistant.objects.filter(team=self.team, slug=slug).select_related("team").first()
-        if assistant is None:
-            raise not_found(f"Assistant {slug!r}")
-        return assistant
+    def handle_exception(self, exc: Exception) -> Any:
+        """Answer a selector's NotFound with the 404 error body, like any other API error."""
+        if isinstance(exc, NotFound):
+            exc = not_found(exc.what)
+        return super().handle_exception(exc)
 
     def acting_user(self) -> Any:
         """Return the signed-in user behind the request, or None for an API key."""

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from openclaw_site import services
 from openclaw_site.api import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
-from openclaw_site.api.base import TeamApiView, not_found, validated
+from openclaw_site.api.base import TeamApiView, validated
 from openclaw_site.api.serializers import (
     ApiKeyCreatedOutput,
     ApiKeyCreateInput,
@@ -19,7 +19,8 @@ from openclaw_site.api.serializers import (
     AssistantUpdateInput,
     TaskOutput,
 )
-from openclaw_site.models import ApiKey, Assistant, Scope, TaskRecord
+from openclaw_site.models import Scope
+from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list, task_record_get
 from openclaw_site.tasks import task_status
 
 ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
@@ -36,7 +37,7 @@ class AssistantListCreateApi(TeamApiView):
 
     @extend_schema(operation_id="assistants_list", responses=AssistantList)
     def get(self, request: Request) -> Response:
-        assistants = Assistant.objects.filter(team=self.team).select_related("team").order_by("slug")
+        assistants = assistant_list(team=self.team)
         return Response({"assistants": AssistantOutput(assistants, many=True).data})
 
     @extend_schema(
@@ -58,7 +59,7 @@ class AssistantDetailApi(TeamApiView):
 
     @extend_schema(operation_id="assistants_retrieve", responses=AssistantOutput)
     def get(self, request: Request, slug: str) -> Response:
-        return Response(AssistantOutput(self.get_assistant(slug)).data)
+        return Response(AssistantOutput(assistant_get(team=self.team, slug=slug)).data)
 
     @extend_schema(
         operation_id="assistants_update",
@@ -67,14 +68,14 @@ class AssistantDetailApi(TeamApiView):
         description="Change fields; `settings` is merged onto the current settings and validated.",
     )
     def patch(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         data = validated(AssistantUpdateInput, self.json_object())
         assistant = services.assistant_update(assistant=assistant, **data)
         return Response(AssistantOutput(assistant).data)
 
     @extend_schema(operation_id="assistants_destroy", responses={204: None})
     def delete(self, request: Request, slug: str) -> Response:
-        services.assistant_delete(assistant=self.get_assistant(slug))
+        services.assistant_delete(assistant=assistant_get(team=self.team, slug=slug))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -86,7 +87,7 @@ class ApiKeyListCreateApi(TeamApiView):
 
     @extend_schema(operation_id="api_keys_list", responses=ApiKeyList)
     def get(self, request: Request) -> Response:
-        keys = ApiKey.objects.filter(team=self.team).select_related("created_by")
+        keys = api_key_list(team=self.team)
         return Response({"api_keys": ApiKeyOutput(keys, many=True).data})
 
     @extend_schema(
@@ -107,9 +108,7 @@ class ApiKeyRevokeApi(TeamApiView):
 
     @extend_schema(operation_id="api_keys_revoke", responses=ApiKeyOutput)
     def delete(self, request: Request, key_id: int) -> Response:
-        key = ApiKey.objects.filter(team=self.team, pk=key_id).first()
-        if key is None:
-            raise not_found("API key")
+        key = api_key_get(team=self.team, pk=key_id)
         return Response(ApiKeyOutput(services.api_key_revoke(key=key)).data)
 
 
@@ -118,7 +117,5 @@ class TaskDetailApi(TeamApiView):
 
     @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)
     def get(self, request: Request, task_id: str) -> Response:
-        record = TaskRecord.objects.filter(team=self.team, task_id=task_id).first()
-        if record is None:
-            raise not_found("Task")
+        record = task_record_get(team=self.team, task_id=task_id)
         return Response(TaskOutput(task_status(record)).data)

@@ -1,9 +1,9 @@
 """Shared plumbing of the htmx dashboard: the signed-in user's team, their role, and rendering.
 
 Every dashboard view is wrapped in `team_view`, which resolves the active team the same way the
-REST API does (`openclaw_site.auth.resolve_user_team`, with the switcher's `TEAM_SESSION_KEY`), and
-every query a view makes is filtered by ``request.web.team``: another team's object is then simply
-not found (404), never shown.
+REST API does (`openclaw_site.auth.resolve_user_team`, with the switcher's `TEAM_SESSION_KEY`).
+Views look objects up through the selectors with ``request.web.team``; another team's object is
+then simply not found, and `team_view` turns the selector's `NotFound` into the 404 page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from openclaw_site.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
-from openclaw_site.models import Assistant, Membership, Role, Team
+from openclaw_site.models import Membership, Role, Team
+from openclaw_site.selectors import NotFound
 
 _RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 
@@ -60,7 +61,7 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
 
 
 def team_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Require sign-in and a team; put the WebContext on ``request.web``."""
+    """Require sign-in and a team; put the WebContext on ``request.web``; a NotFound is a 404."""
 
     @login_required
     @wraps(view)
@@ -69,17 +70,12 @@ def team_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         if context is None:
             return render(request, "no_team.html", status=403)
         request.web = context
-        return view(request, *args, **kwargs)
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound as missing:
+            raise Http404(str(missing)) from None
 
     return wrapper
-
-
-def get_assistant(request: HttpRequest, slug: str) -> Assistant:
-    """Return the active team's assistant with this slug, or 404."""
-    assistant = Assistant.objects.filter(team=request.web.team, slug=slug).first()
-    if assistant is None:
-        raise Http404("No such assistant in this team.")
-    return assistant
 
 
 def render_page(

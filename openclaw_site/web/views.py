@@ -18,8 +18,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from openclaw_site import jobs, services
 from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
-from openclaw_site.models import ApiKey, Assistant, Role
-from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.models import Assistant, Role, Team
+from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
+from openclaw_site.web.base import is_htmx, render_page, team_view
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 
 UNPROCESSABLE = 422
@@ -30,9 +31,9 @@ def _redirect(request: HttpRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
-def _assistants(team) -> list[Assistant]:
+def _assistants(team: Team) -> list[Assistant]:
     return list(
-        Assistant.objects.filter(team=team)
+        assistant_list(team=team)
         .annotate(
             session_count=Count("sessions", distinct=True),
             last_activity=Max("sessions__updated_at"),
@@ -92,7 +93,7 @@ def assistant_create(request: HttpRequest) -> HttpResponse:
 @team_view
 def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """An assistant's overview: recent sessions, memory documents, search."""
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     sessions = assistant.sessions.annotate(message_count=Count("messages")).order_by("-updated_at")[:8]
     documents = assistant.memory_documents.order_by("-updated_at")[:8]
     return render_page(
@@ -113,7 +114,7 @@ def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @team_view
 def assistant_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """The assistant's fields and OpenClaw settings; admins save, others read."""
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     if request.method == "POST":
         request.web.require(Role.ADMIN)
     data = request.POST if request.method == "POST" else None
@@ -171,7 +172,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "created": created,
-        "keys": ApiKey.objects.filter(team=team).select_related("created_by"),
+        "keys": api_key_list(team=team),
     }
     response = render_page(request, "site/api_keys.html", context, partial="keys-panel", status=status)
     response["Cache-Control"] = "no-store"  # the one page that ever holds a secret
@@ -183,15 +184,13 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke a key of the team now; its clients get 401 from the next request on."""
     request.web.require(Role.ADMIN)
-    key = ApiKey.objects.filter(team=request.web.team, pk=pk).first()
-    if key is None:
-        raise Http404("No such API key in this team.")
+    key = api_key_get(team=request.web.team, pk=pk)
     if key.revoked_at is None:
         services.api_key_revoke(key=key)
         messages.success(request, f"Revoked {key.name}.")
     if is_htmx(request):
         context = {
-            "keys": ApiKey.objects.filter(team=request.web.team),
+            "keys": api_key_list(team=request.web.team),
             "form": ApiKeyForm(),
             "created": None,
         }

@@ -12,7 +12,8 @@ from sessions_app.api.responses import compact_or_raise, context_payload, entry_
 from sessions_app.api.views import SessionApiView
 from sessions_app.compaction import CompactionPreview
 from sessions_app.context import session_figures
-from sessions_app.models import CompactionEntry, CompactionRun, Session
+from sessions_app.models import Session
+from sessions_app.selectors import compaction_entry_list, compaction_run_list, session_get
 
 MAX_INSTRUCTION_CHARS = 4000
 
@@ -22,7 +23,7 @@ class SessionContextApi(SessionApiView):
 
     @extend_schema(operation_id="sessions_context", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, session_id: int) -> Response:
-        return Response(context_payload(self.get_session(session_id)))
+        return Response(context_payload(session_get(team=self.team, pk=session_id)))
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -49,7 +50,7 @@ class SessionCompactApi(SessionApiView):
 
     @extend_schema(operation_id="sessions_compact", request=CompactInput, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, session_id: int) -> Response:
-        session = self.get_session(session_id)
+        session = session_get(team=self.team, pk=session_id)
         data = validated(CompactInput, self.json_object())
         instructions = (data.get("instructions") or "").strip() or None
         result = compact_or_raise(session, instructions=instructions, dry_run=data["dry_run"])
@@ -75,11 +76,7 @@ class SessionCompactionsApi(SessionApiView):
         ),
     )
     def get(self, request: Request, session_id: int) -> Response:
-        session = self.get_session(session_id)
-        entries = CompactionEntry.objects.filter(session=session).order_by("seq")
-        runs = (
-            CompactionRun.objects.filter(session=session)
-            .select_related("entry")
-            .order_by("-created_at", "-id")[:200]
-        )
+        session = session_get(team=self.team, pk=session_id)
+        entries = compaction_entry_list(session=session)
+        runs = compaction_run_list(session=session)[:200]
         return Response({"entries": [entry_dict(e) for e in entries], "runs": [run_dict(r) for r in runs]})

@@ -11,6 +11,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 
 from sessions_app.api.views import SessionApiView
+from sessions_app.selectors import session_get
 from sessions_app.workspace.exports import session_file_name, session_jsonl_lines
 
 NDJSON = "application/x-ndjson"
@@ -44,7 +45,7 @@ class SessionExportJsonlApi(SessionApiView):
         responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")},
     )
     def get(self, request: Request, session_id: int) -> StreamingHttpResponse:
-        session = self.get_session(session_id)
+        session = session_get(team=self.team, pk=session_id)
         response = StreamingHttpResponse(session_jsonl_lines(session), content_type=NDJSON)
         response["Content-Disposition"] = f'attachment; filename="{session_file_name(session.key)}"'
         response["Cache-Control"] = "no-store"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db.models import Count
 from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.request import Request
@@ -20,6 +19,7 @@ from openclaw_site.idempotency import (
     run_idempotent_outside_transaction,
 )
 from openclaw_site.models import Scope
+from openclaw_site.selectors import assistant_get
 from sessions_app import services
 from sessions_app.agent import schedule_maintenance
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
@@ -35,6 +35,7 @@ from sessions_app.api.serializers import (
 )
 from sessions_app.compaction import coverage_map
 from sessions_app.models import Session
+from sessions_app.selectors import session_get, session_list
 from sessions_app.transcript import append_messages, transcript_entries
 
 SessionList = inline_serializer(
@@ -60,17 +61,6 @@ class SessionApiView(TeamApiView):
     read_scope = Scope.SESSIONS_READ
     write_scope = Scope.SESSIONS_WRITE
 
-    def get_session(self, session_id: int) -> Session:
-        """Return the caller's team's session, or raise 404."""
-        session = (
-            Session.objects.filter(pk=session_id, assistant__team=self.team)
-            .select_related("assistant", "assistant__team")
-            .first()
-        )
-        if session is None:
-            raise not_found("Session")
-        return session
-
 
 class SessionListCreateApi(SessionApiView):
     """``GET, POST /assistants/{slug}/sessions/``."""
@@ -81,19 +71,13 @@ class SessionListCreateApi(SessionApiView):
         parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
     )
     def get(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
-        sessions = (
-            Session.objects.filter(assistant=assistant)
-            .select_related("assistant")
-            .annotate(message_count=Count("messages"))
-            .order_by("-updated_at", "-id")
-        )
-        page = paginate(request, sessions)
+        assistant = assistant_get(team=self.team, slug=slug)
+        page = paginate(request, session_list(assistant=assistant))
         return Response({"sessions": SessionOutput(page.items, many=True).data, **page.meta()})
 
     @extend_schema(operation_id="sessions_create", request=SessionCreateInput, responses={201: SessionOutput})
     def post(self, request: Request, slug: str) -> Response:
-        assistant = self.get_assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         data = validated(SessionCreateInput, self.json_object())
         session = services.session_create(assistant=assistant, **data)
         return Response(SessionOutput(session).data, status=status.HTTP_201_CREATED)
@@ -104,17 +88,17 @@ class SessionDetailApi(SessionApiView):
 
     @extend_schema(operation_id="sessions_retrieve", responses=SessionOutput)
     def get(self, request: Request, session_id: int) -> Response:
-        return Response(SessionOutput(self.get_session(session_id)).data)
+        return Response(SessionOutput(session_get(team=self.team, pk=session_id)).data)
 
     @extend_schema(operation_id="sessions_update", request=SessionUpdateInput, responses=SessionOutput)
     def patch(self, request: Request, session_id: int) -> Response:
-        session = self.get_session(session_id)
+        session = session_get(team=self.team, pk=session_id)
         data = validated(SessionUpdateInput, self.json_object())
         return Response(SessionOutput(services.session_update(session=session, **data)).data)
 
     @extend_schema(operation_id="sessions_destroy", responses={204: None})
     def delete(self, request: Request, session_id: int) -> Response:
-        services.session_delete(session=self.get_session(session_id))
+        services.session_delete(session=session_get(team=self.team, pk=session_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -137,7 +121,7 @@ class SessionMessagesApi(SessionApiView):
         ],
     )
     def get(self, request: Request, session_id: int) -> Response:
-        session = self.get_session(session_id)
+        session = session_get(team=self.team, pk=session_id)
         after_seq = query_int(request, "after_seq", default=0, minimum=0)
         limit = query_int(request, "limit", default=200, minimum=1, maximum=1000)
         include_silent = query_bool(request, "include_silent", default=False)
@@ -167,7 +151,7 @@ class SessionMessagesApi(SessionApiView):
         parameters=[IDEMPOTENCY_HEADER],
     )
     def post(self, request: Request, session_id: int) -> Response:
-        session = self.get_session(session_id)
+        session = session_get(team=self.team, pk=session_id)
         payload = parse_message_payload(
             request.data, max_message_bytes=settings.MAX_MESSAGE_BYTES, max_batch=settings.MAX_BATCH_MESSAGES
         )

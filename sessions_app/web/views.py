@@ -12,7 +12,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -22,24 +21,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
-from openclaw_site.web.base import get_assistant, is_htmx, render_page, team_view
+from openclaw_site.selectors import assistant_get
+from openclaw_site.web.base import is_htmx, render_page, team_view
+from sessions_app import selectors
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.web import pages
 from sessions_app.web.transcript import build_transcript, compaction_cards, covered_messages, message_view
 
 UNPROCESSABLE = 422
-
-
-def _session(request: HttpRequest, pk: int) -> Session:
-    """Return the active team's session, or 404 (another team's session is simply not found)."""
-    session = (
-        Session.objects.select_related("assistant", "assistant__team")
-        .filter(pk=pk, assistant__team=request.web.team)
-        .first()
-    )
-    if session is None:
-        raise Http404("No such session in this team.")
-    return session
 
 
 def _redirect(request: HttpRequest, url: str) -> HttpResponse:
@@ -64,7 +53,7 @@ class NewSessionForm(forms.Form):
 @team_view
 def session_list(request: HttpRequest, slug: str) -> HttpResponse:
     """An assistant's sessions, newest activity first; members start new ones."""
-    assistant = get_assistant(request, slug)
+    assistant = assistant_get(team=request.web.team, slug=slug)
     form = NewSessionForm(request.POST or None)
     status = 200
     if request.method == "POST":
@@ -81,13 +70,15 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
             else:
                 return _redirect(request, reverse("session", args=[session.pk]))
         status = UNPROCESSABLE
-    sessions = assistant.sessions.annotate(message_count=Count("messages", distinct=True)).order_by(
-        "-updated_at"
-    )
     return render_page(
         request,
         "sessions/list.html",
-        {"assistant": assistant, "sessions": sessions, "form": form, "tab": "sessions"},
+        {
+            "assistant": assistant,
+            "sessions": selectors.session_list(assistant=assistant),
+            "form": form,
+            "tab": "sessions",
+        },
         partial="session-list",
         status=status,
     )
@@ -120,7 +111,7 @@ def _memory_writes(session: Session) -> list[Any]:
 
 
 def _runs(session: Session) -> list[CompactionRun]:
-    return list(CompactionRun.objects.filter(session=session).select_related("entry")[:20])
+    return list(selectors.compaction_run_list(session=session)[:20])
 
 
 def _session_page(request: HttpRequest, session: Session, *, partial: str) -> HttpResponse:
@@ -132,21 +123,21 @@ def _session_page(request: HttpRequest, session: Session, *, partial: str) -> Ht
 @team_view
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The session page: gauge, transcript, chat box, what the model sees, compaction."""
-    return _session_page(request, _session(request, pk), partial="live")
+    return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="live")
 
 
 @require_GET
 @team_view
 def session_gauge(request: HttpRequest, pk: int) -> HttpResponse:
     """The context gauge alone (refreshed after each turn and while a compaction runs)."""
-    return _session_page(request, _session(request, pk), partial="gauge")
+    return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="gauge")
 
 
 @require_GET
 @team_view
 def session_transcript(request: HttpRequest, pk: int) -> HttpResponse:
     """The transcript alone."""
-    return _session_page(request, _session(request, pk), partial="transcript")
+    return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="transcript")
 
 
 # Poll while maintenance is due, but not forever: a flush that keeps failing or a compaction that
@@ -162,7 +153,7 @@ def _should_poll(session: Session, gauge: Any) -> bool:
 @team_view
 def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
     """Transcript, gauge and runs at once (out-of-band), polled while a flush or compaction is due."""
-    session = _session(request, pk)
+    session = selectors.session_get(team=request.web.team, pk=pk)
     if not is_htmx(request):
         return redirect("session", pk=session.pk)
     return _session_page(request, session, partial="refresh")
@@ -172,14 +163,14 @@ def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
 @team_view
 def session_runs(request: HttpRequest, pk: int) -> HttpResponse:
     """The compaction runs with their states and flush outcomes (polled while one is active)."""
-    return _session_page(request, _session(request, pk), partial="runs")
+    return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="runs")
 
 
 @require_GET
 @team_view
 def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResponse:
     """The original messages one compaction entry summarised."""
-    session = _session(request, pk)
+    session = selectors.session_get(team=request.web.team, pk=pk)
     messages_ = list(Message.objects.filter(session=session).order_by("seq").only("seq", "entry_id"))
     card = next((c for c in compaction_cards(session, messages_) if c.entry.entry_id == entry_id), None)
     if card is None:
@@ -202,10 +193,8 @@ def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResp
 @team_view
 def session_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     """One message with its neighbours: where memory revisions and search citations link to."""
-    session = _session(request, pk)
-    message = Message.objects.filter(session=session, seq=seq).first()
-    if message is None:
-        raise Http404("No such message in this session.")
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    message = selectors.message_get(session=session, seq=seq)
     around = Message.objects.filter(session=session, seq__gte=seq - 3, seq__lte=seq + 3).order_by("seq")
     return render_page(
         request,
@@ -230,7 +219,7 @@ class ChatForm(forms.Form):
 @team_view
 def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
     """Post a user message and run the assistant's turn (or `/compact [instructions]`)."""
-    session = _session(request, pk)
+    session = selectors.session_get(team=request.web.team, pk=pk)
     request.web.require(Role.MEMBER)
     form = ChatForm(request.POST)
     if not form.is_valid():
@@ -270,7 +259,7 @@ def _composer_error(request: HttpRequest, session: Session, message: str, *, sta
 @team_view
 def session_context(request: HttpRequest, pk: int) -> HttpResponse:
     """What the model sees: the compaction view after pruning, with trimmed and cleared results marked."""
-    session = _session(request, pk)
+    session = selectors.session_get(team=request.web.team, pk=pk)
     return render_page(
         request,
         "sessions/context.html",
@@ -298,7 +287,7 @@ class CompactForm(forms.Form):
 @team_view
 def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
     """GET: the dry-run preview (nothing written). POST: compact now (members)."""
-    session = _session(request, pk)
+    session = selectors.session_get(team=request.web.team, pk=pk)
     form = CompactForm(request.POST or request.GET or None)
     instructions = form.cleaned_data["instructions"] if form.is_valid() else ""
     if request.method == "GET":

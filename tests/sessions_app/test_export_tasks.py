@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
+from openclaw_site.models import TaskRecord
 from sessions_app import tasks
 from sessions_app.workspace import exports
 from tests import factories
@@ -150,7 +151,10 @@ def test_qcluster_runs_enqueued_exports_with_the_orm_broker(export_root, world, 
             log=log,
         )
         _wait_for(
-            lambda: Task.objects.filter(func="sessions_app.tasks.export_memory", success=True).exists(),
+            lambda: (
+                TaskRecord.objects.filter(kind="export_memory", state="succeeded").exists()
+                and Task.objects.filter(func="openclaw_site.tasks.run_tracked", success=True).exists()
+            ),
             what="the task result",
             process=cluster,
             log=log,

@@ -1,0 +1,74 @@
+"""Team-scoped reads of the site's own objects: assistants, API keys, task records.
+
+Every lookup a view makes by a name or id from the URL goes through a selector that filters by the
+caller's team, so tenancy is checked here and nowhere else. A selector that finds nothing raises
+`NotFound`, whether the object does not exist or belongs to another team (the two are never told
+apart): the dashboard turns it into its 404 page (`openclaw_site.web.base.team_view`), the REST API
+into its 404 error body (`openclaw_site.api.base.TeamApiView`).
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from openclaw_site.models import ApiKey, Assistant, TaskRecord, Team
+
+
+class NotFound(Exception):
+    """Nothing by that name where the caller may look: missing, or another team's.
+
+    ``noun`` names the object as a sentence does ("assistant", "API key"), ``key`` is the name the
+    caller gave when the API error repeats it, ``within`` is where it was looked for.
+    """
+
+    def __init__(self, noun: str, *, key: str | None = None, within: str | None = "this team") -> None:
+        self.noun = noun
+        self.key = key
+        self.within = within
+        message = f"No such {noun} in {within}." if within else f"No such {noun}."
+        super().__init__(message)
+
+    @property
+    def what(self) -> str:
+        """Name the object as the API's error does: "Assistant 'helper'", "Session"."""
+        subject = self.noun[:1].upper() + self.noun[1:]
+        return subject if self.key is None else f"{subject} {self.key!r}"
+
+
+def assistant_get(*, team: Team, slug: str) -> Assistant:
+    """Return the team's assistant ``slug``, or raise NotFound."""
+    assistant = Assistant.objects.filter(team=team, slug=slug).select_related("team").first()
+    if assistant is None:
+        raise NotFound("assistant", key=slug)
+    return assistant
+
+
+def assistant_list(*, team: Team) -> QuerySet[Assistant]:
+    """Return the team's assistants by slug."""
+    return Assistant.objects.filter(team=team).select_related("team").order_by("slug")
+
+
+def api_key_get(*, team: Team, pk: int) -> ApiKey:
+    """Return the team's API key ``pk``, or raise NotFound."""
+    key = ApiKey.objects.filter(team=team, pk=pk).first()
+    if key is None:
+        raise NotFound("API key")
+    return key
+
+
+def api_key_list(*, team: Team) -> QuerySet[ApiKey]:
+    """Return the team's API keys, newest first, with who created them."""
+    return ApiKey.objects.filter(team=team).select_related("created_by")
+
+
+def task_record_get(*, team: Team, task_id: str) -> TaskRecord:
+    """Return the team's background task ``task_id``, or raise NotFound."""
+    record = TaskRecord.objects.filter(team=team, task_id=task_id).first()
+    if record is None:
+        raise NotFound("task")
+    return record
+
+
+def task_record_list(*, team: Team) -> QuerySet[TaskRecord]:
+    """Return the team's background tasks, newest first."""
+    return TaskRecord.objects.filter(team=team).order_by("-created_at", "-id")

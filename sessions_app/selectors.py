@@ -1,0 +1,63 @@
+"""Team-scoped reads of sessions, their messages and their compactions.
+
+A session is looked up by id under the caller's team (`session_get`), so another team's session is
+not found (`NotFound`), never shown; what hangs off a session is then read through that session.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+
+from openclaw_site.models import Assistant, Team
+from openclaw_site.selectors import NotFound
+from openclaw_site.tasks import TaskOwner
+from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
+
+
+def session_get(*, team: Team, pk: int) -> Session:
+    """Return the team's session ``pk`` with its assistant, or raise NotFound."""
+    session = (
+        Session.objects.filter(pk=pk, assistant__team=team)
+        .select_related("assistant", "assistant__team")
+        .first()
+    )
+    if session is None:
+        raise NotFound("session")
+    return session
+
+
+def session_owner(*, session: Session) -> TaskOwner:
+    """Return the owner of a background task that works on ``session``: its assistant's team."""
+    return TaskOwner(
+        team_id=session.assistant.team_id, assistant_id=session.assistant_id, session_id=session.pk
+    )
+
+
+def session_list(*, assistant: Assistant) -> QuerySet[Session]:
+    """Return the assistant's sessions with their message counts, latest activity first."""
+    return (
+        Session.objects.filter(assistant=assistant)
+        .select_related("assistant")
+        .annotate(message_count=Count("messages"))
+        .order_by("-updated_at", "-id")
+    )
+
+
+def message_get(*, session: Session, seq: int) -> Message:
+    """Return the session's message ``seq``, or raise NotFound."""
+    message = Message.objects.filter(session=session, seq=seq).first()
+    if message is None:
+        raise NotFound("message", within="this session")
+    return message
+
+
+def compaction_entry_list(*, session: Session) -> QuerySet[CompactionEntry]:
+    """Return the session's compaction entries in transcript order."""
+    return CompactionEntry.objects.filter(session=session).order_by("seq")
+
+
+def compaction_run_list(*, session: Session) -> QuerySet[CompactionRun]:
+    """Return the session's compaction runs with their entries, newest first."""
+    return (
+        CompactionRun.objects.filter(session=session).select_related("entry").order_by("-created_at", "-id")
+    )
