@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Memory search benchmark (issue 4, item 8). Not part of the test suite; run it by hand:
+"""Memory search benchmark. Not part of the test suite; run it by hand:
 
     .venv/bin/python bench/search.py [--locomo ../shared/data/locomo/locomo_dev5.json] [--json]
 

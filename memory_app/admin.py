@@ -1,7 +1,7 @@
 """Django admin for memory: documents are edited through memory_app.documents, revisions are read-only.
 
 A save or delete here goes through `write_document`/`delete_document` with author "admin", so it
-leaves a revision and triggers the reindex and the export like any other write (design.md flow).
+leaves a revision and triggers the reindex and the export like any other write (docs/design.md, How a message flows).
 """
 
 from __future__ import annotations

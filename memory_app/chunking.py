@@ -1,4 +1,4 @@
-"""Line-based Markdown chunking: OpenClaw's `chunkMarkdown` (openclaw-reference.md 4.3).
+"""Line-based Markdown chunking: OpenClaw's `chunkMarkdown` (docs/openclaw-behaviour.md §4.3).
 
 Pure module: no Django, no database. Sizes are OpenClaw's CJK-weighted char counts
 (`memory_app.tokens.estimate_string_chars`), and long lines are cut in UTF-16 code units like the
@@ -15,19 +15,19 @@ from dataclasses import dataclass, replace
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_slices
 
-# openclaw-reference.md 4.1: `memorySearch.chunking.tokens` / `overlap` defaults.
+# docs/openclaw-behaviour.md §4.1: `memorySearch.chunking.tokens` / `overlap` defaults.
 DEFAULT_CHUNK_TOKENS = 400
 DEFAULT_CHUNK_OVERLAP = 80
 # internal.ts `chunkMarkdown`: `Math.max(32, tokens * CHARS_PER_TOKEN_ESTIMATE)`.
 MIN_CHUNK_CHARS = 32
 
-# design.md item 9. BERT-style embedders add [CLS] and [SEP] to every input.
+# docs/design.md §D9. BERT-style embedders add [CLS] and [SEP] to every input.
 SPECIAL_TOKENS_PER_INPUT = 2
 # Word pieces per estimated token (estimate_text_tokens), measured with the all-MiniLM-L6-v2
 # tokenizer: English prose 0.9, CJK 1.05, Python source 1.5, file paths 2.1, JSON 2.2, hex hashes
 # and UUIDs 2.8-2.9. 2.0 covers prose, code and paths with room to spare; a chunk made mostly of
 # hashes can still run past the limit, so the embedder must still cut what it cannot read
-# (OpenClaw's `enforceEmbeddingMaxInputTokens`, reference 4.3).
+# (OpenClaw's `enforceEmbeddingMaxInputTokens`, docs/openclaw-behaviour.md §4.3).
 WORDPIECES_PER_ESTIMATED_TOKEN = 2.0
 
 
@@ -57,7 +57,8 @@ def chunk_markdown(
     content: str, *, tokens: int = DEFAULT_CHUNK_TOKENS, overlap: int = DEFAULT_CHUNK_OVERLAP
 ) -> list[Chunk]:
     """Split `content` into line-based chunks of about `tokens` tokens, `overlap` tokens shared."""
-    # The resolver clamps tokens >= 1 and overlap to [0, tokens-1] (reference 4.1); without the
+    # The resolver clamps tokens >= 1 and overlap to [0, tokens-1] (docs/openclaw-behaviour.md §4.1); without
+    # the
     # clamp an overlap >= tokens would carry every line forward and chunks would grow unbounded.
     tokens = max(1, tokens)
     overlap = min(max(0, overlap), tokens - 1)
@@ -123,7 +124,7 @@ def _is_blank(text: str) -> bool:
 
 def effective_chunk_tokens(configured: int, embedder_max_tokens: int | None) -> int:
     """Return the chunk size in estimated tokens that the embedder reads without truncating."""
-    # design.md item 9: min(memorySearch.chunking.tokens, the embedder's input limit).
+    # docs/design.md §D9: min(memorySearch.chunking.tokens, the embedder's input limit).
     configured = max(1, configured)
     if embedder_max_tokens is None or embedder_max_tokens <= 0:
         return configured

@@ -57,7 +57,7 @@ def configured_chunking(settings: dict[str, Any], source: str) -> Chunking:
 
 
 def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunking:
-    """Clamp the chunk size to what the embedder reads (design.md item 9), overlap in proportion.
+    """Clamp the chunk size to what the embedder reads (docs/design.md §D9), overlap in proportion.
 
     With MiniLM a 400/80 setting becomes 127 tokens; keeping 80 tokens of overlap would repeat
     two thirds of every chunk in the next one, so the overlap keeps its configured share.
@@ -81,7 +81,7 @@ def chunking_for(settings: dict[str, Any], source: str, embedder: Embedder | Non
 
 
 def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, Any]:
-    """Return what the index rows depend on; any change means a full reindex (design.md item 8)."""
+    """Return what the index rows depend on; any change means a full reindex (docs/design.md §D8)."""
     settings = memory_search_settings(assistant)
     chunks = {source: chunking_for(settings, source, embedder).as_dict() for source in Source.values}
     if embedder is None:

@@ -4,7 +4,7 @@ Each change bumps the row's ``request_version`` and pushes ``due_at`` out by the
 enqueues a task carrying that version. The task sleeps until ``due_at``; if a newer change came
 meanwhile (the version moved on) it leaves the work to that change's task. So a burst of saves
 indexes once, ``delay`` after the last one (OpenClaw's 1.5 s watcher debounce, 5 s for
-transcripts: reference 4.6).
+transcripts: docs/openclaw-behaviour.md §4.6).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Writing memory documents: every write leaves a revision that says who wrote it and why.
 
 Every path that changes memory (API, admin, dashboard, flush, import) goes through these
-functions, so the reindex and the export are triggered whoever saved (design.md message flow).
+functions, so the reindex and the export are triggered whoever saved (docs/design.md, How a message flows).
 """
 
 from __future__ import annotations

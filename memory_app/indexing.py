@@ -1,4 +1,4 @@
-"""Building and updating an assistant's search index (reference 4.4-4.6, design.md items 8-10).
+"""Building and updating an assistant's search index (docs/openclaw-behaviour.md §4.4-4.6, docs/design.md §D8-D10).
 
 * A source entry (a memory document, or a session transcript registered by sessions_app) is cut
   with `chunk_markdown` at the size the embedder reads, only chunks whose text hash is missing
@@ -50,7 +50,7 @@ from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-# reference 4.4: the cache is read in batches of 400 hashes.
+# docs/openclaw-behaviour.md §4.4: the cache is read in batches of 400 hashes.
 CACHE_LOOKUP_BATCH = 400
 # Entries chunked and embedded together during a full reindex (one embed pass per group).
 REINDEX_GROUP_SIZE = 64
@@ -201,7 +201,7 @@ def _cite(chunk: Chunk, content_lines: Sequence[int], entry: SourceEntry) -> Chu
 
 
 def _newest(content_lines: Sequence[int], entry: SourceEntry) -> datetime | None:
-    """Return the newest message time among a chunk's lines (design.md item 10)."""
+    """Return the newest message time among a chunk's lines (docs/design.md §D10)."""
     if not entry.line_times:
         return entry.timestamp
     times = [entry.line_times[n - 1] for n in set(content_lines) if 1 <= n <= len(entry.line_times)]
@@ -223,7 +223,7 @@ class _Vectors:
 def embed_with_cache(
     embedder: Embedder | None, texts_by_hash: dict[str, str], *, progress: ProgressCallback | None = None
 ) -> _Vectors:
-    """Return vectors for the texts, embedding only those the cache lacks (reference 4.4)."""
+    """Return vectors for the texts, embedding only those the cache lacks (docs/openclaw-behaviour.md §4.4)."""
     if embedder is None or not texts_by_hash:
         return _Vectors({})
     found = _cached(embedder, list(texts_by_hash))

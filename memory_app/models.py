@@ -15,7 +15,7 @@ from openclaw_site.models import Assistant
 
 
 def content_hash(content: str) -> str:
-    """Return the SHA-256 of a document's text (OpenClaw's file-record hash, reference 4.2)."""
+    """Return the SHA-256 of a document's text (OpenClaw's file-record hash, docs/openclaw-behaviour.md §4.2)."""
     return hashlib.sha256(content.encode()).hexdigest()
 
 
@@ -61,7 +61,7 @@ class MemoryRevision(models.Model):
     """Who wrote what, and from which message. Kept when the document is deleted (no data is lost).
 
     ``session_pk``/``message_pk`` point at sessions_app rows without a foreign key: memory_app is the
-    lower layer and knows nothing about sessions (style.md).
+    lower layer and knows nothing about sessions (docs/architecture.md).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_revisions")
@@ -91,7 +91,7 @@ class MemoryRevision(models.Model):
         return f"{self.path} {self.action} by {self.author} at {self.created_at:%Y-%m-%d %H:%M}"
 
 
-# --- The search index (design.md data model; openclaw-reference.md 4.4) ------------------------
+# --- The search index (docs/design.md, Data model; docs/openclaw-behaviour.md §4.4) ------------------------
 
 
 class Source(models.TextChoices):
@@ -100,7 +100,7 @@ class Source(models.TextChoices):
 
 
 # Chunks stored without a vector (no embedder, or it failed) carry this model name, like
-# OpenClaw's FTS-only mode (reference 4.4 "Model is `fts-only` with no provider").
+# OpenClaw's FTS-only mode (docs/openclaw-behaviour.md §4.4 "Model is `fts-only` with no provider").
 FTS_ONLY_MODEL = "fts-only"
 
 
@@ -136,8 +136,8 @@ class MemoryChunk(models.Model):
     dims = models.PositiveIntegerField(default=0)
     embedding = VectorField(null=True, blank=True)
     tsv = SearchVectorField(null=True)
-    # Sessions: the newest message time in the chunk (design.md item 10). Memory: the document's
-    # last update; decay dates memory by its path, never by this (reference 4.8).
+    # Sessions: the newest message time in the chunk (docs/design.md §D10). Memory: the document's
+    # last update; decay dates memory by its path, never by this (docs/openclaw-behaviour.md §4.8).
     timestamp = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -185,7 +185,7 @@ class IndexState(models.Model):
 
     ``fingerprint`` is what the active rows were built with (provider, provider key, model,
     dims, chunk tokens/overlap per source); a different current fingerprint means a full reindex
-    (design.md item 8). ``progress`` is shown by the reindex task and the dashboard.
+    (docs/design.md §D8). ``progress`` is shown by the reindex task and the dashboard.
     """
 
     assistant = models.OneToOneField(Assistant, on_delete=models.CASCADE, related_name="index_state")

@@ -1,6 +1,6 @@
 """Which paths a memory document may have (pure).
 
-OpenClaw indexes `MEMORY.md`, `memory.md` and `memory/**/*.md` (openclaw-reference.md 4.2); we
+OpenClaw indexes `MEMORY.md`, `memory.md` and `memory/**/*.md` (docs/openclaw-behaviour.md §4.2); we
 accept exactly those, so an export is always a valid OpenClaw workspace.
 """
 

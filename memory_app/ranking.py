@@ -1,8 +1,7 @@
 """Ranking of memory search candidates: fusion, temporal decay, MMR, minScore, FTS-only boost.
 
 Pure module: no Django, no database. It reproduces OpenClaw's `hybrid.ts`, `temporal-decay.ts`,
-`mmr.ts`, the minScore step of `manager.ts` and `query-expansion.ts` (openclaw-reference.md
-4.7-4.9), with the differences design.md asks for: session chunks decay by their message time
+`mmr.ts`, the minScore step of `manager.ts` and `query-expansion.ts` (docs/openclaw-behaviour.md §4.7-4.9), with our differences (docs/design.md §D6-D10): session chunks decay by their message time
 (item 10) and every result carries its component scores, decay and MMR position (item 7).
 """
 
@@ -17,7 +16,7 @@ from datetime import UTC, date, datetime
 
 from memory_app.utf16 import utf16_head, utf16_len
 
-# openclaw-reference.md 4.1: hybrid weights and the fallback when both clamp to 0.
+# docs/openclaw-behaviour.md §4.1: hybrid weights and the fallback when both clamp to 0.
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_TEXT_WEIGHT = 0.3
 # manager.ts `SNIPPET_MAX_CHARS`.
@@ -46,12 +45,12 @@ class Candidate:
     snippet: str
     vector_score: float | None
     text_score: float | None
-    timestamp_ms: int | None  # message time for session chunks (design.md item 10)
+    timestamp_ms: int | None  # message time for session chunks (docs/design.md §D10)
 
 
 @dataclass(frozen=True)
 class Ranked:
-    """A candidate with its fused score and how it got there (design.md item 7)."""
+    """A candidate with its fused score and how it got there (docs/design.md §D7)."""
 
     candidate: Candidate
     score: float
@@ -84,7 +83,7 @@ def _clamp_unit(value: float) -> float:
 def fuse_scores(candidates: Iterable[Candidate], *, vector_weight: float, text_weight: float) -> list[Ranked]:
     """Score each candidate as w_v*vector + w_t*text, the weights normalised to sum 1.
 
-    hybrid.ts `mergeHybridResults` (reference 4.7 step 6) unions the two sides' lists by chunk id
+    hybrid.ts `mergeHybridResults` (docs/openclaw-behaviour.md §4.7 step 6) unions the two sides' lists by chunk id
     and scores a side that did not see the chunk 0; our candidates carry both sides' scores
     (`candidates`), so a missing score (None) means the side could not measure it. Raw side
     scores are not normalised, as in OpenClaw.
@@ -134,7 +133,7 @@ def date_from_memory_path(path: str) -> date | None:
 def is_evergreen(path: str, source: str) -> bool:
     """Tell whether a memory file never decays: MEMORY.md, memory.md, undated memory/**."""
     # temporal-decay.ts `isEvergreenMemoryPath`; `memory/2026-02-16-notes.md` is not dated
-    # by the regex, so it counts as evergreen (reference 4.8).
+    # by the regex, so it counts as evergreen (docs/openclaw-behaviour.md §4.8).
     if source != "memory":
         return False
     normalized = _normalize_path(path)
@@ -172,7 +171,7 @@ def _decay_timestamp_ms(candidate: Candidate) -> int | None:
     """Return the time a candidate's age counts from, or None when it does not decay."""
     # Order of temporal-decay.ts `extractTimestamp`: a dated path first, then evergreen memory.
     # OpenClaw then stats the file; we use the candidate's own timestamp instead, which for
-    # session chunks is the message time (design.md item 10). No timestamp: no decay.
+    # session chunks is the message time (docs/design.md §D10). No timestamp: no decay.
     dated = date_from_memory_path(candidate.path)
     if dated is not None:
         midnight = datetime(dated.year, dated.month, dated.day, tzinfo=UTC)
@@ -293,7 +292,7 @@ def apply_min_score(
 
 def fts_only_boost(text_score: float, *, query: str, text: str, path: str) -> float:
     """Return the FTS-only score: text score plus query coverage, density, path, length boosts."""
-    # manager-search.ts `scoreFallbackKeywordResult` (reference 4.7 step 9).
+    # manager-search.ts `scoreFallbackKeywordResult` (docs/openclaw-behaviour.md §4.7 step 9).
     query_tokens = list(dict.fromkeys(_search_tokens(query)))
     if not query_tokens:
         return text_score

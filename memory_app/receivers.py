@@ -1,4 +1,4 @@
-"""Keep the search index in step with memory writes, whoever made them (design.md flow).
+"""Keep the search index in step with memory writes, whoever made them (docs/design.md, How a message flows).
 
 `memory_app.documents` sends `memory_document_changed` after every write commits (API, admin,
 dashboard, flush, import all go through it), so this one receiver covers every writer.

@@ -1,4 +1,4 @@
-"""Hybrid memory search: pgvector + Postgres full-text, fused (reference 4.7, design.md items 6-7).
+"""Hybrid memory search: pgvector + Postgres full-text, fused (docs/openclaw-behaviour.md §4.7, docs/design.md §D6-D7).
 
 1. The candidates (`candidates`): the vector query's top N = min(200, maxResults ×
    candidateMultiplier) by cosine, and the keyword query's best-covered chunks for an OR of the
@@ -249,7 +249,7 @@ def run_search(
     """Run a search with fully resolved options (see `hybrid_search`).
 
     ``maintain`` (the configured embedder is in use): an index that is missing or was built with
-    other settings gets a reindex queued, like OpenClaw's sync-on-search (reference 4.6).
+    other settings gets a reindex queued, like OpenClaw's sync-on-search (docs/openclaw-behaviour.md §4.6).
     """
     started = time.perf_counter()
     text = query.strip()
@@ -504,7 +504,7 @@ def _fuse(
     options: SearchOptions,
     snippets: dict[int, str],
 ) -> list[Ranked]:
-    """Return every candidate scored as the sides that ran allow (reference 4.7 steps 6 and 9)."""
+    """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9)."""
 
     def candidate(row: Row) -> Candidate:
         text = keyword.get(row.id)
@@ -526,7 +526,7 @@ def _fuse(
             Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0)
             for c in map(candidate, rows.values())
         ]
-    # Text alone: OpenClaw's FTS-only ranking (reference 4.7 step 9), strict minScore.
+    # Text alone: OpenClaw's FTS-only ranking (docs/openclaw-behaviour.md §4.7 step 9), strict minScore.
     matched = [candidate(rows[rid]) for rid in keyword]
     return [
         Ranked(
@@ -540,7 +540,7 @@ def _fuse(
 
 
 def citation(path: str, start: int, end: int) -> str:
-    """Return `path#Lx` or `path#Lx-Ly` (OpenClaw's citation format, reference 4.10)."""
+    """Return `path#Lx` or `path#Lx-Ly` (OpenClaw's citation format, docs/openclaw-behaviour.md §4.10)."""
     return f"{path}#L{start}" if start == end else f"{path}#L{start}-L{end}"
 
 

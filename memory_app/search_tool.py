@@ -1,4 +1,4 @@
-"""The `memory_search` agent tool: OpenClaw's result JSON over `hybrid_search` (reference 4.10).
+"""The `memory_search` agent tool: OpenClaw's result JSON over `hybrid_search` (docs/openclaw-behaviour.md §4.10).
 
 `memory_app.tools` lists its spec and dispatches to `memory_search`; the text returned is what
 the model reads (JSON pretty-printed with two spaces, OpenClaw's `jsonResult`). Failures are
@@ -149,7 +149,7 @@ def _debug(started: float, hits: int, mode: str) -> dict[str, Any]:
 
 
 def _unavailable(error: str, started: float) -> dict[str, Any]:
-    """OpenClaw's failure answer; the warning tells quota problems apart (reference 4.10)."""
+    """OpenClaw's failure answer; the warning tells quota problems apart (docs/openclaw-behaviour.md §4.10)."""
     quota = bool(_QUOTA_RE.search(error))
     return {
         "results": [],

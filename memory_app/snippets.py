@@ -2,9 +2,9 @@
 
 Pure module: no Django, no database.
 
-OpenClaw shows the first 700 characters of a chunk and cites the whole chunk (reference 4.7).
-With 400-token chunks most of a chunk is then never read by the model (issue 4, "What the model
-reads"), so besides that policy (``head``) there is ``best``: the run of whole lines, within the
+OpenClaw shows the first 700 characters of a chunk and cites the whole chunk (docs/openclaw-behaviour.md §4.7).
+With 400-token chunks most of a chunk is then never read by the model (docs/evaluation.md, how
+recall is counted), so besides that policy (``head``) there is ``best``: the run of whole lines, within the
 same character budget, that holds most of the query's terms, cited by exactly those lines. Both
 need the line (memory) or message seq (sessions) of every line of a chunk's text, which
 `chunk_line_numbers` recovers from the source text.
@@ -100,7 +100,7 @@ def _spread(line_numbers: Sequence[int], count: int) -> list[int]:
 
 
 def _head_snippet(text: str, pieces: Sequence[str], numbers: Sequence[int], max_chars: int) -> Snippet:
-    """OpenClaw's snippet: the first ``max_chars`` UTF-16 units (reference 4.7 step 3)."""
+    """OpenClaw's snippet: the first ``max_chars`` UTF-16 units (docs/openclaw-behaviour.md §4.7 step 3)."""
     cut = truncate_snippet(text, max_chars)
     shown = cut.count("\n") + 1
     return Snippet(cut, numbers[0], numbers[min(shown, len(numbers)) - 1])

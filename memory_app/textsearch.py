@@ -1,4 +1,4 @@
-"""How text is prepared for Postgres full-text search (design.md item 6).
+"""How text is prepared for Postgres full-text search (docs/design.md §D6).
 
 Pure module: no Django, no database; `search.py` and `indexing.py` feed its output to Postgres.
 
@@ -6,9 +6,9 @@ Pure module: no Django, no database; `search.py` and `indexing.py` feed its outp
   and hashes are indexed as written.
 * The index side stores `to_tsvector('simple', index_text(text))`; the query side sends
   `to_tsquery('simple', to_tsquery_text(query_terms(query)))`, an OR of quoted terms ranked with
-  `ts_rank_cd`, not OpenClaw's all-terms AND (reference 5, #39484).
+  `ts_rank_cd`, not OpenClaw's all-terms AND (docs/openclaw-behaviour.md §5, #39484).
 * Postgres' default parser keeps a run of CJK characters as one word, the same problem OpenClaw
-  has with unicode61 (reference 5, #20730). Both sides therefore add the character bigrams of
+  has with unicode61 (docs/openclaw-behaviour.md §5, #20730). Both sides therefore add the character bigrams of
   every CJK run (the character itself for a one-character run).
 * The parser also reads `src/app/main.py` as one `file` token and `main.py` as a `host`, so a
   search for `main` or `main.py` would miss. Both sides add the parts of such identifiers.

@@ -1,4 +1,4 @@
-"""Token estimation: OpenClaw's CJK-weighted char count, Pi's per-message rules (design.md item 3).
+"""Token estimation: OpenClaw's CJK-weighted char count, Pi's per-message rules (docs/design.md §D3).
 
 Pure module: no Django, no database. Every estimate in the project goes through here so that
 pruning, compaction, flush thresholds and chunking agree on what a "token" is.
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# openclaw-reference.md 1.2: `CHARS_PER_TOKEN_ESTIMATE = 4` (src/utils/cjk-chars.ts).
+# docs/openclaw-behaviour.md §1.2: `CHARS_PER_TOKEN_ESTIMATE = 4` (src/utils/cjk-chars.ts).
 CHARS_PER_TOKEN = 4
 # Pi counts 4800 chars per image block, i.e. 1200 tokens (compaction.ts `ESTIMATED_IMAGE_CHARS`).
 IMAGE_TOKENS = 1200

@@ -3,7 +3,7 @@
 `TOOL_SPECS` are bare `{name, description, parameters}` specs (providers.openai_chat wraps them
 for OpenAI); `run_memory_tool` executes one call and returns the tool-result text, which is
 OpenClaw's `jsonResult` payload: the JSON pretty-printed with two spaces
-(openclaw-reference.md 4.10). Tool errors are answers, never exceptions: the model reads them.
+(docs/openclaw-behaviour.md §4.10). Tool errors are answers, never exceptions: the model reads them.
 """
 
 from __future__ import annotations

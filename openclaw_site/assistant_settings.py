@@ -1,8 +1,8 @@
 """The schema of ``Assistant.settings``: OpenClaw's key names and defaults, validated.
 
 Pure: no Django import. Keys follow OpenClaw's config (`agents.defaults.compaction`,
-`...compaction.memoryFlush`, `contextPruning`, `memorySearch`; openclaw-reference.md 1.3, 2.1, 3.1,
-4.1). A stored settings document is always complete: `validate_settings` fills the defaults, so the
+`...compaction.memoryFlush`, `contextPruning`, `memorySearch`; docs/openclaw-behaviour.md §1.3, §2.1, §3.1,
+§4.1). A stored settings document is always complete: `validate_settings` fills the defaults, so the
 context engine and search read values without fallbacks of their own.
 """
 

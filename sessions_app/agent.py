@@ -1,10 +1,10 @@
 """The assistant turn: store the user message, call the model with tools, store everything it did.
 
-design.md "How a message flows": context (sessions_app.context) → model with `memory_search`
+docs/design.md, How a message flows: context (sessions_app.context) → model with `memory_search`
 (when memory_app.tools provides it), `memory_get` and `tool_result_get` → store assistant and
 tool messages with usage → tokens vs thresholds (flush task, compaction task). A context overflow
 goes through the one compaction entry point inline and the call is retried, at most
-MAX_OVERFLOW_COMPACTION_ATTEMPTS times (openclaw-reference.md 1.4 T3). Every message is stored as
+MAX_OVERFLOW_COMPACTION_ATTEMPTS times (docs/openclaw-behaviour.md §1.4 T3). Every message is stored as
 soon as it exists, each in its own transaction, so a failure loses nothing that happened before.
 
 With no model configured, `run_turn` refuses before storing anything (a rejected request changes
@@ -176,7 +176,7 @@ def _int_argument(arguments: dict[str, Any], key: str, default: int) -> int:
 
 
 def tool_result_get(arguments: dict[str, Any], *, session: Session) -> str:
-    """Return a page of a stored tool result's original text (design.md item 5)."""
+    """Return a page of a stored tool result's original text (docs/design.md §D5)."""
     entry_id = str(arguments.get("id") or arguments.get("entryId") or arguments.get("entry_id") or "").strip()
     if not entry_id:
         raise ToolFailure("id required: the message id named in the shortened tool result")
@@ -218,7 +218,7 @@ def _tool_result_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-# --- replies and NO_REPLY (openclaw-reference.md 2.6) -----------------------------------------
+# --- replies and NO_REPLY (docs/openclaw-behaviour.md §2.6) -----------------------------------------
 
 
 def visible_reply_text(text: str) -> str | None:
@@ -363,7 +363,8 @@ class _Turn:
             session = self.session()
             context = build_model_context(session, tools=turn_tools() if with_tools else [])
             if context.pruning.changed and context.pruning.mode == "cache-ttl":
-                record_cache_touch(self.session_id, at=context.now)  # reference 3.2: once per TTL window
+                # Once per TTL window (docs/openclaw-behaviour.md §3.2).
+                record_cache_touch(self.session_id, at=context.now)
             self.call_started_at = dj_timezone.now()
             try:
                 completion = self.model.complete(
@@ -379,7 +380,7 @@ class _Turn:
             return completion
 
     def _recover_from_overflow(self, error: ProviderError) -> bool:
-        """Compact (trigger overflow) and tell whether the call should be retried (reference 1.4 T3)."""
+        """Compact (trigger overflow) and tell whether the call should be retried (docs/openclaw-behaviour.md §1.4 T3)."""
         if self.overflow_attempts >= MAX_OVERFLOW_COMPACTION_ATTEMPTS or is_compaction_failure_error(
             error.message
         ):

@@ -1,4 +1,4 @@
-"""The one compaction entry point (design.md item 1): threshold, overflow, manual and budget.
+"""The one compaction entry point (docs/design.md §D1): threshold, overflow, manual and budget.
 
 `compact_session` takes the session's compaction lock (a partial unique constraint allows one
 active `CompactionRun` per session, across processes; a crashed worker's run is expired as
@@ -384,7 +384,7 @@ def _compact(
 
 
 def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
-    """Run the memory flush before summarising unless this cycle already flushed (design.md item 1)."""
+    """Run the memory flush before summarising unless this cycle already flushed (docs/design.md §D1)."""
     _advance(run, RunState.FLUSHING)
     outcome = run_memory_flush(session_id=session.pk)
     state = RunState.FLUSHED if outcome.status == "flushed" else RunState.FLUSH_SKIPPED
@@ -522,7 +522,8 @@ def _commit(
         [*entries, new_entry], ratio=calibration_ratio(effective_model(session.assistant))
     )
     entry.save()
-    # reference 1.10: compactionCount + 1, totalTokens = tokensAfter (fresh), usage counters cleared.
+    # docs/openclaw-behaviour.md §1.10: compactionCount + 1, totalTokens = tokensAfter (fresh), usage counters
+    # cleared.
     session.compaction_count += 1
     session.total_tokens, session.total_tokens_fresh, session.last_usage = entry.tokens_after, True, None
     session.save(

@@ -1,6 +1,6 @@
 """Building the model's context: what a session's next model call is sent, and its token figures.
 
-design.md "How a message flows": system prompt + MEMORY.md + today's and yesterday's daily notes
+docs/design.md, How a message flows: system prompt + MEMORY.md + today's and yesterday's daily notes
 (in the assistant's timezone) + the compaction view (latest summary + messages from its
 `first_kept` on; OpenClaw's `buildSessionContext`) + context pruning on a copy. Reading never
 changes anything stored; the turn loop records the pruning touch itself (`record_cache_touch`).
@@ -70,7 +70,7 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
     """Return messages and compaction entries in seq order, in the cut-point entry shape.
 
     Flush-turn messages are left out: they are the assistant's private bookkeeping and must
-    neither reach the model again nor become a cut point (design.md item 1).
+    neither reach the model again nor become a cut point (docs/design.md §D1).
     """
     messages = Message.objects.filter(session=session, flush_turn=False).order_by("seq")
     items: list[tuple[int, dict[str, Any]]] = [
@@ -172,7 +172,7 @@ def _last_usage(messages: Any) -> tuple[int, int | None]:
     return 0, None
 
 
-# --- calibration (design.md item 3) ----------------------------------------------------------
+# --- calibration (docs/design.md §D3) ----------------------------------------------------------
 
 
 def effective_model(assistant: Assistant) -> str:

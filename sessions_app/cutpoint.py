@@ -1,9 +1,9 @@
-"""Compaction cut point and session context (openclaw-reference.md 1.1 and 1.5, Pi `compaction.ts`).
+"""Compaction cut point and session context (docs/openclaw-behaviour.md §1.1 and §1.5, Pi `compaction.ts`).
 
 Pure module: no Django, no database. It works on transcript entries in the JSONL v3 shape,
 `{"type": "message", "id", "message"}` and `{"type": "compaction", "id", "summary",
 "firstKeptEntryId", "tokensBefore"}`, in path order (root to leaf), and never mutates them.
-Token counts use the CJK-weighted estimates of `memory_app.tokens` (design.md item 3).
+Token counts use the CJK-weighted estimates of `memory_app.tokens` (docs/design.md §D3).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _range_start(entries: Sequence[Entry], prev_index: int) -> int:
     """Return where summarisable history starts: the previous compaction's first kept entry."""
     # Deliberate deviation from Pi (which starts at prev + 1): messages kept before the previous
     # compaction are still in the model's context, so the next compaction must summarise them
-    # rather than silently drop them (design.md item 4, "compaction never wipes").
+    # rather than silently drop them (docs/design.md §D4, "compaction never wipes").
     if prev_index < 0:
         return 0
     kept = _first_kept_index(entries, prev_index)
@@ -218,7 +218,7 @@ def _summary_message(compaction: Entry) -> Message:
 
 
 def _previous_summary(entries: Sequence[Entry], prev_index: int) -> str | None:
-    """Return the previous compaction's summary, fed into the update prompt (reference 1.10)."""
+    """Return the previous compaction's summary, fed into the update prompt (docs/openclaw-behaviour.md §1.10)."""
     if prev_index < 0:
         return None
     summary = entries[prev_index].get("summary")
@@ -226,7 +226,7 @@ def _previous_summary(entries: Sequence[Entry], prev_index: int) -> str | None:
 
 
 def _tokens_before(entries: Sequence[Entry], prev_index: int) -> int:
-    """Estimate the current context: summary + kept + newer messages (reference 1.5 step 2)."""
+    """Estimate the current context: summary + kept + newer messages (docs/openclaw-behaviour.md §1.5 step 2)."""
     context = build_session_context(entries)
     if prev_index < 0:
         return estimate_context_tokens(context).tokens

@@ -1,8 +1,7 @@
 """The pre-compaction memory flush: a silent turn that appends durable notes to today's daily note.
 
-openclaw-reference.md section 2 (`extensions/memory-core/src/flush-plan.ts`,
-`src/auto-reply/reply/agent-runner-memory.ts`, `src/agents/pi-tools.read.ts`) with design.md
-items 1-2: at most one flush per compaction cycle, claimed with one conditional UPDATE so two
+docs/openclaw-behaviour.md section 2 (`extensions/memory-core/src/flush-plan.ts`,
+`src/auto-reply/reply/agent-runner-memory.ts`, `src/agents/pi-tools.read.ts`) with docs/design.md §D1-D2: at most one flush per compaction cycle, claimed with one conditional UPDATE so two
 workers cannot both flush; skipped when the workspace is not writable; a failure is recorded and
 never blocks the user's turn. With no model configured the offline extractor appends the durable
 lines it finds, labelled offline.
@@ -315,7 +314,7 @@ class FlushOutcome:
         }
 
 
-# --- the cycle claim (design.md items 1-2) ----------------------------------------------------
+# --- the cycle claim (docs/design.md §D1-D2) ----------------------------------------------------
 
 
 def claim_flush(session_id: int, *, now: datetime) -> int | None:
@@ -386,7 +385,7 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
             # The session no longer fits the model (the overflow path compacts right after this):
             # keep its durable lines with the extractor rather than lose them with the history.
             return offline_flush(session, plan, reason="context overflow")
-    except Exception as error:  # a failed flush never blocks the turn (reference 2.5)
+    except Exception as error:  # a failed flush never blocks the turn (docs/openclaw-behaviour.md §2.5)
         logger.warning("memory flush of session %s failed: %s", session_id, error, exc_info=True)
         release_flush(session_id, cycle=cycle, previous=previous, previous_at=previous_at)
         return FlushOutcome(status="failed", reason=_failure_reason(error), path=plan.relative_path)

@@ -1,4 +1,4 @@
-"""Session transcripts in the memory search index (reference 4.11, design.md item 10).
+"""Session transcripts in the memory search index (docs/openclaw-behaviour.md §4.11, docs/design.md §D10).
 
 A transcript is rendered as one line per user or assistant message (`User: ...` /
 `Assistant: ...`; no tool results, no system messages, no silent flush turns), whitespace
@@ -77,7 +77,7 @@ def session_path(session: Session) -> str:
 
 
 def session_entry(session: Session) -> SourceEntry:
-    """Return the session's transcript as an index entry (hash as in reference 4.11)."""
+    """Return the session's transcript as an index entry (hash as in docs/openclaw-behaviour.md §4.11)."""
     messages = (
         Message.objects.filter(session=session)
         .only("seq", "role", "content", "silent", "created_at")
@@ -158,7 +158,7 @@ def thresholds_reached(session: Session) -> bool:
     pending_bytes, pending_messages = pending_delta(session)
     if pending_messages == 0:
         return False
-    # reference 4.6: a threshold <= 0 means any change.
+    # docs/openclaw-behaviour.md §4.6: a threshold <= 0 means any change.
     delta_bytes, delta_messages = sync["deltaBytes"], sync["deltaMessages"]
     return (delta_bytes <= 0 or pending_bytes >= delta_bytes) or (
         delta_messages <= 0 or pending_messages >= delta_messages
@@ -213,7 +213,7 @@ def run_debounced_index(session_id: int, version: int | None, force: bool = Fals
 
 
 def _after_compaction(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
-    """Re-index the transcript after each compaction (`postCompactionForce`, reference 4.6)."""
+    """Re-index the transcript after each compaction (`postCompactionForce`, docs/openclaw-behaviour.md §4.6)."""
     if not created:
         return
     from django.db import transaction

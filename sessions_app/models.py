@@ -11,7 +11,7 @@ from openclaw_site.models import Assistant
 
 
 def new_entry_id() -> str:
-    """Return an 8-hex-character entry id, like Pi's `SessionManager` (openclaw-reference.md 1.1)."""
+    """Return an 8-hex-character entry id, like Pi's `SessionManager` (docs/openclaw-behaviour.md §1.1)."""
     return secrets.token_hex(4)
 
 
@@ -26,7 +26,7 @@ class Session(models.Model):
     title = models.CharField(max_length=200, blank=True)
     # One per-session sequence shared by messages and compaction entries, advanced under a row lock.
     last_seq = models.PositiveIntegerField(default=0)
-    # OpenClaw's SessionEntry figures (openclaw-reference.md 1.1 A).
+    # OpenClaw's SessionEntry figures (docs/openclaw-behaviour.md §1.1 A).
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens_fresh = models.BooleanField(default=False)
     last_usage = models.JSONField(null=True, blank=True)
@@ -155,7 +155,7 @@ ACTIVE_RUN_STATES = (
 
 class CompactionRun(models.Model):
     """The receipt of every compaction attempt: pending → flushing → flushed|flush_skipped →
-    summarizing → committed|failed (design.md data model)."""
+    summarizing → committed|failed (docs/design.md, Data model)."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_runs")
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
@@ -198,7 +198,7 @@ class CompactionRun(models.Model):
 class ModelCalibration(models.Model):
     """Estimated vs provider-reported prompt tokens of one model, summed over its calls.
 
-    design.md item 3: the ratio corrects our CJK-weighted estimates wherever no reported usage
+    docs/design.md §D3: the ratio corrects our CJK-weighted estimates wherever no reported usage
     covers a message (thresholds, tokens_after, /context).
     """
 

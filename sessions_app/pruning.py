@@ -1,8 +1,8 @@
 """Context pruning: trim or clear old tool results in the copy sent to the model.
 
-Reproduces OpenClaw's `pruneContextMessages` (openclaw-reference.md section 3,
+Reproduces OpenClaw's `pruneContextMessages` (docs/openclaw-behaviour.md section 3,
 `src/agents/pi-hooks/context-pruning/{settings,pruner,tools}.ts`) with two of our changes
-(design.md item 5): every trimmed or cleared tool result names its stored message so the model can
+(docs/design.md §D5): every trimmed or cleared tool result names its stored message so the model can
 read it back with `tool_result_get`, and besides `cache-ttl` there is an `always` mode.
 
 Pure module: no Django, no database. Storage is never touched; the input list is never mutated.
@@ -33,7 +33,7 @@ TOOL_CALL_ERROR_CHARS = 128
 PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
 DEFAULT_PLACEHOLDER = "[Old tool result content cleared]"
 TRIM_NOTE = "\n\n[Tool result trimmed: kept first {head} chars and last {tail} chars of {raw} chars.]"
-# design.md item 5: the model can fetch the original back, so pruning loses nothing for good.
+# docs/design.md §D5: the model can fetch the original back, so pruning loses nothing for good.
 ORIGINAL_REFERENCE = "\n[Original: message {entry_id}; call tool_result_get to read it in full.]"
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -91,7 +91,7 @@ def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
 
 @dataclass(frozen=True)
 class PruningSettings:
-    """Effective `contextPruning` settings with OpenClaw's defaults (reference 3.1)."""
+    """Effective `contextPruning` settings with OpenClaw's defaults (docs/openclaw-behaviour.md §3.1)."""
 
     mode: PruningMode = "cache-ttl"
     ttl_ms: int = DEFAULT_TTL_MS
@@ -131,7 +131,7 @@ def _is_number(value: object) -> bool:
 
 
 def _mode(raw: object) -> PruningMode:
-    """Return the mode; unset means cache-ttl, anything unknown means off (reference 3.1)."""
+    """Return the mode; unset means cache-ttl, anything unknown means off (docs/openclaw-behaviour.md §3.1)."""
     if raw is None:
         return "cache-ttl"
     return raw if raw in MODES else "off"  # type: ignore[return-value]
@@ -217,7 +217,7 @@ def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
 
 
 def should_prune(settings: PruningSettings, *, now_ms: int, last_cache_touch_at_ms: int | None) -> bool:
-    """Tell whether pruning runs on this call (reference 3.2 TTL gate, plus our `always` mode).
+    """Tell whether pruning runs on this call (docs/openclaw-behaviour.md §3.2 TTL gate, plus our `always` mode).
 
     The caller sets `last_cache_touch_at` to now when a pass changed something, so the pass runs
     once per TTL window, as OpenClaw's extension does.
@@ -450,7 +450,7 @@ def prune_context(
 ) -> PruneResult:
     """Soft-trim, then hard-clear, old tool results until the context is under the ratios.
 
-    This is `pruneContextMessages` (reference 3.3); the TTL gate is `should_prune`, not here.
+    This is `pruneContextMessages` (docs/openclaw-behaviour.md §3.3); the TTL gate is `should_prune`, not here.
     """
     unchanged = PruneResult(list(messages))  # type: ignore[arg-type]
     if not context_window or context_window <= 0:

@@ -1,4 +1,4 @@
-"""Mask secrets in text before it is indexed (OpenClaw `redactSensitiveText`, reference 4.11).
+"""Mask secrets in text before it is indexed (OpenClaw `redactSensitiveText`, docs/openclaw-behaviour.md §4.11).
 
 Pure module: no Django. Transcripts go into the search index, whose snippets any team member and
 the model can read back, so API keys, bearer tokens, passwords and private keys that someone

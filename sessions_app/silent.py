@@ -1,4 +1,4 @@
-"""NO_REPLY detection for silent turns (openclaw-reference.md 2.6, `src/auto-reply/tokens.ts`).
+"""NO_REPLY detection for silent turns (docs/openclaw-behaviour.md §2.6, `src/auto-reply/tokens.ts`).
 
 Pure module: no Django. The memory flush turn and any assistant reply that is only the token are
 stored with `silent=True` and never shown to users.

@@ -1,8 +1,8 @@
-"""Flush and compaction thresholds from one effective reserve (design.md item 2).
+"""Flush and compaction thresholds from one effective reserve (docs/design.md §D2).
 
 Pure module: no Django. OpenClaw computes the flush threshold from `reserveTokensFloor` while Pi
 compacts at `window - reserveTokens`, so a larger `reserveTokens` made compaction fire before the
-flush could (openclaw-reference.md 2.2 note). Here both come from the same
+flush could (docs/openclaw-behaviour.md §2.2 note). Here both come from the same
 `R = max(reserveTokens, reserveTokensFloor)`:
 
 * compact when `tokens > window - R` (strictly greater, Pi `shouldCompact`);

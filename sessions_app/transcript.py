@@ -33,7 +33,7 @@ def take_seq(session: Session) -> int:
 
 
 def unique_entry_id(session: Session, taken: set[str]) -> str:
-    """Return an 8-hex id unused in the session (Pi checks collisions the same way, reference 1.1)."""
+    """Return an 8-hex id unused in the session (Pi checks collisions the same way, docs/openclaw-behaviour.md §1.1)."""
     for _ in range(100):
         candidate = new_entry_id()
         if candidate in taken:

@@ -1,7 +1,7 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI protocol with scripted answers.
 
 The OpenAI path is tested with the real `openai` client against this server, never a mock
-(style.md, Tests). Chat replies are popped from a queue (`FakeOpenAI.queue`); when the queue is
+(docs/architecture.md, Tests). Chat replies are popped from a queue (`FakeOpenAI.queue`); when the queue is
 empty `default_chat` answers. Embeddings are deterministic hashed bags of words, so texts that
 share words are similar. Non-streaming only: our client never streams.
 """

@@ -1,4 +1,4 @@
-"""REST endpoints of the search index: hybrid search and reindex (design.md REST table).
+"""REST endpoints of the search index: hybrid search and reindex (docs/design.md, REST API).
 
 `GET /assistants/{slug}/search/` answers from `memory_app.search.hybrid_search`;
 `POST /assistants/{slug}/reindex/` queues `memory_app.tasks.reindex_assistant` and returns the task.

@@ -1,4 +1,4 @@
-"""Schedule `memory_app.tasks.refresh_indexes` every 10 minutes (design.md: periodic index refresh)."""
+"""Schedule `memory_app.tasks.refresh_indexes` every 10 minutes (docs/design.md, Background work: the periodic index refresh)."""
 
 from django.db import migrations
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from openclaw_site.assistant_settings import SCHEMA, Field, SettingsError, validate_settings
 from openclaw_site.models import Assistant, Scope
 
-# What each setting does, in a sentence (openclaw-reference.md 1.3, 2.1, 3.1, 4.1).
+# What each setting does, in a sentence (docs/openclaw-behaviour.md §1.3, §2.1, §3.1, §4.1).
 HELP: dict[str, str] = {
     "compaction.mode": "safeguard: OpenClaw's structured summary with the five headings; default: Pi's plain summary.",
     "compaction.reserveTokens": "Tokens kept free for the reply. Compaction runs when the context exceeds window − max(reserveTokens, reserveTokensFloor).",

@@ -1,9 +1,9 @@
-"""The export mirror: each assistant as an OpenClaw workspace under EXPORT_ROOT (design.md "Exports").
+"""The export mirror: each assistant as an OpenClaw workspace under EXPORT_ROOT (docs/design.md, Exports).
 
     EXPORT_ROOT/<team slug>/<assistant slug>/
         MEMORY.md, memory.md, memory/**/*.md   memory documents (a deleted document's file is removed)
-        sessions/<session key>.jsonl            transcripts in Pi's v3 format (openclaw-reference.md 1.1 B)
-        sessions/sessions.json                  OpenClaw's session store (reference 1.1 A)
+        sessions/<session key>.jsonl            transcripts in Pi's v3 format (docs/openclaw-behaviour.md §1.1 B)
+        sessions/sessions.json                  OpenClaw's session store (docs/openclaw-behaviour.md §1.1 A)
         assistant.json                          this server's assistant fields (OpenClaw ignores it)
 
 Postgres is the truth and the files are a mirror: every function rewrites whole files from the
@@ -245,7 +245,8 @@ def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any
         "label": session.title or None,
         "totalTokens": session.total_tokens,
         "memoryFlushAt": epoch_ms(session.memory_flush_at) if session.memory_flush_at else None,
-        # None means "never flushed": OpenClaw's undefined, so the key is left out (reference 1.1 A).
+        # None means "never flushed": OpenClaw's undefined, so the key is left out (docs/openclaw-behaviour.md
+        # §1.1 A).
         "memoryFlushCompactionCount": session.memory_flush_compaction_count,
         "model": getattr(session, "last_model", None) or None,
         "modelProvider": getattr(session, "last_provider", None) or None,

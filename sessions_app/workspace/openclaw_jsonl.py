@@ -1,7 +1,7 @@
 """OpenClaw's transcript format (Pi `SessionManager`, version 3): shared constants and the reader.
 
 `parse_transcript` turns a ``<session>.jsonl`` file into the messages and compaction entries of its
-active branch (openclaw-reference.md 1.1 B), in the shapes our importer stores. It accepts what
+active branch (docs/openclaw-behaviour.md §1.1 B), in the shapes our importer stores. It accepts what
 OpenClaw itself writes: extension entries (``custom``, ``model_change``, labels, ...) are skipped and
 counted, Pi-only message roles are mapped to what Pi's ``convertToLlm`` sends the model.
 
@@ -57,7 +57,8 @@ TRIGGERS = ("threshold", "overflow", "manual", "budget")
 # Our exports put this in the header and mark silent entries with "silent": true. Files without it
 # (OpenClaw's own) only show silence by content: the flush turn and bare NO_REPLY answers.
 EXPORTER_KEY, EXPORTER = "exportedBy", "openclaw-site"
-# Start of OpenClaw's memory-flush prompts (reference 2, DEFAULT_MEMORY_FLUSH_PROMPT and the system variant).
+# Start of OpenClaw's memory-flush prompts (docs/openclaw-behaviour.md §2, DEFAULT_MEMORY_FLUSH_PROMPT and the
+# system variant).
 FLUSH_PROMPT_START = "Pre-compaction memory flush"
 
 
@@ -414,7 +415,7 @@ class _BranchReader:
     def _retarget_first_kept(self, kept: list[ParsedEntry], order: list[str]) -> list[ParsedEntry]:
         """Point each compaction's firstKeptEntryId at a kept message.
 
-        Pi's cut point can land on a non-message entry (reference 1.5 step 5); those are skipped here, and
+        Pi's cut point can land on a non-message entry (docs/openclaw-behaviour.md §1.5 step 5); those are skipped here, and
         since they contribute nothing to the context, the next message on the branch keeps the same view.
         """
         message_ids = {e.entry_id for e in kept if e.kind == "message"}

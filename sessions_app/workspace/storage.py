@@ -1,7 +1,7 @@
 """Where export files go: a small storage interface and its local-disk implementation.
 
 Names are POSIX paths relative to the storage root, as in Django's ``Storage`` API, so an adapter
-over ``django.core.files.storage`` (S3 and friends, design.md "Scale-out") can replace
+over ``django.core.files.storage`` (S3 and friends, docs/design.md, Exports) can replace
 `LocalExportStorage` without touching `sessions_app.workspace.exports`.
 
 Pure: no Django import.

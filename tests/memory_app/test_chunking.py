@@ -1,4 +1,4 @@
-"""Line-based chunking (openclaw-reference.md 4.3) without a database."""
+"""Line-based chunking (docs/openclaw-behaviour.md §4.3) without a database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `memory_search` agent tool returns OpenClaw's result JSON (reference 4.10)."""
+"""The `memory_search` agent tool returns OpenClaw's result JSON (docs/openclaw-behaviour.md §4.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fusion, temporal decay, MMR, minScore and keyword helpers (openclaw-reference.md 4.7-4.9)."""
+"""Fusion, temporal decay, MMR, minScore and keyword helpers (docs/openclaw-behaviour.md §4.7-4.9)."""
 
 from __future__ import annotations
 

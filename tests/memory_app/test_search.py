@@ -1,4 +1,4 @@
-"""Hybrid search end to end on real Postgres with pgvector (design.md items 6-7)."""
+"""Hybrid search end to end on real Postgres with pgvector (docs/design.md §D6-D7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Text preparation for Postgres full-text search (design.md item 6), without a database.
+"""Text preparation for Postgres full-text search (docs/design.md §D6), without a database.
 
 The real parser is exercised by the database tests; here `_simple_lexemes` stands in for
 `to_tsvector('simple', ...)` roughly: lowercase, split on anything that is not a letter or digit.

@@ -1,4 +1,4 @@
-"""Tests for memory_app.tokens (openclaw-reference.md 1.2, design.md item 3)."""
+"""Tests for memory_app.tokens (docs/openclaw-behaviour.md §1.2, docs/design.md §D3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one compaction entry point (design.md items 1 and 4) against the scripted OpenAI server."""
+"""The one compaction entry point (docs/design.md §D1 and §D4) against the scripted OpenAI server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the model is sent: system prompt, memory, the compaction view, pruning (design.md flow)."""
+"""What the model is sent: system prompt, memory, the compaction view, pruning (docs/design.md, How a message flows)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cut point, split turns and session context (openclaw-reference.md 1.1, 1.5)."""
+"""Cut point, split turns and session context (docs/openclaw-behaviour.md §1.1, §1.5)."""
 
 from __future__ import annotations
 

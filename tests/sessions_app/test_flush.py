@@ -1,4 +1,4 @@
-"""The pre-compaction memory flush (openclaw-reference.md section 2; design.md items 1-2)."""
+"""The pre-compaction memory flush (docs/openclaw-behaviour.md section 2; docs/design.md §D1-D2)."""
 
 from __future__ import annotations
 

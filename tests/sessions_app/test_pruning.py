@@ -1,4 +1,4 @@
-"""Tests for sessions_app.pruning (openclaw-reference.md section 3, design.md item 5)."""
+"""Tests for sessions_app.pruning (docs/openclaw-behaviour.md section 3, docs/design.md §D5)."""
 
 from __future__ import annotations
 

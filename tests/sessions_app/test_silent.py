@@ -1,4 +1,4 @@
-"""Tests for sessions_app.silent (openclaw-reference.md 2.6)."""
+"""Tests for sessions_app.silent (docs/openclaw-behaviour.md §2.6)."""
 
 from __future__ import annotations
 

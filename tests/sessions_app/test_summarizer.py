@@ -1,4 +1,4 @@
-"""Safeguard summarisation with an injected model call (openclaw-reference.md 1.6-1.10)."""
+"""Safeguard summarisation with an injected model call (docs/openclaw-behaviour.md §1.6-1.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threshold arithmetic from one effective reserve (design.md item 2; reference 2.2)."""
+"""Threshold arithmetic from one effective reserve (docs/design.md §D2; docs/openclaw-behaviour.md §2.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session transcripts in memory search (reference 4.11, design.md item 10), on real Postgres."""
+"""Session transcripts in memory search (docs/openclaw-behaviour.md §4.11, docs/design.md §D10), on real Postgres."""
 
 from __future__ import annotations
 

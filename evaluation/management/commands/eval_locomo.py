@@ -23,7 +23,8 @@ from memory_app.models import EmbeddingCache
 from openclaw_site.assistant_settings import SettingsError
 from providers.embeddings import Embedder, get_embedder, reset_embedders
 
-# OpenClaw's defaults (reference 4.1, 4.7): 400/80 chunks for every source, 700-char head snippets.
+# OpenClaw's defaults (docs/openclaw-behaviour.md §4.1, §4.7): 400/80 chunks for every source, 700-char head
+# snippets.
 OPENCLAW = EvalConfig(
     label="OpenClaw defaults",
     chunking={"tokens": 400, "overlap": 80, "sessions": {"tokens": None, "overlap": None}},
