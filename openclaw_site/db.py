@@ -65,7 +65,6 @@ def embedded_database(pgdata: Path, *, name: str = DATABASE_NAME) -> dict[str, A
         "PASSWORD": "",
         "HOST": socket_dir,
         "PORT": "",
-        "CONN_MAX_AGE": 0,
     }
 
 

@@ -129,14 +129,23 @@ TEMPLATES = [
 ]
 
 
+# Connections are kept between requests (and checked before reuse), so a request does not pay for
+# a new connection and the search's prepared statements survive it; 0 closes them after each.
+DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300, minimum=0)
+
+
 def _database() -> dict:
     if DATABASE_URL:
         import dj_database_url
 
-        return dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        return dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
     from openclaw_site.db import embedded_database
 
-    return embedded_database(VAR_DIR / "pgdata")
+    return {
+        **embedded_database(VAR_DIR / "pgdata"),
+        "CONN_MAX_AGE": DB_CONN_MAX_AGE,
+        "CONN_HEALTH_CHECKS": True,
+    }
 
 
 DATABASES = {"default": _database()}
