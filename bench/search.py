@@ -377,7 +377,7 @@ def measure_indexing(team: Team, texts: Sequence[str], *, docs: int = 40, rounds
         MemoryDocument.objects.create(
             assistant=assistant, path=f"memory/notes-{d:03}.md", content=body, content_hash=content_hash(body)
         )
-    chunking = config.chunking_for(config.memory_search_settings(assistant), "memory", embedder)
+    chunking = config.chunking_for(assistant.config.memory_search, "memory", embedder)
     chunk_texts = list(
         dict.fromkeys(
             p.chunk.text

@@ -1,33 +1,21 @@
-"""An assistant's `memorySearch` settings, complete, plus the index fingerprint they imply."""
+"""The chunking an assistant's `memorySearch` settings imply, and the index fingerprint.
+
+The settings come from the assistant's typed settings (`Assistant.config.memory_search`).
+"""
 
 from __future__ import annotations
 
-import copy
-import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
 from memory_app.models import FTS_ONLY_MODEL, Source
-from openclaw_site.assistant_settings import SettingsError, default_settings, validate_settings
+from openclaw_site.assistant_settings import MemorySearchSettings
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder
 
-logger = logging.getLogger(__name__)
-
 # Bump when the stored rows change meaning (chunk text, tsvector input): forces a full reindex.
 INDEX_FORMAT_VERSION = 1
-
-
-def memory_search_settings(assistant: Assistant) -> dict[str, Any]:
-    """Return the assistant's complete `memorySearch` settings (defaults for anything missing)."""
-    try:
-        return validate_settings(assistant.settings or {})["memorySearch"]
-    except SettingsError as error:
-        # Stored settings were validated on write; a document saved before a schema change must
-        # not break search, so fall back to the defaults and say so in the log.
-        logger.warning("assistant %s has invalid settings (%s); using defaults", assistant.pk, error)
-        return copy.deepcopy(default_settings()["memorySearch"])
 
 
 @dataclass(frozen=True)
@@ -45,15 +33,11 @@ class Chunking:
         return result
 
 
-def configured_chunking(settings: dict[str, Any], source: str) -> Chunking:
-    """Return the configured chunk tokens/overlap for a source (sessions may override)."""
-    chunking = settings["chunking"]
-    tokens, overlap = chunking["tokens"], chunking["overlap"]
-    if source == Source.SESSIONS:
-        override = chunking.get("sessions") or {}
-        tokens = override.get("tokens") or tokens
-        overlap = override.get("overlap") if override.get("overlap") is not None else overlap
-    return Chunking(tokens, min(overlap, tokens - 1))
+def configured_chunking(search: MemorySearchSettings, source: str) -> Chunking:
+    """Return the configured chunk tokens/overlap for a source (sessions may have their own)."""
+    configured = search.session_chunking if source == Source.SESSIONS else search.chunking
+    # The settings schema keeps the overlap below the chunk size.
+    return Chunking(configured.tokens, configured.overlap)
 
 
 def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunking:
@@ -70,8 +54,9 @@ def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunk
     return Chunking(tokens, min(overlap, tokens - 1))
 
 
-def chunking_for(settings: dict[str, Any], source: str, embedder: Embedder | None) -> Chunking:
-    chunking = effective_chunking(configured_chunking(settings, source), embedder)
+def chunking_for(search: MemorySearchSettings, source: str, embedder: Embedder | None) -> Chunking:
+    """Return the chunking a source is indexed with: configured, fitted to the embedder."""
+    chunking = effective_chunking(configured_chunking(search, source), embedder)
     if source != Source.SESSIONS:
         return chunking
     # A message is kept whole up to what the embedder reads (OpenClaw's chunk size at most).
@@ -82,8 +67,8 @@ def chunking_for(settings: dict[str, Any], source: str, embedder: Embedder | Non
 
 def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, Any]:
     """Return what the index rows depend on; any change means a full reindex (docs/design.md §D8)."""
-    settings = memory_search_settings(assistant)
-    chunks = {source: chunking_for(settings, source, embedder).as_dict() for source in Source.values}
+    search = assistant.config.memory_search
+    chunks = {source: chunking_for(search, source, embedder).as_dict() for source in Source.values}
     if embedder is None:
         identity = {"provider": "none", "providerKey": "none", "model": FTS_ONLY_MODEL, "dims": 0}
     else:
@@ -93,10 +78,14 @@ def fingerprint(assistant: Assistant, embedder: Embedder | None) -> dict[str, An
             "model": embedder.model,
             "dims": embedder.dims,
         }
-    sources = sorted(set(settings["sources"]) & set(Source.values))
-    return {"version": INDEX_FORMAT_VERSION, **identity, "sources": sources, "chunking": chunks}
+    return {
+        "version": INDEX_FORMAT_VERSION,
+        **identity,
+        "sources": indexed_sources(assistant),
+        "chunking": chunks,
+    }
 
 
 def indexed_sources(assistant: Assistant) -> list[str]:
     """Return the sources the assistant indexes and searches (`memorySearch.sources`)."""
-    return sorted(set(memory_search_settings(assistant)["sources"]) & set(Source.values))
+    return sorted(set(assistant.config.memory_search.sources) & set(Source.values))

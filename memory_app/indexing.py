@@ -436,14 +436,14 @@ def index_entries(
 ) -> IndexOutcome:
     """Index entries into the given generations: chunk, embed what the cache lacks, replace rows."""
     outcome = IndexOutcome(generations=list(generations))
-    settings = config.memory_search_settings(assistant)
+    search = assistant.config.memory_search
     todo = [
         e
         for e in entries
         if force or not all(is_up_to_date(assistant.pk, e, g, embedder) for g in generations)
     ]
     outcome.skipped = len(entries) - len(todo)
-    prepared = {id(e): prepare_chunks(e, config.chunking_for(settings, e.source, embedder)) for e in todo}
+    prepared = {id(e): prepare_chunks(e, config.chunking_for(search, e.source, embedder)) for e in todo}
     texts = {p.chunk.hash: p.chunk.text for pieces in prepared.values() for p in pieces}
     vectors = embed_with_cache(embedder, texts, progress=progress)
     outcome.embedded, outcome.cache_hits, outcome.embedding_error = (

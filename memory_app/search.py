@@ -111,23 +111,21 @@ class SearchOptionError(ValueError):
 
 def resolve_options(assistant: Assistant, **overrides: Any) -> SearchOptions:
     """Return the assistant's search settings with the non-None overrides applied and checked."""
-    s = config.memory_search_settings(assistant)
-    query, hybrid = s["query"], s["query"]["hybrid"]
+    query = assistant.config.memory_search.query
+    hybrid = query.hybrid
     base = SearchOptions(
-        max_results=query["maxResults"],
-        min_score=query["minScore"],
+        max_results=query.max_results,
+        min_score=query.min_score,
         sources=tuple(config.indexed_sources(assistant)),
-        mode="hybrid" if hybrid["enabled"] else "vector",
-        vector_weight=hybrid["vectorWeight"],
-        text_weight=hybrid["textWeight"],
-        candidate_multiplier=hybrid["candidateMultiplier"],
-        mmr=hybrid["mmr"]["enabled"],
-        mmr_lambda=hybrid["mmr"]["lambda"],
-        decay=hybrid["temporalDecay"]["enabled"],
-        half_life_days=hybrid["temporalDecay"]["halfLifeDays"],
-        snippet=SnippetPolicy(
-            max_chars=query.get("snippetMaxChars", 700), mode=query.get("snippetMode", "head")
-        ),
+        mode="hybrid" if hybrid.enabled else "vector",
+        vector_weight=hybrid.vector_weight,
+        text_weight=hybrid.text_weight,
+        candidate_multiplier=hybrid.candidate_multiplier,
+        mmr=hybrid.mmr.enabled,
+        mmr_lambda=hybrid.mmr.lambda_,
+        decay=hybrid.temporal_decay.enabled,
+        half_life_days=hybrid.temporal_decay.half_life_days,
+        snippet=SnippetPolicy(max_chars=query.snippet_max_chars, mode=query.snippet_mode),
     )
     return _override(base, {k: v for k, v in overrides.items() if v is not None})
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from memory_app import config
 from memory_app.search import SearchOptionError, SearchResponse, hybrid_search
 from openclaw_site.models import Assistant
 
@@ -87,8 +86,7 @@ def memory_search(arguments: dict[str, Any], *, assistant: Assistant, session_ke
     except (DatabaseError, SearchOptionError) as error:
         logger.warning("memory_search failed for assistant %s: %s", assistant.pk, error)
         return json_result(_unavailable(str(error), started))
-    settings = config.memory_search_settings(assistant)
-    with_citations = citations_enabled(settings.get("citations", "auto"), session_key)
+    with_citations = citations_enabled(assistant.config.memory_search.citations, session_key)
     return json_result(_payload(response, with_citations, max_results, started))
 
 

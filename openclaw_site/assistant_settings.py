@@ -1,16 +1,20 @@
-"""The schema of ``Assistant.settings``: OpenClaw's key names and defaults, validated.
+"""The schema of ``Assistant.settings``: OpenClaw's key names and defaults, validated and typed.
 
 Pure: no Django import. Keys follow OpenClaw's config (`agents.defaults.compaction`,
-`...compaction.memoryFlush`, `contextPruning`, `memorySearch`; docs/openclaw-behaviour.md §1.3, §2.1, §3.1,
-§4.1). A stored settings document is always complete: `validate_settings` fills the defaults, so the
-context engine and search read values without fallbacks of their own.
+`...compaction.memoryFlush`, `contextPruning`, `memorySearch`; docs/openclaw-behaviour.md §1.3,
+§2.1, §3.1, §4.1). A stored settings document is always complete: `validate_settings` fills the
+defaults. `parse_settings` turns a validated document into one frozen `AssistantSettings` with
+snake_case fields and converted units; the pure modules take that object (or the part of it they
+need) and never read the JSON, so the defaults and bounds in `SCHEMA` are the only ones.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 _NUMBER = (int, float)
 
@@ -64,7 +68,8 @@ SCHEMA: dict[str, Any] = {
     },
     "contextPruning": {
         "mode": Field("cache-ttl", str, choices=("cache-ttl", "always", "off")),
-        "ttl": Field("5m", (str, int)),
+        # A duration string ("5m", "30s"; a bare number means minutes) or an integer of ms.
+        "ttl": Field("5m", (str, int), minimum=0),
         "keepLastAssistants": Field(3, int, minimum=0),
         "softTrimRatio": Field(0.3, _NUMBER, minimum=0, maximum=1),
         "hardClearRatio": Field(0.5, _NUMBER, minimum=0, maximum=1),
@@ -233,6 +238,20 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
         )
     if isinstance(flush_bytes, int) and flush_bytes < 0:
         raise SettingsError("settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be at least 0")
+    _check_pruning(settings["contextPruning"])
+
+
+def _check_pruning(pruning: dict[str, Any]) -> None:
+    ttl = pruning["ttl"]
+    if isinstance(ttl, str):
+        try:
+            parse_duration_ms(ttl, default_unit="m")
+        except ValueError:
+            raise SettingsError(
+                "settings.contextPruning.ttl", "must be a duration like '5m', '30s' or '1h', or ms"
+            ) from None
+    if not pruning["hardClear"]["placeholder"].strip():
+        raise SettingsError("settings.contextPruning.hardClear.placeholder", "must not be blank")
 
 
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
@@ -242,9 +261,326 @@ def parse_byte_size(value: int | str) -> int | None:
     """Parse 2097152, "2mb" or "512kb" into bytes (OpenClaw accepts such strings); None if invalid."""
     if isinstance(value, int):
         return value if value >= 0 else None
-    import re
-
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
     if not match or match.group(2).lower() not in _BYTE_UNITS:
         return None
     return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])
+
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
+    """Parse "30s", "5m", "1h", "2d", "250ms" or a bare number in default_unit into ms."""
+    text = str(raw).strip().lower()
+    match = _DURATION_RE.match(text)
+    if match is None:
+        raise ValueError(f"invalid duration: {raw!r}")
+    value = float(match.group(1))
+    product = value * _UNIT_MS[match.group(2) or default_unit]
+    # OpenClaw's duration parser refuses values that round to nothing, e.g. "0.0000001ms".
+    if product == 0 and value != 0:
+        raise ValueError(f"duration too small: {raw!r}")
+    # Rounded like JavaScript's Math.round (half up), not Python's banker's rounding.
+    return math.floor(product + 0.5)
+
+
+# --- the typed settings object -----------------------------------------------------------------
+
+CompactionMode = Literal["safeguard", "default"]
+IdentifierPolicy = Literal["strict", "off", "custom"]
+PruningMode = Literal["cache-ttl", "always", "off"]
+SnippetMode = Literal["head", "best"]
+CitationsMode = Literal["auto", "on", "off"]
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    """The safeguard summariser's knobs of `compaction` (docs/openclaw-behaviour.md §1.3)."""
+
+    identifier_policy: IdentifierPolicy
+    identifier_instructions: str | None
+    custom_instructions: str | None
+    recent_turns_preserve: int
+    max_history_share: float
+
+
+@dataclass(frozen=True)
+class QualityGuardSettings:
+    """`compaction.qualityGuard`: audit each summary and retry up to `max_retries` times."""
+
+    enabled: bool
+    max_retries: int
+
+
+@dataclass(frozen=True)
+class MemoryFlushSettings:
+    """`compaction.memoryFlush` (docs/openclaw-behaviour.md §2.1); the force size in bytes."""
+
+    enabled: bool
+    soft_threshold_tokens: int
+    force_flush_transcript_bytes: int
+    prompt: str | None
+    system_prompt: str | None
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """`compaction`, with the summariser's knobs in `summary` and the flush in `memory_flush`."""
+
+    mode: CompactionMode
+    reserve_tokens: int
+    reserve_tokens_floor: int
+    keep_recent_tokens: int
+    model: str | None
+    timeout_seconds: int
+    quality_guard: QualityGuardSettings
+    memory_flush: MemoryFlushSettings
+    summary: SummarySettings
+
+
+@dataclass(frozen=True)
+class SoftTrim:
+    """Soft-trim limits, in raw (UTF-16) chars of the joined tool-result text."""
+
+    max_chars: int
+    head_chars: int
+    tail_chars: int
+
+
+@dataclass(frozen=True)
+class HardClear:
+    """Whether old tool results may be replaced whole, and by what (stripped, never blank)."""
+
+    enabled: bool
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """Case-insensitive `*` globs naming prunable tools; deny wins, a non-empty allow restricts."""
+
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PruningSettings:
+    """`contextPruning` (docs/openclaw-behaviour.md §3.1), the TTL in milliseconds."""
+
+    mode: PruningMode
+    ttl_ms: int
+    keep_last_assistants: int
+    soft_trim_ratio: float
+    hard_clear_ratio: float
+    min_prunable_tool_chars: int
+    soft_trim: SoftTrim
+    hard_clear: HardClear
+    tools: ToolMatch
+
+
+@dataclass(frozen=True)
+class ChunkingSettings:
+    """A chunk size in tokens and the overlap between neighbouring chunks (less than the size)."""
+
+    tokens: int
+    overlap: int
+
+
+@dataclass(frozen=True)
+class SessionSyncSettings:
+    """`memorySearch.sync.sessions`: how much a transcript grows before it is re-indexed."""
+
+    delta_bytes: int
+    delta_messages: int
+    post_compaction_force: bool
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """`memorySearch.sync`."""
+
+    watch_debounce_ms: int
+    sessions: SessionSyncSettings
+
+
+@dataclass(frozen=True)
+class MmrSettings:
+    """`memorySearch.query.hybrid.mmr` (`lambda` is a Python keyword: `lambda_`)."""
+
+    enabled: bool
+    lambda_: float
+
+
+@dataclass(frozen=True)
+class TemporalDecaySettings:
+    """`memorySearch.query.hybrid.temporalDecay`."""
+
+    enabled: bool
+    half_life_days: float
+
+
+@dataclass(frozen=True)
+class HybridSettings:
+    """`memorySearch.query.hybrid`."""
+
+    enabled: bool
+    vector_weight: float
+    text_weight: float
+    candidate_multiplier: int
+    mmr: MmrSettings
+    temporal_decay: TemporalDecaySettings
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    """`memorySearch.query`."""
+
+    max_results: int
+    min_score: float
+    snippet_max_chars: int
+    snippet_mode: SnippetMode
+    hybrid: HybridSettings
+
+
+@dataclass(frozen=True)
+class EmbeddingCacheSettings:
+    """`memorySearch.cache`."""
+
+    enabled: bool
+    max_entries: int | None
+
+
+@dataclass(frozen=True)
+class MemorySearchSettings:
+    """`memorySearch` (docs/openclaw-behaviour.md §4.1).
+
+    `session_chunking` is `chunking.sessions` resolved: a null size or overlap there means the
+    notes' value.
+    """
+
+    enabled: bool
+    sources: tuple[str, ...]
+    chunking: ChunkingSettings
+    session_chunking: ChunkingSettings
+    sync: SyncSettings
+    query: QuerySettings
+    cache: EmbeddingCacheSettings
+    citations: CitationsMode
+
+
+@dataclass(frozen=True)
+class AssistantSettings:
+    """One assistant's settings, typed: what every module below the adapters reads."""
+
+    compaction: CompactionSettings
+    pruning: PruningSettings
+    memory_search: MemorySearchSettings
+
+
+def parse_settings(document: Any) -> AssistantSettings:
+    """Validate a settings document (defaults filled) and return it as `AssistantSettings`.
+
+    Raises `SettingsError` as `validate_settings` does; nothing here defaults or clamps a value.
+    """
+    checked = validate_settings(document)
+    return AssistantSettings(
+        compaction=_compaction(checked["compaction"]),
+        pruning=_pruning(checked["contextPruning"]),
+        memory_search=_memory_search(checked["memorySearch"]),
+    )
+
+
+def _compaction(doc: dict[str, Any]) -> CompactionSettings:
+    flush, guard = doc["memoryFlush"], doc["qualityGuard"]
+    force_bytes = parse_byte_size(flush["forceFlushTranscriptBytes"])
+    assert force_bytes is not None  # validate_settings refuses a size it cannot read
+    return CompactionSettings(
+        mode=doc["mode"],
+        reserve_tokens=doc["reserveTokens"],
+        reserve_tokens_floor=doc["reserveTokensFloor"],
+        keep_recent_tokens=doc["keepRecentTokens"],
+        model=doc["model"],
+        timeout_seconds=doc["timeoutSeconds"],
+        quality_guard=QualityGuardSettings(enabled=guard["enabled"], max_retries=guard["maxRetries"]),
+        memory_flush=MemoryFlushSettings(
+            enabled=flush["enabled"],
+            soft_threshold_tokens=flush["softThresholdTokens"],
+            force_flush_transcript_bytes=force_bytes,
+            prompt=flush["prompt"],
+            system_prompt=flush["systemPrompt"],
+        ),
+        summary=SummarySettings(
+            identifier_policy=doc["identifierPolicy"],
+            identifier_instructions=doc["identifierInstructions"],
+            custom_instructions=doc["customInstructions"],
+            recent_turns_preserve=doc["recentTurnsPreserve"],
+            max_history_share=float(doc["maxHistoryShare"]),
+        ),
+    )
+
+
+def _pruning(doc: dict[str, Any]) -> PruningSettings:
+    ttl = doc["ttl"]
+    soft, hard = doc["softTrim"], doc["hardClear"]
+    return PruningSettings(
+        mode=doc["mode"],
+        # docs/openclaw-behaviour.md §3.1: a string's bare number is minutes, an integer is ms.
+        ttl_ms=parse_duration_ms(ttl, default_unit="m") if isinstance(ttl, str) else ttl,
+        keep_last_assistants=doc["keepLastAssistants"],
+        soft_trim_ratio=float(doc["softTrimRatio"]),
+        hard_clear_ratio=float(doc["hardClearRatio"]),
+        min_prunable_tool_chars=doc["minPrunableToolChars"],
+        soft_trim=SoftTrim(
+            max_chars=soft["maxChars"], head_chars=soft["headChars"], tail_chars=soft["tailChars"]
+        ),
+        hard_clear=HardClear(enabled=hard["enabled"], placeholder=hard["placeholder"].strip()),
+        tools=ToolMatch(allow=tuple(doc["tools"]["allow"]), deny=tuple(doc["tools"]["deny"])),
+    )
+
+
+def _memory_search(doc: dict[str, Any]) -> MemorySearchSettings:
+    chunking, sessions = doc["chunking"], doc["chunking"]["sessions"]
+    sync, query, cache = doc["sync"], doc["query"], doc["cache"]
+    return MemorySearchSettings(
+        enabled=doc["enabled"],
+        sources=tuple(doc["sources"]),
+        chunking=ChunkingSettings(tokens=chunking["tokens"], overlap=chunking["overlap"]),
+        session_chunking=ChunkingSettings(
+            tokens=chunking["tokens"] if sessions["tokens"] is None else sessions["tokens"],
+            overlap=chunking["overlap"] if sessions["overlap"] is None else sessions["overlap"],
+        ),
+        sync=SyncSettings(
+            watch_debounce_ms=sync["watchDebounceMs"],
+            sessions=SessionSyncSettings(
+                delta_bytes=sync["sessions"]["deltaBytes"],
+                delta_messages=sync["sessions"]["deltaMessages"],
+                post_compaction_force=sync["sessions"]["postCompactionForce"],
+            ),
+        ),
+        query=_query(query),
+        cache=EmbeddingCacheSettings(enabled=cache["enabled"], max_entries=cache["maxEntries"]),
+        citations=doc["citations"],
+    )
+
+
+def _query(doc: dict[str, Any]) -> QuerySettings:
+    hybrid = doc["hybrid"]
+    return QuerySettings(
+        max_results=doc["maxResults"],
+        min_score=float(doc["minScore"]),
+        snippet_max_chars=doc["snippetMaxChars"],
+        snippet_mode=doc["snippetMode"],
+        hybrid=HybridSettings(
+            enabled=hybrid["enabled"],
+            vector_weight=float(hybrid["vectorWeight"]),
+            text_weight=float(hybrid["textWeight"]),
+            candidate_multiplier=hybrid["candidateMultiplier"],
+            mmr=MmrSettings(enabled=hybrid["mmr"]["enabled"], lambda_=float(hybrid["mmr"]["lambda"])),
+            temporal_decay=TemporalDecaySettings(
+                enabled=hybrid["temporalDecay"]["enabled"],
+                half_life_days=float(hybrid["temporalDecay"]["halfLifeDays"]),
+            ),
+        ),
+    )

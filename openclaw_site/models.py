@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import secrets
 from typing import Any
 
@@ -11,7 +13,14 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from openclaw_site.assistant_settings import default_settings
+from openclaw_site.assistant_settings import (
+    AssistantSettings,
+    SettingsError,
+    default_settings,
+    parse_settings,
+)
+
+logger = logging.getLogger(__name__)
 
 
 class Team(models.Model):
@@ -135,6 +144,31 @@ class Assistant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.slug}/{self.slug}"
+
+    @property
+    def config(self) -> AssistantSettings:
+        """Return the typed settings, parsed once per distinct `settings` document.
+
+        Domain code reads this, never the JSON. It is memoised on the instance against the
+        document's canonical JSON rather than a `cached_property`, so assigning new settings,
+        editing the dict in place, saving or `refresh_from_db` can never leave a stale object
+        behind; the check costs one `json.dumps`, the parse happens only when the document changed.
+        A stored document that no longer validates (written before a schema change) gives the
+        defaults, with a warning in the log, rather than break every turn and search.
+        """
+        key = json.dumps(self.settings, sort_keys=True)
+        cached = self.__dict__.get("_config_memo")
+        if cached is None or cached[0] != key:
+            cached = (key, self._parse_config())
+            self.__dict__["_config_memo"] = cached
+        return cached[1]
+
+    def _parse_config(self) -> AssistantSettings:
+        try:
+            return parse_settings(self.settings)
+        except SettingsError as error:
+            logger.warning("assistant %s has invalid settings (%s); using defaults", self.pk, error)
+            return parse_settings(None)
 
 
 class IdempotencyRecord(models.Model):

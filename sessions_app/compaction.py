@@ -50,7 +50,6 @@ from sessions_app.models import (
 from sessions_app.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
-    SummarySettings,
     ensure_identifiers,
     message_source_texts,
     offline_summary,
@@ -140,13 +139,9 @@ def manual_reply_text(run: CompactionRun, *, context_window: int) -> str:
 # --- the lock ---------------------------------------------------------------------------------
 
 
-def _settings_of(session: Session) -> dict[str, Any]:
-    return session.assistant.settings.get("compaction") or {}
-
-
 def stale_after(session: Session) -> timedelta:
     """Return how long an active run may stay silent before it counts as abandoned."""
-    timeout = int(_settings_of(session).get("timeoutSeconds") or 900)
+    timeout = session.assistant.config.compaction.timeout_seconds
     per_call = django_settings.LLM_TIMEOUT_SECONDS * (django_settings.LLM_MAX_RETRIES + 1)
     return timedelta(seconds=timeout + per_call + STALE_GRACE_SECONDS)
 
@@ -213,7 +208,7 @@ def wait_for_active_run(session_id: int, *, timeout_seconds: float) -> Compactio
 
 def _plan(session: Session, entries: list[dict[str, Any]]) -> CompactionPlan:
     """Return the cut-point plan, or raise Pi's refusal (already compacted / nothing to compact)."""
-    keep = int(_settings_of(session).get("keepRecentTokens") or 20000)
+    keep = session.assistant.config.compaction.keep_recent_tokens
     plan = prepare_compaction(entries, keep_recent_tokens=keep)
     if plan is None and entries and entries[-1].get("type") == "compaction":
         raise CompactionRefused(*ALREADY_COMPACTED[:2], status=ALREADY_COMPACTED[2])
@@ -414,7 +409,6 @@ def _summarize(
 ) -> tuple[str, bool, dict[str, Any]]:
     """Return (summary, offline, details) from the compaction model, or the offline summariser."""
     model = get_chat_model("compaction")
-    compaction = _settings_of(session)
     details: dict[str, Any] = {
         "readFiles": [],
         "modifiedFiles": [],
@@ -435,7 +429,7 @@ def _summarize(
         plan_messages=plan.messages_to_summarize,
         turn_prefix_messages=plan.turn_prefix_messages,
         previous_summary=plan.previous_summary,
-        settings=SummarySettings.from_config(compaction),
+        settings=session.assistant.config.compaction.summary,
         context_window=session.assistant.context_window,
         summarize=_summarizer(session, run, model),
         command_instructions=instructions,
@@ -460,17 +454,15 @@ def _summarize(
 
 def _summarizer(session: Session, run: CompactionRun, model: Any):
     """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
-    compaction = _settings_of(session)
-    model_name = (
-        compaction.get("model") or django_settings.LLM_COMPACTION_MODEL or session.assistant.model or None
-    )
+    compaction = session.assistant.config.compaction
+    model_name = compaction.model or django_settings.LLM_COMPACTION_MODEL or session.assistant.model or None
     # Pi generateSummary: maxTokens = floor(0.8 * reserveTokens).
     max_tokens = max(256, math.floor(0.8 * effective_reserve(compaction)))
-    deadline = time.monotonic() + int(compaction.get("timeoutSeconds") or 900)
+    deadline = time.monotonic() + compaction.timeout_seconds
 
     def summarize(chat: list[dict[str, Any]]) -> str:
         if time.monotonic() > deadline:
-            raise SummaryError(f"compaction timed out after {compaction.get('timeoutSeconds') or 900} s")
+            raise SummaryError(f"compaction timed out after {compaction.timeout_seconds} s")
         _heartbeat(run)
         return model.complete(messages=chat, model=model_name, max_tokens=max_tokens).text
 

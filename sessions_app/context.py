@@ -29,13 +29,14 @@ from memory_app.tokens import (
     estimate_messages_tokens,
     estimate_text_tokens,
 )
+from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
 from providers.chat import get_chat_model
 from providers.openai_chat import to_openai_messages
 from sessions_app.cutpoint import build_session_context
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
-from sessions_app.pruning import PruneResult, PruningSettings, prune_context, should_prune
+from sessions_app.pruning import PruneResult, prune_context, should_prune
 from sessions_app.thresholds import (
     Thresholds,
     has_flushed_this_cycle,
@@ -303,7 +304,7 @@ def prune_view(
     messages: list[dict[str, Any]], *, assistant: Assistant, last_touch: datetime | None, now: datetime
 ) -> PruningReport:
     """Run the TTL gate and, when it is open, OpenClaw's pruning pass on a copy of the view."""
-    settings = PruningSettings.from_config(assistant.settings.get("contextPruning"))
+    settings = assistant.config.pruning
     touch_ms = epoch_ms(last_touch) if last_touch else None
     if not should_prune(settings, now_ms=epoch_ms(now), last_cache_touch_at_ms=touch_ms):
         return PruningReport(
@@ -490,7 +491,7 @@ def token_figures(
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(
-        thresholds=thresholds_for(assistant.settings, context_window=assistant.context_window),
+        thresholds=thresholds_for(assistant.config.compaction, context_window=assistant.context_window),
         context_tokens=context_tokens,
         last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
         last_output_tokens=output_tokens_of(usage),

@@ -24,6 +24,7 @@ from memory_app.documents import Provenance, append_to_document
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
+from openclaw_site.assistant_settings import MemoryFlushSettings
 from openclaw_site.models import WorkspaceAccess
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
@@ -144,19 +145,15 @@ def _append_time_line(text: str, time_line: str) -> str:
     return trimmed if "Current time:" in trimmed else f"{trimmed}\n{time_line}"
 
 
-def build_flush_plan(
-    flush_config: dict[str, Any] | None, *, now: datetime, zone: ZoneInfo
-) -> FlushPlan | None:
+def build_flush_plan(flush: MemoryFlushSettings, *, now: datetime, zone: ZoneInfo) -> FlushPlan | None:
     """Build the flush prompts for `now` in the assistant's timezone; None when disabled."""
-    config = flush_config or {}
-    if config.get("enabled") is False:
+    if not flush.enabled:
         return None
     date_stamp = now.astimezone(zone).date().isoformat()
-    prompt = ensure_no_reply_hint(
-        ensure_safety_hints(_text(config.get("prompt")) or DEFAULT_MEMORY_FLUSH_PROMPT)
-    )
+    # A blank prompt is no prompt: OpenClaw's own text is used.
+    prompt = ensure_no_reply_hint(ensure_safety_hints(_text(flush.prompt) or DEFAULT_MEMORY_FLUSH_PROMPT))
     system = ensure_no_reply_hint(
-        ensure_safety_hints(_text(config.get("systemPrompt")) or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT)
+        ensure_safety_hints(_text(flush.system_prompt) or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT)
     )
     return FlushPlan(
         prompt=_append_time_line(prompt.replace("YYYY-MM-DD", date_stamp), current_time_line(now, zone)),
@@ -166,8 +163,8 @@ def build_flush_plan(
     )
 
 
-def _text(value: object) -> str:
-    return value.strip() if isinstance(value, str) else ""
+def _text(value: str | None) -> str:
+    return (value or "").strip()
 
 
 # --- the two flush tools ----------------------------------------------------------------------
@@ -351,7 +348,7 @@ def skip_reason(session: Session) -> str | None:
     assistant = session.assistant
     if assistant.workspace_access != WorkspaceAccess.RW:
         return "read-only"
-    if (assistant.settings.get("compaction", {}).get("memoryFlush", {}) or {}).get("enabled") is False:
+    if not assistant.config.compaction.memory_flush.enabled:
         return "disabled"
     return None
 
@@ -368,9 +365,7 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
     if cycle is None:
         return FlushOutcome(status="skipped", reason="already-flushed")
     plan = build_flush_plan(
-        session.assistant.settings["compaction"]["memoryFlush"],
-        now=now,
-        zone=assistant_zone(session.assistant),
+        session.assistant.config.compaction.memory_flush, now=now, zone=assistant_zone(session.assistant)
     )
     assert plan is not None  # disabled was handled by skip_reason
     try:

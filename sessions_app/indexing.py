@@ -154,12 +154,12 @@ def pending_delta(session: Session) -> tuple[int, int]:
 
 def thresholds_reached(session: Session) -> bool:
     """Tell whether the new content passes `sync.sessions.deltaBytes` or `deltaMessages`."""
-    sync = config.memory_search_settings(session.assistant)["sync"]["sessions"]
+    sync = session.assistant.config.memory_search.sync.sessions
     pending_bytes, pending_messages = pending_delta(session)
     if pending_messages == 0:
         return False
     # docs/openclaw-behaviour.md §4.6: a threshold <= 0 means any change.
-    delta_bytes, delta_messages = sync["deltaBytes"], sync["deltaMessages"]
+    delta_bytes, delta_messages = sync.delta_bytes, sync.delta_messages
     return (delta_bytes <= 0 or pending_bytes >= delta_bytes) or (
         delta_messages <= 0 or pending_messages >= delta_messages
     )
@@ -224,8 +224,7 @@ def _after_compaction(sender: Any, instance: Any, created: bool, **kwargs: Any) 
         session = Session.objects.select_related("assistant").filter(pk=session_id).first()
         if session is None:
             return
-        sync = config.memory_search_settings(session.assistant)["sync"]["sessions"]
-        if sync["postCompactionForce"]:
+        if session.assistant.config.memory_search.sync.sessions.post_compaction_force:
             schedule_session_index(session_id, force=False)
 
     transaction.on_commit(schedule)

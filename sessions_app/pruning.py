@@ -1,82 +1,52 @@
 """Context pruning: trim or clear old tool results in the copy sent to the model.
 
-Reproduces OpenClaw's `pruneContextMessages` (docs/openclaw-behaviour.md section 3,
-`src/agents/pi-hooks/context-pruning/{settings,pruner,tools}.ts`) with two of our changes
-(docs/design.md §D5): every trimmed or cleared tool result names its stored message so the model can
-read it back with `tool_result_get`, and besides `cache-ttl` there is an `always` mode.
+Reproduces OpenClaw's `pruneContextMessages` (docs/openclaw-behaviour.md §3) with two of our
+changes (docs/design.md §D5): every trimmed or cleared tool result names its stored message so the
+model can read it back with `tool_result_get`, and besides `cache-ttl` there is an `always` mode.
 
 Pure module: no Django, no database. Storage is never touched; the input list is never mutated.
+The caller passes `PruningSettings` from the assistant's typed settings
+(`openclaw_site.assistant_settings`); nothing here reads or defaults a setting.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_head, utf16_len, utf16_tail
+from openclaw_site.assistant_settings import PruningSettings, SoftTrim, ToolMatch
 
-PruningMode = Literal["cache-ttl", "always", "off"]
 PruneAction = Literal["trimmed", "cleared", "images_removed"]
 Message = dict[str, Any]
 
-MODES: tuple[str, ...] = ("cache-ttl", "always", "off")
-DEFAULT_TTL_MS = 5 * 60 * 1000
 # pruner.ts: images weigh 8000 chars here (not Pi's 4800); roles it does not know weigh 256.
 IMAGE_CHAR_ESTIMATE = 8_000
 OTHER_ROLE_CHARS = 256
 TOOL_CALL_ERROR_CHARS = 128
 PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
-DEFAULT_PLACEHOLDER = "[Old tool result content cleared]"
 TRIM_NOTE = "\n\n[Tool result trimmed: kept first {head} chars and last {tail} chars of {raw} chars.]"
 # docs/design.md §D5: the model can fetch the original back, so pruning loses nothing for good.
 ORIGINAL_REFERENCE = "\n[Original: message {entry_id}; call tool_result_get to read it in full.]"
 
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+# --- which tools may be pruned (docs/openclaw-behaviour.md §3.1) ------------------------------
 
 
-# --- settings --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SoftTrim:
-    """Soft-trim limits, in raw (UTF-16) chars of the joined tool-result text."""
-
-    max_chars: int = 4_000
-    head_chars: int = 1_500
-    tail_chars: int = 1_500
-
-
-@dataclass(frozen=True)
-class HardClear:
-    """Whether old tool results may be replaced whole, and by what."""
-
-    enabled: bool = True
-    placeholder: str = DEFAULT_PLACEHOLDER
-
-
-@dataclass(frozen=True)
-class ToolMatch:
-    """Case-insensitive `*` globs for prunable tools; deny wins, a non-empty allow restricts."""
-
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-
-    def is_prunable(self, tool_name: str | None) -> bool:
-        """Tell whether results of this tool may be trimmed or cleared (tools.ts)."""
-        name = (tool_name or "").strip().lower()
-        if _matches_any(name, self.deny):
-            return False
-        return not _normalised_globs(self.allow) or _matches_any(name, self.allow)
+def is_prunable_tool(tools: ToolMatch, tool_name: str | None) -> bool:
+    """Tell whether results of this tool may be trimmed or cleared: deny wins, allow restricts."""
+    name = (tool_name or "").strip().lower()
+    if _matches_any(name, tools.deny):
+        return False
+    return not _normalised_globs(tools.allow) or _matches_any(name, tools.allow)
 
 
 def _normalised_globs(patterns: tuple[str, ...]) -> list[str]:
-    """Trim and lowercase globs, dropping empty ones (glob-pattern.ts `compileGlobPatterns`)."""
+    """Trim and lowercase globs, dropping empty ones (OpenClaw's `compileGlobPatterns`)."""
     return [p for p in (raw.strip().lower() for raw in patterns) if p]
 
 
@@ -89,135 +59,11 @@ def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class PruningSettings:
-    """Effective `contextPruning` settings with OpenClaw's defaults (docs/openclaw-behaviour.md §3.1)."""
-
-    mode: PruningMode = "cache-ttl"
-    ttl_ms: int = DEFAULT_TTL_MS
-    keep_last_assistants: int = 3
-    soft_trim_ratio: float = 0.3
-    hard_clear_ratio: float = 0.5
-    min_prunable_tool_chars: int = 50_000
-    soft_trim: SoftTrim = field(default_factory=SoftTrim)
-    hard_clear: HardClear = field(default_factory=HardClear)
-    tools: ToolMatch = field(default_factory=ToolMatch)
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> PruningSettings:
-        """Build settings from a `contextPruning` dict, normalised as settings.ts does."""
-        cfg = cfg if isinstance(cfg, Mapping) else {}
-        base = cls()
-        return cls(
-            mode=_mode(cfg.get("mode")),
-            ttl_ms=_ttl_ms(cfg.get("ttl"), base.ttl_ms),
-            keep_last_assistants=_floor_non_negative(
-                cfg.get("keepLastAssistants"), base.keep_last_assistants
-            ),
-            soft_trim_ratio=_clamp_unit(cfg.get("softTrimRatio"), base.soft_trim_ratio),
-            hard_clear_ratio=_clamp_unit(cfg.get("hardClearRatio"), base.hard_clear_ratio),
-            min_prunable_tool_chars=_floor_non_negative(
-                cfg.get("minPrunableToolChars"), base.min_prunable_tool_chars
-            ),
-            soft_trim=_soft_trim(cfg.get("softTrim")),
-            hard_clear=_hard_clear(cfg.get("hardClear")),
-            tools=_tool_match(cfg.get("tools")),
-        )
-
-
-def _is_number(value: object) -> bool:
-    """Tell whether value is a finite int or float (JSON booleans excluded)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _mode(raw: object) -> PruningMode:
-    """Return the mode; unset means cache-ttl, anything unknown means off (docs/openclaw-behaviour.md §3.1)."""
-    if raw is None:
-        return "cache-ttl"
-    return raw if raw in MODES else "off"  # type: ignore[return-value]
-
-
-def _ttl_ms(raw: object, default: int) -> int:
-    """Return the TTL in ms: strings default to minutes, numbers are ms; invalid keeps default."""
-    if isinstance(raw, str):
-        try:
-            return parse_duration_ms(raw, default_unit="m")
-        except ValueError:
-            return default
-    if _is_number(raw) and raw >= 0:  # type: ignore[operator]
-        return _round_half_up(float(raw))  # type: ignore[arg-type]
-    return default
-
-
-def _floor_non_negative(raw: object, default: int) -> int:
-    """Return max(0, floor(raw)) for a finite number, else the default."""
-    return max(0, math.floor(raw)) if _is_number(raw) else default  # type: ignore[arg-type]
-
-
-def _clamp_unit(raw: object, default: float) -> float:
-    """Return raw clamped to [0, 1] for a finite number, else the default."""
-    return min(1.0, max(0.0, float(raw))) if _is_number(raw) else default  # type: ignore[arg-type]
-
-
-def _soft_trim(raw: object) -> SoftTrim:
-    """Return soft-trim limits, each floored at 0, defaults for missing keys."""
-    cfg = raw if isinstance(raw, Mapping) else {}
-    base = SoftTrim()
-    return SoftTrim(
-        max_chars=_floor_non_negative(cfg.get("maxChars"), base.max_chars),
-        head_chars=_floor_non_negative(cfg.get("headChars"), base.head_chars),
-        tail_chars=_floor_non_negative(cfg.get("tailChars"), base.tail_chars),
-    )
-
-
-def _hard_clear(raw: object) -> HardClear:
-    """Return hard-clear settings; the placeholder is trimmed and an empty one ignored."""
-    cfg = raw if isinstance(raw, Mapping) else {}
-    enabled = cfg.get("enabled")
-    placeholder = cfg.get("placeholder")
-    return HardClear(
-        enabled=enabled if isinstance(enabled, bool) else True,
-        placeholder=placeholder.strip()
-        if isinstance(placeholder, str) and placeholder.strip()
-        else DEFAULT_PLACEHOLDER,
-    )
-
-
-def _tool_match(raw: object) -> ToolMatch:
-    """Return the allow/deny globs, ignoring anything that is not a list of strings."""
-    cfg = raw if isinstance(raw, Mapping) else {}
-    return ToolMatch(allow=_string_tuple(cfg.get("allow")), deny=_string_tuple(cfg.get("deny")))
-
-
-def _string_tuple(raw: object) -> tuple[str, ...]:
-    """Return the strings of a list as a tuple."""
-    return tuple(item for item in raw if isinstance(item, str)) if isinstance(raw, list) else ()
-
-
-def _round_half_up(value: float) -> int:
-    """Round like JavaScript's Math.round (half up), not Python's banker's rounding."""
-    return math.floor(value + 0.5)
-
-
-def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
-    """Parse "30s", "5m", "1h", "2d", "250ms" or a bare number in default_unit into ms."""
-    text = str(raw).strip().lower()
-    match = _DURATION_RE.match(text)
-    if match is None:
-        raise ValueError(f"invalid duration: {raw!r}")
-    value = float(match.group(1))
-    product = value * _UNIT_MS[match.group(2) or default_unit]
-    # src/cli/parse-duration.ts rejects values that round to nothing, e.g. "0.0000001ms".
-    if product == 0 and value != 0:
-        raise ValueError(f"duration too small: {raw!r}")
-    return _round_half_up(product)
-
-
 # --- TTL gate --------------------------------------------------------------------------------
 
 
 def should_prune(settings: PruningSettings, *, now_ms: int, last_cache_touch_at_ms: int | None) -> bool:
-    """Tell whether pruning runs on this call (docs/openclaw-behaviour.md §3.2 TTL gate, plus our `always` mode).
+    """Tell whether pruning runs now: mode `always`, or the TTL gate (docs/openclaw-behaviour.md §3.2).
 
     The caller sets `last_cache_touch_at` to now when a pass changed something, so the pass runs
     once per TTL window, as OpenClaw's extension does.
@@ -441,7 +287,8 @@ def _prunable_indexes(
     return [
         index
         for index in range(start, cutoff)
-        if messages[index].get("role") == "toolResult" and tools.is_prunable(messages[index].get("toolName"))
+        if messages[index].get("role") == "toolResult"
+        and is_prunable_tool(tools, messages[index].get("toolName"))
     ]
 
 

@@ -2,7 +2,7 @@
 
 Pure module: no Django. OpenClaw computes the flush threshold from `reserveTokensFloor` while Pi
 compacts at `window - reserveTokens`, so a larger `reserveTokens` made compaction fire before the
-flush could (docs/openclaw-behaviour.md §2.2 note). Here both come from the same
+flush could (docs/openclaw-behaviour.md §2.2). Here both come from the same
 `R = max(reserveTokens, reserveTokensFloor)`:
 
 * compact when `tokens > window - R` (strictly greater, Pi `shouldCompact`);
@@ -11,6 +11,7 @@ flush could (docs/openclaw-behaviour.md §2.2 note). Here both come from the sam
 * at most one flush per compaction cycle; `memory_flush_compaction_count` NULL means never.
 
 With the defaults and a 200000-token window: R = 20000, flush at 176000, compaction above 180000.
+The settings come in as the assistant's typed `CompactionSettings`; nothing here defaults them.
 """
 
 from __future__ import annotations
@@ -20,12 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from openclaw_site.assistant_settings import parse_byte_size
-
-DEFAULT_RESERVE_TOKENS = 16384  # Pi DEFAULT_COMPACTION_SETTINGS.reserveTokens
-DEFAULT_RESERVE_TOKENS_FLOOR = 20000  # DEFAULT_PI_COMPACTION_RESERVE_TOKENS_FLOOR
-DEFAULT_SOFT_THRESHOLD_TOKENS = 4000  # DEFAULT_MEMORY_FLUSH_SOFT_TOKENS
-DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = 2 * 1024 * 1024  # DEFAULT_MEMORY_FLUSH_FORCE_TRANSCRIPT_BYTES
+from openclaw_site.assistant_settings import CompactionSettings
 
 FlushReason = Literal["tokens", "transcript_bytes"]
 
@@ -37,8 +33,8 @@ class Thresholds:
     context_window: int
     reserve_tokens: int
     soft_threshold_tokens: int
-    flush_enabled: bool = True
-    force_flush_transcript_bytes: int = DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES
+    flush_enabled: bool
+    force_flush_transcript_bytes: int
 
     @property
     def compaction_threshold(self) -> int:
@@ -83,39 +79,25 @@ class Thresholds:
         }
 
 
-def _non_negative_int(value: object, default: int) -> int:
-    """Return floor(value) for a finite non-negative number, else the default (OpenClaw's rule)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return default
-    return int(value) if value >= 0 else default
-
-
-def effective_reserve(compaction: Mapping[str, Any] | None) -> int:
+def effective_reserve(compaction: CompactionSettings) -> int:
     """Return R = max(reserveTokens, reserveTokensFloor) (`applyPiCompactionSettingsFromConfig`)."""
-    compaction = compaction or {}
-    reserve = _non_negative_int(compaction.get("reserveTokens"), DEFAULT_RESERVE_TOKENS)
-    floor = _non_negative_int(compaction.get("reserveTokensFloor"), DEFAULT_RESERVE_TOKENS_FLOOR)
-    return max(reserve, floor)
+    return max(compaction.reserve_tokens, compaction.reserve_tokens_floor)
 
 
-def thresholds_for(settings: Mapping[str, Any] | None, *, context_window: int) -> Thresholds:
-    """Build the thresholds of an assistant from its settings document and window."""
-    compaction = (settings or {}).get("compaction") or {}
-    flush = compaction.get("memoryFlush") or {}
-    force = parse_byte_size(flush.get("forceFlushTranscriptBytes", DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES))
+def thresholds_for(compaction: CompactionSettings, *, context_window: int) -> Thresholds:
+    """Build the thresholds of an assistant from its compaction settings and window."""
+    flush = compaction.memory_flush
     return Thresholds(
         context_window=int(context_window),
         reserve_tokens=effective_reserve(compaction),
-        soft_threshold_tokens=_non_negative_int(
-            flush.get("softThresholdTokens"), DEFAULT_SOFT_THRESHOLD_TOKENS
-        ),
-        flush_enabled=flush.get("enabled") is not False,
-        force_flush_transcript_bytes=DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES if force is None else force,
+        soft_threshold_tokens=flush.soft_threshold_tokens,
+        flush_enabled=flush.enabled,
+        force_flush_transcript_bytes=flush.force_flush_transcript_bytes,
     )
 
 
 def has_flushed_this_cycle(*, memory_flush_compaction_count: int | None, compaction_count: int) -> bool:
-    """Tell whether the flush already ran in this compaction cycle (NULL means never, #47143)."""
+    """Tell whether the flush already ran in this compaction cycle (NULL means never)."""
     return memory_flush_compaction_count is not None and memory_flush_compaction_count == compaction_count
 
 
@@ -123,12 +105,19 @@ def prompt_tokens_of(usage: Mapping[str, Any] | None) -> int:
     """Return the prompt side of an OpenClaw usage dict: input + cacheRead + cacheWrite."""
     if not usage:
         return 0
-    return sum(_non_negative_int(usage.get(key), 0) for key in ("input", "cacheRead", "cacheWrite"))
+    return sum(_usage_count(usage.get(key)) for key in ("input", "cacheRead", "cacheWrite"))
 
 
 def output_tokens_of(usage: Mapping[str, Any] | None) -> int:
     """Return the output tokens of an OpenClaw usage dict."""
-    return _non_negative_int((usage or {}).get("output"), 0)
+    return _usage_count((usage or {}).get("output"))
+
+
+def _usage_count(value: object) -> int:
+    """Return a usage figure a model reported: floor of a finite number >= 0, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0
+    return int(value) if value >= 0 else 0
 
 
 def projected_next_turn_tokens(

@@ -39,7 +39,7 @@ def test_the_embedded_server_sizes_its_buffer_cache():
 
     from openclaw_site.db import shared_buffers_mb
 
-    if getattr(settings, "DATABASE_URL", None) or "pgdata" not in connection.settings_dict["HOST"]:
+    if settings.DATABASE_URL or "pgdata" not in connection.settings_dict["HOST"]:
         pytest.skip("an external PostgreSQL keeps its own configuration")
     assert 128 <= shared_buffers_mb() <= 1024
     with connection.cursor() as cursor:

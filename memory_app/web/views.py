@@ -486,12 +486,11 @@ class SearchForm(forms.Form):
 
 
 def _search_defaults(assistant: Assistant) -> dict[str, Any]:
-    settings = assistant.settings.get("memorySearch", {})
-    hybrid = settings.get("query", {}).get("hybrid", {})
+    search = assistant.config.memory_search
     return {
-        "sources": settings.get("sources", ["memory", "sessions"]),
-        "mmr": hybrid.get("mmr", {}).get("enabled", False),
-        "decay": hybrid.get("temporalDecay", {}).get("enabled", False),
+        "sources": list(search.sources),
+        "mmr": search.query.hybrid.mmr.enabled,
+        "decay": search.query.hybrid.temporal_decay.enabled,
         "opts": "1",
     }
 

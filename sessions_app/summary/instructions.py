@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from openclaw_site.assistant_settings import SummarySettings
 from sessions_app.summary.prompts import (
     COMPACT_CONTEXT_LABEL,
     CUSTOM_IDENTIFIER_POLICY_LABEL,
@@ -19,7 +20,6 @@ from sessions_app.summary.prompts import (
     REQUIRED_SUMMARY_SECTIONS,
     STRICT_EXACT_IDENTIFIERS_INSTRUCTION,
 )
-from sessions_app.summary.settings import SummarySettings
 
 MAX_INSTRUCTION_CODE_POINTS = 800
 MAX_UNTRUSTED_INSTRUCTION_CHARS = 4000

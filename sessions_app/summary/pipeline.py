@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_app.tokens import estimate_messages_tokens
+from openclaw_site.assistant_settings import SummarySettings
 from sessions_app.summary.content import Message
 from sessions_app.summary.identifiers import (
     extract_identifiers,
@@ -34,7 +35,6 @@ from sessions_app.summary.serialisation import (
     format_tool_failures_section,
     has_real_conversation,
 )
-from sessions_app.summary.settings import SummarySettings
 from sessions_app.summary.staging import (
     SAFETY_MARGIN,
     SummarizeFn,

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sessions_app.summary.content import Message, content_blocks, drop_orphan_tool_results, tool_call_ids
-from sessions_app.summary.settings import MAX_RECENT_TURNS_PRESERVE
 
 MAX_RECENT_TURN_TEXT_CHARS = 600
 
@@ -17,8 +16,11 @@ MAX_RECENT_TURN_TEXT_CHARS = 600
 def split_preserved_recent_turns(
     messages: Sequence[Message], recent_turns: int
 ) -> tuple[list[Message], list[Message]]:
-    """Split off the last N user turns (and their tool results) to keep verbatim."""
-    turns = min(MAX_RECENT_TURNS_PRESERVE, max(0, recent_turns))
+    """Split off the last N user turns (and their tool results) to keep verbatim.
+
+    N is `recentTurnsPreserve`, which the settings schema bounds to [0, 12].
+    """
+    turns = recent_turns
     conversation = [i for i, m in enumerate(messages) if m.get("role") in ("user", "assistant")]
     if turns <= 0 or not conversation:
         return list(messages), []

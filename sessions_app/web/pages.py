@@ -403,4 +403,4 @@ def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
 
 
 def max_message_bytes() -> int:
-    return int(getattr(django_settings, "MAX_MESSAGE_BYTES", 1_000_000))
+    return django_settings.MAX_MESSAGE_BYTES

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from memory_app.models import MemoryDocument, MemoryRevision
+from openclaw_site.assistant_settings import MemoryFlushSettings, parse_settings
 from sessions_app.context import build_model_context
 from sessions_app.flush import (
     DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT,
@@ -42,8 +43,13 @@ EXPECTED_SYSTEM_PROMPT = (
 )
 
 
+def flush_settings(**memory_flush: object) -> MemoryFlushSettings:
+    """Return the typed `compaction.memoryFlush` settings of a validated document (defaults filled)."""
+    return parse_settings({"compaction": {"memoryFlush": memory_flush}}).compaction.memory_flush
+
+
 def test_default_plan_is_openclaws_text_with_the_local_date_and_time():
-    plan = build_flush_plan({}, now=NOW, zone=NEW_YORK)
+    plan = build_flush_plan(flush_settings(), now=NOW, zone=NEW_YORK)
     assert plan.relative_path == "memory/2026-02-16.md"
     assert plan.prompt == EXPECTED_PROMPT
     assert plan.system_prompt == EXPECTED_SYSTEM_PROMPT
@@ -52,7 +58,7 @@ def test_default_plan_is_openclaws_text_with_the_local_date_and_time():
 
 def test_custom_prompts_get_the_safety_hints_and_no_reply_hint():
     plan = build_flush_plan(
-        {"prompt": "Save what matters.", "systemPrompt": "Flush now. Reply NO_REPLY."},
+        flush_settings(prompt="Save what matters.", systemPrompt="Flush now. Reply NO_REPLY."),
         now=NOW,
         zone=ZoneInfo("UTC"),
     )
@@ -66,8 +72,10 @@ def test_custom_prompts_get_the_safety_hints_and_no_reply_hint():
         "3:30 AM (UTC) / 2026-02-17 03:30 UTC" in plan.prompt
     )
     assert "If no user-visible reply is needed" not in plan.system_prompt  # it already says NO_REPLY
-    assert build_flush_plan({"enabled": False}, now=NOW, zone=NEW_YORK) is None
-    prompt_with_time = build_flush_plan({"prompt": "Current time: given"}, now=NOW, zone=NEW_YORK).prompt
+    assert build_flush_plan(flush_settings(enabled=False), now=NOW, zone=NEW_YORK) is None
+    prompt_with_time = build_flush_plan(
+        flush_settings(prompt="Current time: given"), now=NOW, zone=NEW_YORK
+    ).prompt
     assert prompt_with_time.count("Current time:") == 1
 
 

@@ -1,4 +1,4 @@
-"""Tests for sessions_app.pruning (docs/openclaw-behaviour.md section 3, docs/design.md §D5)."""
+"""Tests for sessions_app.pruning (docs/openclaw-behaviour.md §3, docs/design.md §D5)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ from typing import Any
 
 import pytest
 
-from sessions_app.pruning import (
-    DEFAULT_TTL_MS,
+from openclaw_site.assistant_settings import (
     HardClear,
-    PruneChange,
     PruningSettings,
+    SettingsError,
     SoftTrim,
     ToolMatch,
-    estimate_message_chars,
+    default_settings,
     parse_duration_ms,
+    parse_settings,
+)
+from sessions_app.pruning import (
+    PruneChange,
+    estimate_message_chars,
+    is_prunable_tool,
     prune_context,
     should_prune,
 )
@@ -51,7 +56,8 @@ def text_of(message: dict[str, Any]) -> str:
 
 
 def settings(**cfg: Any) -> PruningSettings:
-    return PruningSettings.from_config(cfg)
+    """Return the typed `contextPruning` settings of a validated document (defaults filled)."""
+    return parse_settings({"contextPruning": cfg}).pruning
 
 
 # --- soft trim -------------------------------------------------------------------------------
@@ -136,7 +142,7 @@ def test_short_results_and_generous_head_tail_are_left_alone() -> None:
 def test_ratio_below_soft_trim_ratio_is_unchanged() -> None:
     messages = [user(), call(), result("x" * 20_000, entry_id="aaaa0001"), *tail3()]
     # 20k chars in an 80k-token window: ratio ~0.06 < 0.3.
-    out = prune_context(messages, settings=PruningSettings(), context_window=80_000)
+    out = prune_context(messages, settings=settings(), context_window=80_000)
     assert out.changes == ()
     assert out.messages == messages
     assert out.messages is not messages
@@ -155,8 +161,8 @@ def test_cjk_text_weighs_four_times_in_the_ratio() -> None:
 
 def test_missing_context_window_is_unchanged() -> None:
     messages = [user(), call(), result("x" * 100_000), *tail3()]
-    assert prune_context(messages, settings=PruningSettings(), context_window=None).changes == ()
-    assert prune_context(messages, settings=PruningSettings(), context_window=0).changes == ()
+    assert prune_context(messages, settings=settings(), context_window=None).changes == ()
+    assert prune_context(messages, settings=settings(), context_window=0).changes == ()
 
 
 # --- protected ranges ------------------------------------------------------------------------
@@ -337,15 +343,15 @@ def test_custom_placeholder_and_trim_then_clear_reports_cleared() -> None:
 
 def test_tool_match_globs() -> None:
     match = ToolMatch(allow=("read*", "Exec"), deny=("READ_SECRET", "  "))
-    assert match.is_prunable("read") is True
-    assert match.is_prunable("Read_File") is True
-    assert match.is_prunable("exec") is True
-    assert match.is_prunable("read_secret") is False  # deny wins
-    assert match.is_prunable("browser") is False  # not in a non-empty allow
-    assert ToolMatch().is_prunable("anything") is True
-    assert ToolMatch(deny=("*",)).is_prunable("read") is False
-    assert ToolMatch(allow=("a.b",)).is_prunable("axb") is False  # only * is a wildcard
-    assert ToolMatch(allow=("", " ")).is_prunable("x") is True  # empty globs are dropped
+    assert is_prunable_tool(match, "read") is True
+    assert is_prunable_tool(match, "Read_File") is True
+    assert is_prunable_tool(match, "exec") is True
+    assert is_prunable_tool(match, "read_secret") is False  # deny wins
+    assert is_prunable_tool(match, "browser") is False  # not in a non-empty allow
+    assert is_prunable_tool(ToolMatch(allow=(), deny=()), "anything") is True
+    assert is_prunable_tool(ToolMatch(allow=(), deny=("*",)), "read") is False
+    assert is_prunable_tool(ToolMatch(allow=("a.b",), deny=()), "axb") is False  # only * is a wildcard
+    assert is_prunable_tool(ToolMatch(allow=("", " "), deny=()), "x") is True  # empty globs are dropped
 
 
 def test_deny_protects_a_tool_from_pruning() -> None:
@@ -413,14 +419,14 @@ def test_estimate_message_chars_per_role() -> None:
 
 
 def test_default_settings() -> None:
-    s = PruningSettings.from_config({})
-    assert s == PruningSettings() == PruningSettings.from_config(None)
+    s = settings()
+    assert s == parse_settings(None).pruning == parse_settings(default_settings()).pruning
     assert (s.mode, s.ttl_ms, s.keep_last_assistants) == ("cache-ttl", 300_000, 3)
     assert (s.soft_trim_ratio, s.hard_clear_ratio, s.min_prunable_tool_chars) == (0.3, 0.5, 50_000)
     assert s.soft_trim == SoftTrim(4000, 1500, 1500)
     assert s.hard_clear == HardClear(True, "[Old tool result content cleared]")
-    assert s.tools == ToolMatch()
-    assert DEFAULT_TTL_MS == 300_000
+    assert s.tools == ToolMatch(allow=(), deny=())
+    assert default_settings()["contextPruning"]["ttl"] == "5m"
 
 
 @pytest.mark.parametrize(
@@ -436,31 +442,31 @@ def test_default_settings() -> None:
         (300_000, 300_000),
         (0, 0),
         ("0", 0),
-        ("bogus", 300_000),
-        ("-5m", 300_000),
-        ("5 m", 300_000),
-        ("", 300_000),
-        (-1, 300_000),
-        (True, 300_000),
-        (None, 300_000),
     ],
 )
 def test_ttl_parsing(ttl: object, ms: int) -> None:
-    assert PruningSettings.from_config({"ttl": ttl}).ttl_ms == ms
+    assert settings(ttl=ttl).ttl_ms == ms
+
+
+# The lenient parser these settings once went through kept the default for these; the schema,
+# the one place a setting is checked, refuses them.
+@pytest.mark.parametrize("ttl", ["bogus", "-5m", "5 m", "", -1, True, None])
+def test_an_invalid_ttl_is_refused(ttl: object) -> None:
+    with pytest.raises(SettingsError) as caught:
+        settings(ttl=ttl)
+    assert caught.value.path == "settings.contextPruning.ttl"
 
 
 def test_settings_normalisation() -> None:
-    s = PruningSettings.from_config(
-        {
-            "mode": "always",
-            "keepLastAssistants": 2.7,
-            "softTrimRatio": 1.5,
-            "hardClearRatio": -0.2,
-            "minPrunableToolChars": -10,
-            "softTrim": {"maxChars": 99.9, "headChars": -1},
-            "hardClear": {"enabled": False, "placeholder": "  [cleared]  "},
-            "tools": {"allow": ["read", 3], "deny": "exec"},
-        }
+    s = settings(
+        mode="always",
+        keepLastAssistants=2,
+        softTrimRatio=1,
+        hardClearRatio=0,
+        minPrunableToolChars=0,
+        softTrim={"maxChars": 99, "headChars": 0},
+        hardClear={"enabled": False, "placeholder": "  [cleared]  "},
+        tools={"allow": ["read"]},
     )
     assert (s.mode, s.keep_last_assistants, s.soft_trim_ratio, s.hard_clear_ratio) == ("always", 2, 1.0, 0.0)
     assert s.min_prunable_tool_chars == 0
@@ -469,25 +475,36 @@ def test_settings_normalisation() -> None:
     assert s.tools == ToolMatch(allow=("read",), deny=())
 
 
-def test_settings_ignore_invalid_values() -> None:
-    s = PruningSettings.from_config(
-        {
-            "mode": "sometimes",
-            "keepLastAssistants": True,
-            "softTrimRatio": "0.9",
-            "hardClear": {"enabled": "no", "placeholder": "   "},
-            "softTrim": "big",
-            "minPrunableToolChars": float("inf"),
-        }
-    )
-    assert s.mode == "off"
-    assert s.keep_last_assistants == 3
-    assert s.soft_trim_ratio == 0.3
-    assert s.min_prunable_tool_chars == 50_000
-    assert s.hard_clear == HardClear()
-    assert s.soft_trim == SoftTrim()
-    assert PruningSettings.from_config({"mode": "off"}).mode == "off"
-    assert PruningSettings.from_config({"mode": "cache-ttl"}).mode == "cache-ttl"
+# What the lenient parser used to floor, clamp or ignore is refused by validation, naming the key.
+@pytest.mark.parametrize(
+    ("cfg", "path"),
+    [
+        ({"keepLastAssistants": 2.7}, "keepLastAssistants"),
+        ({"softTrimRatio": 1.5}, "softTrimRatio"),
+        ({"hardClearRatio": -0.2}, "hardClearRatio"),
+        ({"minPrunableToolChars": -10}, "minPrunableToolChars"),
+        ({"softTrim": {"maxChars": 99.9}}, "softTrim.maxChars"),
+        ({"softTrim": {"headChars": -1}}, "softTrim.headChars"),
+        ({"tools": {"allow": ["read", 3]}}, "tools.allow[1]"),
+        ({"tools": {"deny": "exec"}}, "tools.deny"),
+        ({"mode": "sometimes"}, "mode"),
+        ({"keepLastAssistants": True}, "keepLastAssistants"),
+        ({"softTrimRatio": "0.9"}, "softTrimRatio"),
+        ({"hardClear": {"enabled": "no"}}, "hardClear.enabled"),
+        ({"hardClear": {"placeholder": "   "}}, "hardClear.placeholder"),
+        ({"softTrim": "big"}, "softTrim"),
+        ({"minPrunableToolChars": float("inf")}, "minPrunableToolChars"),
+    ],
+)
+def test_settings_out_of_bounds_are_refused(cfg: dict[str, Any], path: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        settings(**cfg)
+    assert caught.value.path == f"settings.contextPruning.{path}"
+
+
+def test_settings_modes() -> None:
+    assert settings(mode="off").mode == "off"
+    assert settings(mode="cache-ttl").mode == "cache-ttl"
 
 
 def test_parse_duration_ms() -> None:
@@ -505,18 +522,18 @@ def test_parse_duration_ms() -> None:
 
 
 def test_should_prune_cache_ttl_gate() -> None:
-    s = PruningSettings()  # cache-ttl, 5 minutes
+    s = settings()  # cache-ttl, 5 minutes
     assert should_prune(s, now_ms=1_000_000, last_cache_touch_at_ms=None) is False
     assert should_prune(s, now_ms=1_000_000, last_cache_touch_at_ms=1_000_000 - 299_999) is False
     assert should_prune(s, now_ms=1_000_000, last_cache_touch_at_ms=1_000_000 - 300_000) is True
     assert should_prune(s, now_ms=1_000_000, last_cache_touch_at_ms=0) is True
-    zero_ttl = PruningSettings.from_config({"ttl": "0"})
+    zero_ttl = settings(ttl="0")
     assert should_prune(zero_ttl, now_ms=10**9, last_cache_touch_at_ms=0) is False
 
 
 def test_should_prune_always_and_off() -> None:
-    always = PruningSettings.from_config({"mode": "always"})
-    off = PruningSettings.from_config({"mode": "off"})
+    always = settings(mode="always")
+    off = settings(mode="off")
     assert should_prune(always, now_ms=5, last_cache_touch_at_ms=None) is True
     assert should_prune(always, now_ms=5, last_cache_touch_at_ms=5) is True
     assert should_prune(off, now_ms=10**9, last_cache_touch_at_ms=0) is False

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from openclaw_site.assistant_settings import SettingsError, SummarySettings, parse_settings
 from sessions_app.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
-    SummarySettings,
     ensure_identifiers,
     summarize_session,
 )
@@ -36,7 +36,14 @@ FIVE_HEADINGS = (
     "## Decisions\n- {note}\n\n## Open TODOs\nNone.\n\n## Constraints/Rules\nNone.\n\n"
     "## Pending user asks\nNone.\n\n## Exact identifiers\nNone captured."
 )
-NO_PRESERVE = SummarySettings(recent_turns_preserve=0)
+
+
+def summary_settings(**compaction: Any) -> SummarySettings:
+    """Return the summariser's typed settings of a validated `compaction` document (defaults filled)."""
+    return parse_settings({"compaction": compaction}).compaction.summary
+
+
+NO_PRESERVE = summary_settings(recentTurnsPreserve=0)
 
 
 class FakeModel:
@@ -116,21 +123,50 @@ def test_structured_instructions_cap_the_block_at_4000_chars_and_follow_the_poli
 
 
 def test_summarization_instructions_prefix_the_identifier_line() -> None:
-    assert build_summarization_instructions("X", SummarySettings()) == (
+    assert build_summarization_instructions("X", summary_settings()) == (
         IDENTIFIER_PRESERVATION_INSTRUCTIONS + "\n\nAdditional focus:\nX"
     )
-    off = SummarySettings(identifier_policy="off")
+    off = summary_settings(identifierPolicy="off")
     assert build_summarization_instructions("X", off) == "Additional focus:\nX"
 
 
-def test_settings_from_config_clamp_and_default() -> None:
-    assert SummarySettings.from_config(None) == SummarySettings()
-    assert SummarySettings.from_config({"recentTurnsPreserve": 20}).recent_turns_preserve == 12
-    assert SummarySettings.from_config({"recentTurnsPreserve": -4}).recent_turns_preserve == 0
-    assert SummarySettings.from_config({"recentTurnsPreserve": 2.7}).recent_turns_preserve == 2
-    assert SummarySettings.from_config({"recentTurnsPreserve": "x"}).recent_turns_preserve == 3
-    assert SummarySettings.from_config({"identifierPolicy": "weird"}).identifier_policy == "strict"
-    assert SummarySettings.from_config({"maxHistoryShare": 0.3}).max_history_share == 0.3
+def test_settings_defaults_and_bounds() -> None:
+    assert summary_settings() == SummarySettings(
+        identifier_policy="strict",
+        identifier_instructions=None,
+        custom_instructions=None,
+        recent_turns_preserve=3,
+        max_history_share=0.5,
+    )
+    assert summary_settings(recentTurnsPreserve=12).recent_turns_preserve == 12
+    assert summary_settings(recentTurnsPreserve=0).recent_turns_preserve == 0
+    assert summary_settings(maxHistoryShare=0.3).max_history_share == 0.3
+
+
+# The summariser once clamped or defaulted these itself; the schema's bounds are now the only ones,
+# so what lies outside them is refused on the way in, never quietly changed later.
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("recentTurnsPreserve", 20),
+        ("recentTurnsPreserve", -4),
+        ("recentTurnsPreserve", 2.7),
+        ("recentTurnsPreserve", "x"),
+        ("identifierPolicy", "weird"),
+        ("maxHistoryShare", 0.95),
+        ("maxHistoryShare", 0.05),
+        ("maxHistoryShare", 1),
+    ],
+)
+def test_settings_outside_the_schema_are_refused(key: str, value: Any) -> None:
+    with pytest.raises(SettingsError) as caught:
+        summary_settings(**{key: value})
+    assert caught.value.path == f"settings.compaction.{key}"
+
+
+@pytest.mark.parametrize("share", [0.1, 0.9])
+def test_the_summariser_sees_the_schema_bounds_of_max_history_share(share: float) -> None:
+    assert summary_settings(maxHistoryShare=share).max_history_share == share
 
 
 # --- serialisation and requests ---
@@ -252,7 +288,7 @@ def test_recent_turns_are_preserved_verbatim() -> None:
         plan += [user(f"question {i}"), assistant(f"answer {i}")]
     plan[-1] = assistant("L" * 700)
 
-    result = run(plan, model, settings=SummarySettings())
+    result = run(plan, model, settings=summary_settings())
 
     assert result.preserved_message_count == 6
     assert model.prompt(0).startswith(
@@ -277,7 +313,7 @@ def test_preserved_assistant_keeps_its_tool_results() -> None:
         tool_result("c9", "a.txt"),
     ]
 
-    result = run(plan, model, settings=SummarySettings(recent_turns_preserve=1))
+    result = run(plan, model, settings=summary_settings(recentTurnsPreserve=1))
 
     assert "a.txt" not in model.prompt(0)
     assert result.summary.endswith(
@@ -318,7 +354,7 @@ def test_cap_keeps_the_suffix_and_marks_the_truncated_body() -> None:
     body = "word " * 4000  # 20000 chars
     plan = [user("first"), assistant("one"), user("second"), assistant("two")]
 
-    result = run(plan, FakeModel(reply=body), settings=SummarySettings(recent_turns_preserve=1))
+    result = run(plan, FakeModel(reply=body), settings=summary_settings(recentTurnsPreserve=1))
 
     suffix = "\n\n## Recent turns preserved verbatim\n- User: second\n- Assistant: two"
     assert len(result.summary) == MAX_COMPACTION_SUMMARY_CHARS

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from evaluation.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 from evaluation.metrics import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
 from memory_app.models import EmbeddingCache
-from openclaw_site.assistant_settings import SettingsError
+from openclaw_site.assistant_settings import SettingsError, parse_settings
 from providers.embeddings import Embedder, get_embedder, reset_embedders
 
 # OpenClaw's defaults (docs/openclaw-behaviour.md §4.1, §4.7): 400/80 chunks for every source, 700-char head
@@ -239,15 +239,12 @@ def _queries(options: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _label(config: EvalConfig) -> str:
     """Describe a config by its effective settings (defaults included)."""
-    search = config.settings()["memorySearch"]
-    chunking, query, hybrid = search["chunking"], search["query"], search["query"]["hybrid"]
-    sessions = chunking["sessions"]
-    s_tokens = sessions["tokens"] or chunking["tokens"]
-    s_overlap = sessions["overlap"] if sessions["overlap"] is not None else chunking["overlap"]
+    search = parse_settings(config.settings()).memory_search
+    sessions, memory, query = search.session_chunking, search.chunking, search.query
     return (
-        f"sessions {s_tokens}/{s_overlap} tokens, memory {chunking['tokens']}/{chunking['overlap']}; "
-        f"snippet {query['snippetMode']} {query['snippetMaxChars']}; "
-        f"weights {hybrid['vectorWeight']}/{hybrid['textWeight']}; minScore {query['minScore']}"
+        f"sessions {sessions.tokens}/{sessions.overlap} tokens, memory {memory.tokens}/{memory.overlap}; "
+        f"snippet {query.snippet_mode} {query.snippet_max_chars}; "
+        f"weights {query.hybrid.vector_weight:g}/{query.hybrid.text_weight:g}; minScore {query.min_score:g}"
     )
 
 
