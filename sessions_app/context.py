@@ -15,8 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
-from django.db.models import F, Func, IntegerField, Sum, TextField
-from django.db.models.functions import Cast
+from django.db.models import F, Sum
 from django.utils import timezone as dj_timezone
 
 from memory_app.models import MemoryDocument
@@ -68,18 +67,37 @@ SEARCH_HINT = (
 
 
 def session_entries(session: Session) -> list[dict[str, Any]]:
-    """Return messages and compaction entries in seq order, in the cut-point entry shape.
+    """Return the entries the model can still see, in seq order, in the cut-point entry shape.
 
+    That is the latest compaction entry and everything from its first kept message on: what
+    `build_session_context` shows and `prepare_compaction` may summarise. Nothing before it is
+    read, so the cost follows the model's view, not the history (docs/design.md §D11).
     Flush-turn messages are left out: they are the assistant's private bookkeeping and must
     neither reach the model again nor become a cut point (docs/design.md §D1).
     """
-    messages = Message.objects.filter(session=session, flush_turn=False).order_by("seq")
+    floor = _view_floor(session)
+    messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=floor).order_by("seq")
     items: list[tuple[int, dict[str, Any]]] = [
         (m.seq, {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)})
         for m in messages
     ]
-    items += [(c.seq, _compaction_entry(c)) for c in CompactionEntry.objects.filter(session=session)]
+    compactions = CompactionEntry.objects.filter(session=session, seq__gte=floor)
+    items += [(c.seq, _compaction_entry(c)) for c in compactions]
     return [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+
+
+def _view_floor(session: Session) -> int:
+    """Return the first seq the model can see: the latest compaction's first kept message."""
+    latest = (
+        CompactionEntry.objects.filter(session=session)
+        .order_by("-seq")
+        .values_list("seq", "first_kept__seq")
+        .first()
+    )
+    if latest is None:
+        return 0
+    seq, first_kept_seq = latest
+    return first_kept_seq if first_kept_seq is not None else seq
 
 
 def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
@@ -407,21 +425,15 @@ def build_model_context(
 # --- session token figures --------------------------------------------------------------------
 
 
-class _OctetLength(Func):
-    function = "OCTET_LENGTH"
-    output_field = IntegerField()
-
-
 def transcript_bytes(session: Session) -> int:
     """Return the UTF-8 size of every stored message's content (the force-flush measure).
 
     OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
-    nearly all of it.
+    nearly all of it. Every append adds to the figure kept on the session row, read here by
+    primary key (a caller's instance may predate the latest append).
     """
-    total = Message.objects.filter(session=session).aggregate(
-        size=Sum(_OctetLength(Cast("content", TextField())))
-    )
-    return int(total["size"] or 0)
+    stored = Session.objects.filter(pk=session.pk).values_list("transcript_bytes", flat=True).first()
+    return int(stored or 0)
 
 
 @dataclass(frozen=True)

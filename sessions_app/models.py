@@ -35,6 +35,9 @@ class Session(models.Model):
     # NULL means never flushed: OpenClaw conflated "never" with "flushed at cycle 0" (#47143).
     memory_flush_compaction_count = models.PositiveIntegerField(null=True, blank=True)
     last_cache_touch_at = models.DateTimeField(null=True, blank=True)
+    # UTF-8 size of every message's stored content (the force-flush measure), kept up to date by
+    # each append so that no turn adds up the whole history (docs/design.md §D11).
+    transcript_bytes = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

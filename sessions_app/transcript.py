@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import BigIntegerField, Func, Sum, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
@@ -33,7 +35,11 @@ def take_seq(session: Session) -> int:
 
 
 def unique_entry_id(session: Session, taken: set[str]) -> str:
-    """Return an 8-hex id unused in the session (Pi checks collisions the same way, docs/openclaw-behaviour.md §1.1)."""
+    """Return an 8-hex id unused in the session (Pi checks collisions the same way, docs/openclaw-behaviour.md §1.1).
+
+    Two queries: for the one entry id of a compaction. Appended messages get theirs from
+    `_insert_with_fresh_ids`, which needs no query per message.
+    """
     for _ in range(100):
         candidate = new_entry_id()
         if candidate in taken:
@@ -48,24 +54,77 @@ def unique_entry_id(session: Session, taken: set[str]) -> str:
     raise RuntimeError("could not find a free entry id")
 
 
+# 32 random bits per id: a clash with an existing message is about one in 4 billion per message,
+# so a retry is rare and one is nearly always enough.
+MAX_ENTRY_ID_ATTEMPTS = 5
+
+
 @transaction.atomic
 def append_messages(
     *, session_id: int, messages: Iterable[MessageInput], silent: bool = False
 ) -> list[Message]:
-    """Append messages atomically (all or nothing) and return the stored rows."""
+    """Append messages atomically (all or nothing) and return the stored rows.
+
+    The cost follows the batch, not the history: one lock, one multi-row insert, one update of
+    the session's counters (docs/design.md §D11).
+    """
     session = lock_session(session_id)
     now = timezone.now()
-    taken: set[str] = set()
-    rows = []
-    for item in messages:
-        row = _build(session, item, now=now, silent=silent or item.silent)
-        row.entry_id = unique_entry_id(session, taken)
+    rows = [_build(session, item, now=now, silent=silent or item.silent) for item in messages]
+    first_seq = session.last_seq + 1
+    for row in rows:
         row.seq = take_seq(session)
-        rows.append(row)
-    Message.objects.bulk_create(rows)
-    session.save(update_fields=["last_seq", "updated_at"])
+    _insert_with_fresh_ids(session, rows)
+    session.transcript_bytes += stored_content_bytes(session, from_seq=first_seq)
+    session.save(update_fields=["last_seq", "transcript_bytes", "updated_at"])
     after_transcript_change(session)
     return rows
+
+
+def _insert_with_fresh_ids(session: Session, rows: list[Message]) -> None:
+    """Give the rows random entry ids and insert them, drawing again for the rare clash.
+
+    The unique constraint on (session, entry_id) finds a clash with a stored message; one query
+    per batch keeps the ids clear of the session's compaction entries, which share the id space.
+    """
+    for _ in range(MAX_ENTRY_ID_ATTEMPTS):
+        _draw_ids(rows)
+        taken = set(
+            CompactionEntry.objects.filter(
+                session=session, entry_id__in=[r.entry_id for r in rows]
+            ).values_list("entry_id", flat=True)
+        )
+        if taken:
+            continue
+        try:
+            with transaction.atomic():  # a savepoint: a clash undoes this insert only
+                Message.objects.bulk_create(rows)
+            return
+        except IntegrityError as error:
+            if "message_session_entry_unique" not in str(error):
+                raise
+    raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
+
+
+def _draw_ids(rows: list[Message]) -> None:
+    """Give every row a new random entry id, distinct within the batch."""
+    drawn: set[str] = set()
+    for row in rows:
+        candidate = new_entry_id()
+        while candidate in drawn:
+            candidate = new_entry_id()
+        drawn.add(candidate)
+        row.entry_id = candidate
+
+
+def stored_content_bytes(session: Session, *, from_seq: int = 1) -> int:
+    """Return the UTF-8 size of the content stored for messages from `from_seq` on (one query)."""
+    total = Message.objects.filter(session=session, seq__gte=from_seq).aggregate(size=Sum(_content_octets()))
+    return int(total["size"] or 0)
+
+
+def _content_octets() -> Func:
+    return Func(Cast("content", TextField()), function="OCTET_LENGTH", output_field=BigIntegerField())
 
 
 def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> Message:

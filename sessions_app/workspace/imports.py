@@ -34,7 +34,7 @@ from openclaw_site.assistant_settings import SettingsError, validate_settings
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
-from sessions_app.transcript import after_transcript_change, to_agent_message
+from sessions_app.transcript import after_transcript_change, stored_content_bytes, to_agent_message
 from sessions_app.workspace.openclaw_jsonl import (
     ParsedEntry,
     ParsedTranscript,
@@ -374,7 +374,9 @@ def _import_session(
     CompactionEntry.objects.bulk_create(compactions)
     # auto_now/auto_now_add would stamp the import time; keep the workspace's times instead.
     Session.objects.filter(pk=session.pk).update(
-        created_at=transcript.created_at, updated_at=_ms(store.get("updatedAt")) or transcript.created_at
+        created_at=transcript.created_at,
+        updated_at=_ms(store.get("updatedAt")) or transcript.created_at,
+        transcript_bytes=stored_content_bytes(session),
     )
     after_transcript_change(session)
     report.sessions += 1
