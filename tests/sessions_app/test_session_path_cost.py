@@ -8,6 +8,7 @@ is read. Entry ids are random, kept unique by the database, and drawn again on t
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -57,8 +58,8 @@ def test_a_batch_append_issues_the_same_queries_as_a_single_one(world, no_llm):
 
 def test_context_and_figures_issue_the_same_queries_at_10_and_1000_messages(world, no_llm):
     small, large = session_with(world, 5), session_with(world, 500)
-    for build in (lambda s: build_model_context(s), lambda s: token_figures(s)):
-        assert queries_of(lambda: build(small)) == queries_of(lambda: build(large))
+    for build in (build_model_context, token_figures):
+        assert queries_of(partial(build, small)) == queries_of(partial(build, large))
 
 
 def test_the_context_reads_nothing_before_the_first_kept_message(world, no_llm):
