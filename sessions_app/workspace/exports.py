@@ -36,6 +36,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
+from django.utils import timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
@@ -344,7 +345,7 @@ def export_session(session_id: int, *, storage: ExportStorage | None = None) -> 
 
 
 def export_sessions_index(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Rewrite sessions.json and remove transcripts of deleted or renamed sessions."""
+    """Write sessions.json if it changed and remove transcripts of deleted or renamed sessions."""
     storage = storage or export_storage()
     with _locked_assistant(assistant_id) as assistant:
         if assistant is None:
@@ -392,7 +393,7 @@ def _delete_memory_file(storage: ExportStorage, base: str, path: str) -> None:
 
 
 def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Rewrite ``assistant.json``; False if the assistant is gone.
+    """Write ``assistant.json`` if it changed; False if the assistant is gone.
 
     A workspace without sessions.json is new to the mirror (a new assistant, or a renamed team or
     assistant slug): then the whole workspace is written.
@@ -490,13 +491,14 @@ def _export_transcript(storage: ExportStorage, base: str, session: Session) -> N
     if state is None or not _holds_record(storage, name, session, state):
         _rewrite_transcript(storage, name, session)
         return
+    if state.seq == session.last_seq:  # nothing new: a retried task, or one a later export served
+        return
     after = TranscriptPosition(seq=state.seq, entry_id=state.entry_id or None)
     # ``upto``: every entry up to the session's last_seq was committed with it, later ones may not be.
     # Built before writing, so a failed read appends nothing.
     lines = list(session_jsonl_lines(session, after=after, upto=session.last_seq))
-    if lines:
-        size = storage.append_lines(name, lines)
-        _record_export(session, file=name, position=_position_at(lines[-1], seq=session.last_seq), size=size)
+    size = storage.append_lines(name, lines)
+    _record_export(session, file=name, position=_position_at(lines[-1], seq=session.last_seq), size=size)
 
 
 def _holds_record(storage: ExportStorage, name: str, session: Session, state: SessionExport) -> bool:
@@ -523,10 +525,10 @@ def _rewrite_transcript(storage: ExportStorage, name: str, session: Session) -> 
 
 def _record_export(session: Session, *, file: str, position: TranscriptPosition, size: int) -> None:
     """Record what the session's transcript file holds now (committed with the export's transaction)."""
-    SessionExport.objects.update_or_create(
-        session=session,
-        defaults={"file": file, "seq": position.seq, "entry_id": position.entry_id or "", "size": size},
-    )
+    fields = {"file": file, "seq": position.seq, "entry_id": position.entry_id or "", "size": size}
+    # Under the workspace lock no other export records this session: update, else create.
+    if not SessionExport.objects.filter(session=session).update(**fields, updated_at=timezone.now()):
+        SessionExport.objects.create(session=session, **fields)
 
 
 def _position_at(last_line: str, *, seq: int) -> TranscriptPosition:
