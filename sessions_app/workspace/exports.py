@@ -120,10 +120,12 @@ def session_jsonl_lines(
 
     With ``after``, only the lines that follow a file ending there (no header); ``upto`` stops at a seq.
     """
+    stream = after is None
     if after is None:
         yield dumps_line(session_header(session, cwd=cwd))
-    parent_id = after.entry_id if after is not None else None
-    for row in _rows_in_seq_order(session, after=after.seq if after is not None else 0, upto=upto):
+        after = TranscriptPosition(seq=0, entry_id=None)
+    parent_id = after.entry_id
+    for row in _rows_in_seq_order(session, after=after.seq, upto=upto, stream=stream):
         entry = (
             message_entry(row, parent_id) if isinstance(row, Message) else compaction_entry(row, parent_id)
         )
@@ -145,7 +147,7 @@ def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any
 
 
 def _rows_in_seq_order(
-    session: Session, *, after: int, upto: int | None
+    session: Session, *, after: int, upto: int | None, stream: bool
 ) -> Iterator[Message | CompactionEntry]:
     # Messages and compaction entries share one seq sequence; merge the two ordered streams.
     window = Q(seq__gt=after) if upto is None else Q(seq__gt=after, seq__lte=upto)
@@ -153,7 +155,7 @@ def _rows_in_seq_order(
     compactions = list(CompactionEntry.objects.filter(window, session=session).order_by("seq"))
     # A whole transcript is streamed (a server-side cursor); an append's few rows are fetched at once,
     # so no cursor outlives the rollback of an export that failed half-way.
-    rows = messages.iterator(chunk_size=500) if not after else iter(messages)
+    rows = messages.iterator(chunk_size=500) if stream else iter(messages)
     return heapq.merge(rows, compactions, key=lambda row: row.seq)
 
 

@@ -157,6 +157,18 @@ def test_incremental_mirror_is_byte_identical_to_a_full_rewrite(seed, no_llm, wo
     assert set(seen) == {"append", "compact", "flush", "reimport"} and session.compactions.exists()
 
 
+@pytest.mark.django_db
+def test_a_session_exported_empty_gets_its_first_entries_appended(world, export_root, tmp_path):
+    session = factories.make_session(world.assistant, "empty")
+    exports.export_session(session.pk)
+    assert SessionExport.objects.get(session=session).entry_id == ""  # the file holds only the header
+    inode = mirror_file(export_root, session).stat().st_ino
+    factories.add_messages(session, user("first"), assistant("second"))
+    exports.export_session(session.pk)
+    assert mirror_file(export_root, session).stat().st_ino == inode
+    assert_mirror_is_a_full_rewrite(export_root, session, tmp_path / "full")
+
+
 # --- Crash repair ----------------------------------------------------------------------------------
 
 
