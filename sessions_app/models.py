@@ -51,6 +51,30 @@ class Session(models.Model):
         return f"{self.assistant}:{self.key}"
 
 
+class SessionExport(models.Model):
+    """What the export mirror's transcript file of a session holds, so the next export only appends.
+
+    docs/design.md, Exports: the file is the header and the entries up to ``seq``, ``size`` bytes
+    long; the next line's ``parentId`` is ``entry_id``. Written in the transaction of the export
+    that wrote the file, so a crash in between leaves the file longer than ``size`` (cut back on
+    the next export) and never a record ahead of the file.
+    """
+
+    session = models.OneToOneField(
+        Session, on_delete=models.CASCADE, primary_key=True, related_name="export_state"
+    )
+    # The storage name the file was written under: another one (a renamed key or slug) is unknown.
+    file = models.CharField(max_length=1024)
+    seq = models.PositiveIntegerField()
+    # Empty while the file holds only the header (the next entry has no parent).
+    entry_id = models.CharField(max_length=8, blank=True)
+    size = models.PositiveBigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.session_id} exported to #{self.seq} ({self.size} bytes)"
+
+
 class Role(models.TextChoices):
     USER = "user"
     ASSISTANT = "assistant"

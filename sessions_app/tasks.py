@@ -1,7 +1,8 @@
 """Background tasks of sessions_app: thin wrappers that take ids and call one domain function.
 
-Every export task rewrites whole files from Postgres, so running one twice, late, or after a worker
-crashed half-way (django-q2 redelivers it) leaves the same files: retries are safe.
+Every export task brings files up to what Postgres holds (appending to transcripts, rewriting the
+rest; docs/design.md, Exports), so running one twice, late, or after a worker crashed half-way
+(django-q2 redelivers it) leaves the same files: retries are safe.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def export_session(session_id: int) -> None:
 
 
 def export_sessions_index(assistant_id: int) -> None:
-    """Rewrite sessions.json and drop transcripts of deleted or renamed sessions."""
+    """Update sessions.json and drop transcripts of deleted or renamed sessions."""
     exports.export_sessions_index(assistant_id)
 
 

@@ -6,10 +6,20 @@
         sessions/sessions.json                  OpenClaw's session store (docs/openclaw-behaviour.md §1.1 A)
         assistant.json                          this server's assistant fields (OpenClaw ignores it)
 
-Postgres is the truth and the files are a mirror: every function rewrites whole files from the
-database, atomically (`export_storage`), so a retried or crashed task loses nothing. Writers of one
-workspace hold a Postgres advisory lock for it, so the last writer is also the one that read last.
-`session_jsonl_lines` is shared with the streaming endpoint ``GET /sessions/{id}/export.jsonl``.
+Postgres is the truth and the files are a mirror, so a retried or crashed task loses nothing:
+- a transcript grows by appending. `SessionExport` records what its file holds (the last seq, the
+  id of that entry, the size), so an export appends the lines of the entries after that seq and
+  reads nothing older. Entries are never changed once committed, so old bytes + new lines is byte
+  for byte what a rewrite would write, compaction entries included. The file is rewritten whole,
+  atomically, when it is not what was recorded (none recorded: a new or imported session; missing,
+  shorter, another header, a renamed key or slug) and by `export_assistant` (repairs). A crash
+  between an append and its record leaves the file longer than recorded: the next export cuts it
+  back and appends again;
+- the other files are rewritten whole and atomically (`export_storage`), sessions.json and
+  assistant.json only when their content changed.
+Writers of one workspace hold a Postgres advisory lock for it, so the last writer is also the one
+that read last. `session_jsonl_lines` is shared with the streaming endpoint
+``GET /sessions/{id}/export.jsonl``.
 """
 
 from __future__ import annotations
@@ -25,14 +35,15 @@ from urllib.parse import quote
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
+from django.utils import timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
 from openclaw_site.locks import xact_lock
 from openclaw_site.models import Assistant
 from sessions_app.messages import epoch_ms
-from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.models import CompactionEntry, Message, Session, SessionExport
 from sessions_app.workspace.openclaw_jsonl import (
     CURRENT_VERSION,
     EXPORTER,
@@ -67,6 +78,14 @@ class ExportSummary:
     sessions: int
 
 
+@dataclass(frozen=True)
+class TranscriptPosition:
+    """Where a transcript file ends: the seq of its last entry and that entry's id (None: the header)."""
+
+    seq: int
+    entry_id: str | None
+
+
 def export_storage() -> LocalExportStorage:
     """Return the storage of the export mirror (EXPORT_ROOT)."""
     return LocalExportStorage(Path(settings.EXPORT_ROOT))
@@ -90,11 +109,23 @@ def _join(base: str, *parts: str) -> str:
 # --- JSONL: OpenClaw's transcript format -----------------------------------------------------------
 
 
-def session_jsonl_lines(session: Session, *, cwd: str | None = None) -> Iterator[str]:
-    """Yield the session as Pi v3 JSONL lines: the header, then entries chained by ``parentId`` in seq order."""
-    yield dumps_line(session_header(session, cwd=cwd))
-    parent_id: str | None = None
-    for row in _rows_in_seq_order(session):
+def session_jsonl_lines(
+    session: Session,
+    *,
+    cwd: str | None = None,
+    after: TranscriptPosition | None = None,
+    upto: int | None = None,
+) -> Iterator[str]:
+    """Yield the session as Pi v3 JSONL lines: the header, then entries chained by ``parentId`` in seq order.
+
+    With ``after``, only the lines that follow a file ending there (no header); ``upto`` stops at a seq.
+    """
+    stream = after is None
+    if after is None:
+        yield dumps_line(session_header(session, cwd=cwd))
+        after = TranscriptPosition(seq=0, entry_id=None)
+    parent_id = after.entry_id
+    for row in _rows_in_seq_order(session, after=after.seq, upto=upto, stream=stream):
         entry = (
             message_entry(row, parent_id) if isinstance(row, Message) else compaction_entry(row, parent_id)
         )
@@ -115,11 +146,17 @@ def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any
     }
 
 
-def _rows_in_seq_order(session: Session) -> Iterator[Message | CompactionEntry]:
+def _rows_in_seq_order(
+    session: Session, *, after: int, upto: int | None, stream: bool
+) -> Iterator[Message | CompactionEntry]:
     # Messages and compaction entries share one seq sequence; merge the two ordered streams.
-    messages = Message.objects.filter(session=session).order_by("seq").iterator(chunk_size=500)
-    compactions = list(CompactionEntry.objects.filter(session=session).order_by("seq"))
-    return heapq.merge(messages, compactions, key=lambda row: row.seq)
+    window = Q(seq__gt=after) if upto is None else Q(seq__gt=after, seq__lte=upto)
+    messages = Message.objects.filter(window, session=session).order_by("seq")
+    compactions = list(CompactionEntry.objects.filter(window, session=session).order_by("seq"))
+    # A whole transcript is streamed (a server-side cursor); an append's few rows are fetched at once,
+    # so no cursor outlives the rollback of an export that failed half-way.
+    rows = messages.iterator(chunk_size=500) if stream else iter(messages)
+    return heapq.merge(rows, compactions, key=lambda row: row.seq)
 
 
 def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
@@ -292,27 +329,25 @@ def _locked_assistant(assistant_id: int) -> Iterator[Assistant | None]:
 
 
 def export_session(session_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Rewrite a session's transcript file and the assistant's sessions.json; False if the session is gone."""
+    """Bring a session's transcript file and the assistant's sessions.json up to date; False if the session is gone."""
     assistant_id = Session.objects.filter(pk=session_id).values_list("assistant_id", flat=True).first()
     if assistant_id is None:
         return False
     storage = storage or export_storage()
     with _locked_assistant(assistant_id) as assistant:
         session = Session.objects.filter(pk=session_id, assistant=assistant).first() if assistant else None
-        if session is None:
+        if assistant is None or session is None:
             return False
         session.assistant = assistant
         base = workspace_name(assistant)
         if not _ensure_workspace(storage, base, assistant):
-            storage.save_lines(
-                _join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session)
-            )
+            _export_transcript(storage, base, session)
             _write_session_store(storage, base, assistant)
     return True
 
 
 def export_sessions_index(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Rewrite sessions.json and remove transcripts of deleted or renamed sessions."""
+    """Write sessions.json if it changed and remove transcripts of deleted or renamed sessions."""
     storage = storage or export_storage()
     with _locked_assistant(assistant_id) as assistant:
         if assistant is None:
@@ -325,7 +360,7 @@ def export_sessions_index(assistant_id: int, *, storage: ExportStorage | None = 
 
 def _write_session_store(storage: ExportStorage, base: str, assistant: Assistant) -> None:
     store = session_store(assistant)
-    storage.save_lines(_join(base, SESSION_STORE), [_dumps_json(store)])
+    _save_if_changed(storage, _join(base, SESSION_STORE), _dumps_json(store))
     expected = {entry["sessionFile"] for entry in store.values()}
     _, files = storage.listdir(_join(base, SESSIONS_DIR))
     for name in files:
@@ -360,7 +395,7 @@ def _delete_memory_file(storage: ExportStorage, base: str, path: str) -> None:
 
 
 def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Rewrite ``assistant.json``; False if the assistant is gone.
+    """Write ``assistant.json`` if it changed; False if the assistant is gone.
 
     A workspace without sessions.json is new to the mirror (a new assistant, or a renamed team or
     assistant slug): then the whole workspace is written.
@@ -371,7 +406,7 @@ def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | Non
             return False
         base = workspace_name(assistant)
         if not _ensure_workspace(storage, base, assistant):
-            storage.save_lines(_join(base, ASSISTANT_FILE), [_dumps_json(assistant_metadata(assistant))])
+            _save_if_changed(storage, _join(base, ASSISTANT_FILE), _dumps_json(assistant_metadata(assistant)))
     return True
 
 
@@ -387,28 +422,33 @@ def export_assistant(
     with _locked_assistant(assistant_id) as assistant:
         if assistant is None:
             raise Assistant.DoesNotExist(f"assistant {assistant_id} does not exist")
-        return _export_all(storage, workspace_name(assistant) if base is None else base, assistant)
+        if base is None:
+            return _export_all(storage, workspace_name(assistant), assistant, mirror=True)
+        return _export_all(storage, base, assistant, mirror=False)
 
 
 def _ensure_workspace(storage: ExportStorage, base: str, assistant: Assistant) -> bool:
     """Write the whole workspace if the mirror has none yet (new EXPORT_ROOT, renamed slug); say if it did."""
     if storage.exists(_join(base, SESSION_STORE)):
         return False
-    _export_all(storage, base, assistant)
+    _export_all(storage, base, assistant, mirror=True)
     return True
 
 
-def _export_all(storage: ExportStorage, base: str, assistant: Assistant) -> ExportSummary:
+def _export_all(storage: ExportStorage, base: str, assistant: Assistant, *, mirror: bool) -> ExportSummary:
+    """Write every file of the workspace; ``mirror``: it is the export mirror, so record its transcripts."""
     documents = _write_all_documents(storage, base, assistant)
     sessions = list(Session.objects.filter(assistant=assistant).order_by("key"))
     cwd = workspace_name(assistant)
     for session in sessions:
         session.assistant = assistant
-        storage.save_lines(
-            _join(base, SESSIONS_DIR, session_file_name(session.key)), session_jsonl_lines(session, cwd=cwd)
-        )
+        name = _join(base, SESSIONS_DIR, session_file_name(session.key))
+        if mirror:
+            _rewrite_transcript(storage, name, session)
+        else:
+            storage.save_lines(name, session_jsonl_lines(session, cwd=cwd))
     _write_session_store(storage, base, assistant)
-    storage.save_lines(_join(base, ASSISTANT_FILE), [_dumps_json(assistant_metadata(assistant))])
+    _save_if_changed(storage, _join(base, ASSISTANT_FILE), _dumps_json(assistant_metadata(assistant)))
     return ExportSummary(location=base, documents=documents, sessions=len(sessions))
 
 
@@ -431,3 +471,84 @@ def _memory_files(storage: ExportStorage, base: str, directory: str) -> Iterator
             yield f"{directory}/{name}"
     for name in directories:
         yield from _memory_files(storage, base, f"{directory}/{name}")
+
+
+def _save_if_changed(storage: ExportStorage, name: str, text: str) -> bool:
+    """Write ``text`` to ``name`` unless the file holds exactly that already; say if it wrote."""
+    data = text.encode("utf-8")
+    # One byte more than the text: a longer file differs too.
+    if storage.read_head(name, len(data) + 1) == data:
+        return False
+    storage.save_lines(name, [text])
+    return True
+
+
+# --- Transcript files: append what is new, rewrite what is unknown ---------------------------------
+
+
+def _export_transcript(storage: ExportStorage, base: str, session: Session) -> None:
+    """Bring a session's transcript file up to ``session.last_seq``: append the new lines, or rewrite it."""
+    name = _join(base, SESSIONS_DIR, session_file_name(session.key))
+    state = SessionExport.objects.filter(session=session).first()
+    if state is None or not _holds_record(storage, name, session, state):
+        _rewrite_transcript(storage, name, session)
+        return
+    if state.seq == session.last_seq:  # nothing new: a retried task, or one a later export served
+        return
+    after = TranscriptPosition(seq=state.seq, entry_id=state.entry_id or None)
+    # ``upto``: every entry up to the session's last_seq was committed with it, later ones may not be.
+    # Built before writing, so a failed read appends nothing.
+    lines = list(session_jsonl_lines(session, after=after, upto=session.last_seq))
+    size = storage.append_lines(name, lines)
+    _record_export(session, file=name, position=_position_at(lines[-1], seq=session.last_seq), size=size)
+
+
+def _holds_record(storage: ExportStorage, name: str, session: Session, state: SessionExport) -> bool:
+    """Tell whether the file starts with what ``state`` recorded, cutting off lines appended after it."""
+    if state.file != name or state.seq > session.last_seq:
+        return False
+    header = dumps_line(session_header(session)).encode("utf-8")
+    size = storage.size(name)
+    if size is None or size < state.size or storage.read_head(name, len(header)) != header:
+        return False
+    if size > state.size:  # an export died between its append and its record: drop what it wrote
+        storage.truncate(name, state.size)
+    return True
+
+
+def _rewrite_transcript(storage: ExportStorage, name: str, session: Session) -> None:
+    """Write the whole transcript file atomically and record what it holds."""
+    lines = _Tally(session_jsonl_lines(session, upto=session.last_seq))
+    storage.save_lines(name, lines)
+    _record_export(
+        session, file=name, position=_position_at(lines.last, seq=session.last_seq), size=lines.size
+    )
+
+
+def _record_export(session: Session, *, file: str, position: TranscriptPosition, size: int) -> None:
+    """Record what the session's transcript file holds now (committed with the export's transaction)."""
+    fields = {"file": file, "seq": position.seq, "entry_id": position.entry_id or "", "size": size}
+    # Under the workspace lock no other export records this session: update, else create.
+    if not SessionExport.objects.filter(session=session).update(**fields, updated_at=timezone.now()):
+        SessionExport.objects.create(session=session, **fields)
+
+
+def _position_at(last_line: str, *, seq: int) -> TranscriptPosition:
+    """Return where a file ending in ``last_line`` ends (the header line: before the first entry)."""
+    data = json.loads(last_line)
+    return TranscriptPosition(seq=seq, entry_id=None if data["type"] == "session" else data["id"])
+
+
+class _Tally:
+    """Pass lines through, counting their bytes and keeping the last one."""
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self._lines = lines
+        self.size = 0
+        self.last = ""
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines:
+            self.size += len(line.encode("utf-8"))
+            self.last = line
+            yield line

@@ -22,9 +22,22 @@ TEMP_SUFFIX = ".tmp"
 
 
 class ExportStorage(Protocol):
-    """The operations the exporter needs; every write replaces the whole file atomically."""
+    """The operations the exporter needs.
+
+    `save_lines` replaces a whole file atomically. `append_lines` adds to the end of a transcript in
+    place: a crash can leave a torn tail, which the exporter cuts off with `truncate` because it
+    records the size each write left (docs/design.md, Exports).
+    """
 
     def save_lines(self, name: str, chunks: Iterable[str]) -> None: ...
+
+    def append_lines(self, name: str, chunks: Iterable[str]) -> int: ...
+
+    def size(self, name: str) -> int | None: ...
+
+    def truncate(self, name: str, size: int) -> None: ...
+
+    def read_head(self, name: str, length: int) -> bytes: ...
 
     def delete(self, name: str) -> None: ...
 
@@ -53,7 +66,7 @@ def is_temp_name(filename: str) -> bool:
 
 
 class LocalExportStorage:
-    """Files under a local directory, written temp-file + fsync + rename."""
+    """Files under a local directory, written temp-file + fsync + rename, or appended + fsync."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -84,6 +97,41 @@ class LocalExportStorage:
 
     def save_text(self, name: str, text: str) -> None:
         self.save_lines(name, [text])
+
+    def append_lines(self, name: str, chunks: Iterable[str]) -> int:
+        """Append ``chunks`` to the existing file ``name`` durably and return its new size in bytes."""
+        # No O_CREAT: a transcript is only appended to after its header was written by save_lines.
+        fd = os.open(self.path(name), os.O_WRONLY | os.O_APPEND)
+        with os.fdopen(fd, "ab") as handle:
+            for chunk in chunks:
+                handle.write(chunk.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+            return os.fstat(handle.fileno()).st_size
+
+    def size(self, name: str) -> int | None:
+        """Return the size of the file ``name`` in bytes, or None if there is no such file."""
+        try:
+            return self.path(name).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def truncate(self, name: str, size: int) -> None:
+        """Cut the file ``name`` back to its first ``size`` bytes, durably."""
+        fd = os.open(self.path(name), os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read_head(self, name: str, length: int) -> bytes:
+        """Return the first ``length`` bytes of ``name`` (fewer if it is shorter; none if it is missing)."""
+        try:
+            with self.path(name).open("rb") as handle:
+                return handle.read(length)
+        except FileNotFoundError:
+            return b""
 
     def delete(self, name: str) -> None:
         self.path(name).unlink(missing_ok=True)
