@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0002_context_engine"),
+        ("sessions_app", "0003_session_export"),
     ]
 
     operations = [
