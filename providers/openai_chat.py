@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from openai.types.chat import ChatCompletion
 
 from providers.chat import Completion, StopReason, ToolCall, Usage
 from providers.errors import ProviderError
@@ -87,8 +88,11 @@ class OpenAIChatModel:
         request = _request_body(
             model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
         )
+        # `post` is the client's documented way to send a body as it is: `chat.completions.create`
+        # first walks every message against the SDK's TypedDicts, which took longer than the
+        # rest of a turn on a long session (bench/sessions.py). The body is already plain JSON.
         response = call_with_retries(
-            lambda: self._client.chat.completions.create(**request),
+            lambda: self._client.post("/chat/completions", body=request, cast_to=ChatCompletion),
             backoff=self.backoff,
             sleep=self._sleep,
             what="model call",
