@@ -7,6 +7,7 @@ name (see openclaw_site/env.py), never later at request time.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -129,11 +130,11 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     if DATABASE_URL:
         import dj_database_url
 
-        return dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        return dict(dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True))
     from openclaw_site.db import embedded_database
 
     return embedded_database(VAR_DIR / "pgdata")
