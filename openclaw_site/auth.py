@@ -11,7 +11,7 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework import authentication, permissions
 from rest_framework.request import Request
@@ -118,7 +118,7 @@ def team_context_for(request: Request) -> TeamContext:
     if isinstance(user, ApiKeyPrincipal):
         key = user.api_key
         return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
-    if user is None or isinstance(user, AnonymousUser) or not user.is_authenticated:
+    if user is None or not user.is_authenticated:
         raise ApiError(
             "not_authenticated",
             "Authentication required: send 'Authorization: Bearer <api key>' or sign in.",
