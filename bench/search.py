@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -312,7 +313,7 @@ def measure_latency(
     for index, (query, vector) in enumerate(zip(queries, query_vectors)):
         order = names[index % len(names) :] + names[: index % len(names)]
         for name in order:
-            ms, response = _timed(lambda name=name, query=query, vector=vector: kinds[name](query, vector))
+            ms, response = _timed(partial(kinds[name], query, vector))
             timings.add(name, ms)
             expected = {"pgvector only": "vector", "text only": "text"}.get(name, "hybrid")
             if response.mode != expected:
@@ -456,11 +457,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             assistant = new_assistant(team, f"bench-{size}")
             print(f"{len(size_texts)} chunks: loading ...", flush=True)
-            load_ms, _ = _timed(
-                lambda assistant=assistant, size_texts=size_texts, vectors=vectors: bulk_load(
-                    assistant, size_texts, vectors, model=embedder.model
-                )
-            )
+            load_ms, _ = _timed(partial(bulk_load, assistant, size_texts, vectors, model=embedder.model))
             print(f"{len(size_texts)} chunks: searching ...", flush=True)
             timings = measure_latency(assistant, asked, query_vectors)
             recall = hnsw_recall(assistant, asked, query_vectors, vectors)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -125,7 +126,7 @@ def score_question(
     shown = read_within(hits, budget)
     return QuestionScore(
         category=question.category,
-        at_k={k: share(question.evidence, lambda turn, k=k: found_at_k(hits, turn, k)) for k in ks},
+        at_k={k: share(question.evidence, partial(found_at_k, hits, k=k)) for k in ks},
         in_budget=share(question.evidence, lambda turn: found_in(shown, turn)),
         chars_read=sum(len(text) for _, text in shown),
         results_read=len(shown),

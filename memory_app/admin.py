@@ -54,7 +54,8 @@ class MemoryDocumentForm(forms.ModelForm):
         return content
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         base = cleaned.get("base_hash")
         if self.instance.pk and base:
             current = (
@@ -70,14 +71,26 @@ class MemoryDocumentForm(forms.ModelForm):
         return cleaned
 
 
+_REVISION_FIELDS = (
+    "created_at",
+    "action",
+    "author",
+    "user",
+    "session_pk",
+    "message_pk",
+    "note",
+    "content_hash",
+)
+
+
 class RevisionInline(admin.TabularInline):
     model = MemoryRevision
     fk_name = "document"
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ["created_at", "action", "author", "user", "session_pk", "message_pk", "note", "content_hash"]
-    readonly_fields = fields
+    fields = _REVISION_FIELDS
+    readonly_fields = _REVISION_FIELDS
     ordering = ["-created_at", "-id"]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

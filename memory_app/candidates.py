@@ -122,10 +122,6 @@ class Row:
     text_rank: float | None
     hits: tuple[bool, ...] | None  # per term of `Terms`: does the chunk hold it
 
-    @property
-    def matches(self) -> bool:
-        return bool(self.hits) and any(self.hits)
-
 
 # --- the terms -------------------------------------------------------------------------------
 
@@ -186,7 +182,8 @@ def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: floa
     list and skips through the longer), and when every term is common, all of them.
     """
     order = sorted(range(len(queries)), key=lambda i: shares[i])
-    chosen, expected = [], 0.0
+    chosen: list[int] = []
+    expected = 0.0
     for i in order:
         if shares[i] >= COMMON_TERM_SHARE or (chosen and expected + shares[i] * rows > TEXT_POOL_ROWS):
             break
@@ -342,7 +339,7 @@ def _row(values: Sequence[Any]) -> Row:
     """Build a row from the chunk columns followed by cosine, keyword rank and hits."""
     *columns, cosine, rank, hits = values
     return Row(
-        *columns,
+        **dict(zip(_FIELDS, columns, strict=True)),
         cosine=None if cosine is None else float(cosine),
         text_rank=None if rank is None else float(rank),
         hits=None if hits is None else tuple(hits),

@@ -149,6 +149,8 @@ def document_entry(document: MemoryDocument) -> SourceEntry:
 def _is_current(entry: SourceEntry) -> bool:
     """Tell whether the entry still matches its source (a newer write makes it stale)."""
     if entry.source == Source.MEMORY:
+        if entry.document_id is None:  # an entry without its document's id matches no document
+            return False
         return MemoryDocument.objects.filter(pk=entry.document_id, content_hash=entry.source_hash).exists()
     provider = _external_sources.get(entry.source)
     return provider.is_current(entry) if provider is not None else True

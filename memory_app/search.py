@@ -404,23 +404,24 @@ def _keyword_scores(rows: Sequence[Row], terms: Terms | None) -> dict[int, _Keyw
     The IDF-weighted share of the query's terms the chunk holds, times its `ts_rank_cd` relative
     to the best candidate's (a weak best match does not get full marks just for being first).
     """
-    matching = [row for row in rows if row.matches]
+    # The rows that hold a query term, each with its hits.
+    matching = [(row, row.hits) for row in rows if row.hits is not None and any(row.hits)]
     if terms is None or not matching:
         return {}
     # A term no candidate holds tells nothing about this query's chunks: it must not lower
     # every chunk's coverage (e.g. a word that never occurs in this assistant's index).
-    present = [any(row.hits[i] for row in matching) for i in range(len(terms.words))]
+    present = [any(hits[i] for _, hits in matching) for i in range(len(terms.words))]
     weights = [weight if here else 0.0 for weight, here in zip(terms.weights, present)]
     total = sum(weights) or 1.0
-    best = max(row.text_rank or 0.0 for row in matching) or 1.0
+    best = max(row.text_rank or 0.0 for row, _ in matching) or 1.0
     scores = {}
-    for row in matching:
-        coverage = sum(w for w, hit in zip(weights, row.hits) if hit) / total
+    for row, hits in matching:
+        coverage = sum(w for w, hit in zip(weights, hits) if hit) / total
         rank = row.text_rank or 0.0
         scores[row.id] = _KeywordScore(
             score=coverage * (0.5 + 0.5 * rank / best),
             rank=rank,
-            matched=[word for word, hit in zip(terms.words, row.hits) if hit],
+            matched=[word for word, hit in zip(terms.words, hits) if hit],
             coverage=round(coverage, 4),
         )
     return scores
@@ -479,7 +480,7 @@ def _without_repeats(
 ) -> list[tuple[Ranked, Snippet]]:
     """Show each line once: a result keeps its lines not shown by a better one (`dedup`)."""
     seen: dict[str, set[tuple[int, str]]] = {}
-    shown = []
+    shown: list[tuple[Ranked, Snippet]] = []
     for item in ranked:
         if len(shown) == limit:
             break

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 import time
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.db import DatabaseError
 
@@ -90,7 +90,15 @@ def memory_search(arguments: dict[str, Any], *, assistant: Assistant, session_ke
     return json_result(_payload(response, with_citations, max_results, started))
 
 
-def _number(value: Any, *, integer: bool = False) -> float | int | None:
+@overload
+def _number(value: Any, *, integer: Literal[True]) -> int | None: ...
+
+
+@overload
+def _number(value: Any, *, integer: Literal[False] = False) -> float | None: ...
+
+
+def _number(value: Any, *, integer: bool = False) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):

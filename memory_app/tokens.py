@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +158,7 @@ def _usage_of(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return usage
 
 
-def estimate_context_tokens(messages: list[Mapping[str, Any]]) -> ContextEstimate:
+def estimate_context_tokens(messages: Sequence[Mapping[str, Any]]) -> ContextEstimate:
     """Estimate context size: last valid usage plus estimates of later messages (Pi)."""
     for index in range(len(messages) - 1, -1, -1):
         usage = _usage_of(messages[index])

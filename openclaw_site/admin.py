@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -126,6 +127,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
         if not change:
+            if not request.user.is_authenticated:  # the admin site lets only signed-in staff this far
+                raise PermissionDenied("Sign in to create an API key.")
             generated, secret = ApiKey.generate()
             obj.prefix, obj.secret_hash = generated.prefix, generated.secret_hash
             obj.created_by = request.user

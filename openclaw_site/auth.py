@@ -1,7 +1,8 @@
 """Who is calling and for which team: API keys (Bearer) and browser sessions.
 
-Every API view reads ``request.team_context`` (set by `IsTeamMember`) and filters every query by
-``team_context.team``; another team's object is then simply not found (404), never a leak.
+Every API view reads the caller's `TeamContext` (put on the request by `IsTeamMember`, read back
+with `request_team_context`) and filters every query by ``team_context.team``; another team's object
+is then simply not found (404), never a leak.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework import authentication, permissions
 from rest_framework.request import Request
@@ -28,6 +29,8 @@ ROLE_SCOPES: dict[str, frozenset[str]] = {
 }
 
 TEAM_SESSION_KEY = "active_team_id"
+# The request attribute `IsTeamMember` sets and `request_team_context` reads.
+_TEAM_CONTEXT_ATTRIBUTE = "team_context"
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class TeamContext:
 
     team: Team
     scopes: frozenset[str]
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     api_key: ApiKey | None = None
     role: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -106,13 +109,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
-def memberships_of(user: AbstractBaseUser) -> list[Membership]:
+def memberships_of(user: User) -> list[Membership]:
     return list(Membership.objects.filter(user=user).select_related("team").order_by("team__slug"))
 
 
-def resolve_user_team(
-    user: AbstractBaseUser, *, requested_slug: str | None, session_team_id: Any
-) -> Membership | None:
+def resolve_user_team(user: User, *, requested_slug: str | None, session_team_id: Any) -> Membership | None:
     """Pick the membership a signed-in user acts through: the X-Team header, the switcher, or the only one."""
     memberships = memberships_of(user)
     if requested_slug:
@@ -130,7 +131,7 @@ def team_context_for(request: Request) -> TeamContext:
     if isinstance(user, ApiKeyPrincipal):
         key = user.api_key
         return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
-    if user is None or not getattr(user, "is_authenticated", False):
+    if user is None or not user.is_authenticated:
         raise ApiError(
             "not_authenticated",
             "Authentication required: send 'Authorization: Bearer <api key>' or sign in.",
@@ -155,7 +156,7 @@ class IsTeamMember(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         context = team_context_for(request)
-        request.team_context = context
+        setattr(request, _TEAM_CONTEXT_ATTRIBUTE, context)
         scopes = required_scopes(view, request.method)
         if scopes and not any(context.has_scope(scope) for scope in scopes):
             wanted = "' or '".join(scopes)
@@ -168,7 +169,15 @@ class IsTeamMember(permissions.BasePermission):
         return True
 
 
-def required_scope(view: Any, method: str) -> str | tuple[str, ...] | None:
+def request_team_context(request: Request) -> TeamContext:
+    """Return the TeamContext `IsTeamMember` put on the request, or raise if it has not run."""
+    context = getattr(request, _TEAM_CONTEXT_ATTRIBUTE, None)
+    if not isinstance(context, TeamContext):
+        raise RuntimeError("No team context on this request: the view must use the IsTeamMember permission.")
+    return context
+
+
+def required_scope(view: Any, method: str | None) -> str | tuple[str, ...] | None:
     """Return the scope a view needs for a method: ``read_scope`` for safe methods, else ``write_scope``.
 
     A tuple means any one of its scopes will do (assistant reads accept sessions:read or memory:read).
@@ -178,7 +187,7 @@ def required_scope(view: Any, method: str) -> str | tuple[str, ...] | None:
     return getattr(view, "write_scope", None)
 
 
-def required_scopes(view: Any, method: str) -> tuple[str, ...]:
+def required_scopes(view: Any, method: str | None) -> tuple[str, ...]:
     """Return the scopes of which the caller needs one (empty: any team member may call)."""
     scope = required_scope(view, method)
     if scope is None:

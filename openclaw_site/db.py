@@ -89,18 +89,29 @@ def _tune(socket_dir: str) -> bool:
 
     want = shared_buffers_mb()
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
-            "WHERE name = 'shared_buffers'"
-        ).fetchone()
+        row = _shared_buffers_row(
+            conn.execute(
+                "SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
+                "WHERE name = 'shared_buffers'"
+            ).fetchone()
+        )
         if row[0] == want and not row[1]:
             return False
         conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(want)}MB'")
         conn.execute("SELECT pg_reload_conf()")
-        row = conn.execute(
-            "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
-        ).fetchone()
+        row = _shared_buffers_row(
+            conn.execute(
+                "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
+            ).fetchone()
+        )
         return row[0] != want
+
+
+def _shared_buffers_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """Return the pg_settings row of shared_buffers (every PostgreSQL server has one)."""
+    if row is None:
+        raise RuntimeError("The embedded PostgreSQL reports no shared_buffers setting.")
+    return row
 
 
 def is_running(pgdata: Path) -> bool:

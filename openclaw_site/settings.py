@@ -7,6 +7,7 @@ name (see openclaw_site/env.py), never later at request time.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -134,11 +135,13 @@ TEMPLATES = [
 DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300, minimum=0)
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     if DATABASE_URL:
         import dj_database_url
 
-        return dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
+        return dict(
+            dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
+        )
     from openclaw_site.db import embedded_database
 
     return {

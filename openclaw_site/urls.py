@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from openclaw_site import health
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("openclaw_site.api.urls")),
     path("", include("memory_app.api.urls")),
     path("", include("sessions_app.api.urls")),

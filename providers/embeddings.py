@@ -82,7 +82,7 @@ def get_embedder() -> Embedder | None:
     with _embedder_lock:
         if _embedder is _UNSET:
             _embedder = _build_embedder()
-        return _embedder  # type: ignore[no-any-return]
+        return _embedder
 
 
 def embedder_status(*, load: bool = False) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
@@ -305,6 +305,39 @@ def _previous_summary_tokens(plan: CompactionPlan) -> int:
 
 
 # --- the entry point --------------------------------------------------------------------------
+
+
+@overload
+def compact_session(
+    *,
+    session_id: int,
+    trigger: str,
+    instructions: str | None = None,
+    dry_run: Literal[True],
+    observed_tokens: int | None = None,
+) -> CompactionPreview: ...
+
+
+@overload
+def compact_session(
+    *,
+    session_id: int,
+    trigger: str,
+    instructions: str | None = None,
+    dry_run: Literal[False] = False,
+    observed_tokens: int | None = None,
+) -> CompactionRun | None: ...
+
+
+@overload
+def compact_session(
+    *,
+    session_id: int,
+    trigger: str,
+    instructions: str | None = None,
+    dry_run: bool = False,
+    observed_tokens: int | None = None,
+) -> CompactionRun | CompactionPreview | None: ...
 
 
 def compact_session(

@@ -124,7 +124,7 @@ class SessionTranscripts:
     def is_current(self, entry: SourceEntry) -> bool:
         # Transcripts only grow; an older snapshot is still true, and `upto` keeps a slower run
         # from replacing a newer one (memory_app.indexing._write_entry).
-        return Session.objects.filter(pk=entry.session_pk).exists()
+        return entry.session_pk is not None and Session.objects.filter(pk=entry.session_pk).exists()
 
 
 def index_session_transcript(session_id: int, force: bool = False) -> IndexOutcome:

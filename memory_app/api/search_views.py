@@ -24,17 +24,6 @@ from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import TaskOwner, enqueue, task_status
 
 
-class SourcesField(serializers.CharField):
-    """`memory,sessions` as a list, each checked."""
-
-    def to_internal_value(self, data: Any) -> list[str]:
-        items = [item.strip() for item in str(super().to_internal_value(data)).split(",") if item.strip()]
-        bad = [item for item in items if item not in ("memory", "sessions")]
-        if not items or bad:
-            raise serializers.ValidationError("must be a comma-separated list of memory, sessions")
-        return list(dict.fromkeys(items))
-
-
 class SearchInput(serializers.Serializer):
     q = serializers.CharField(max_length=2000, help_text="The query.")
     max_results = serializers.IntegerField(
@@ -43,7 +32,7 @@ class SearchInput(serializers.Serializer):
     min_score = serializers.FloatField(
         min_value=0, max_value=1, required=False, help_text="Default memorySearch.query.minScore (0.35)."
     )
-    sources = SourcesField(
+    sources = serializers.CharField(
         required=False, help_text="memory, sessions or memory,sessions (default: settings)."
     )
     mode = serializers.ChoiceField(
@@ -61,10 +50,20 @@ class SearchInput(serializers.Serializer):
     snippet_mode = serializers.ChoiceField(choices=SNIPPET_MODES, required=False)
     snippet_max_chars = serializers.IntegerField(min_value=0, max_value=100000, required=False)
 
+    def validate_sources(self, value: str) -> list[str]:
+        """`memory,sessions` as a list, each checked."""
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        bad = [item for item in items if item not in ("memory", "sessions")]
+        if not items or bad:
+            raise serializers.ValidationError("must be a comma-separated list of memory, sessions")
+        return list(dict.fromkeys(items))
+
 
 class SearchResultOutput(serializers.Serializer):
     path = serializers.CharField()
-    source = serializers.ChoiceField(choices=["memory", "sessions"])
+    # A field named "source": the serializer metaclass moves it into the declared fields, so it
+    # never shadows Field.source, which the stubs cannot tell.
+    source = serializers.ChoiceField(choices=["memory", "sessions"])  # type: ignore[assignment]
     start_line = serializers.IntegerField(help_text="First line shown (a message seq for sessions).")
     end_line = serializers.IntegerField()
     score = serializers.FloatField()

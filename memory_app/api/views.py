@@ -6,7 +6,7 @@ triggers the reindex and the export like any other write.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -14,7 +14,6 @@ from django.db.models import Case, F, Func, IntegerField, QuerySet, Value, When
 from django.db.models.functions import Length, Replace
 from drf_spectacular.utils import (
     OpenApiParameter,
-    OpenApiTypes,
     PolymorphicProxySerializer,
     extend_schema,
     inline_serializer,
@@ -36,20 +35,28 @@ from memory_app.documents import Provenance, StaleWrite, delete_document, read_l
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.selectors import document_get, document_list, revision_list
-from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
+from openclaw_site.api.base import (
+    TeamApiView,
+    not_found,
+    page_meta_fields,
+    paginate,
+    query_bool,
+    query_int,
+    validated,
+)
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Scope
 from openclaw_site.selectors import assistant_get
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 DocumentList = inline_serializer("MemoryDocumentList", {"documents": DocumentSummaryOutput(many=True)})
 RevisionList = inline_serializer(
     "MemoryRevisionList",
     {
         "revisions": RevisionOutput(many=True),
-        "count": OpenApiTypes.INT,
-        "limit": OpenApiTypes.INT,
-        "offset": OpenApiTypes.INT,
-        "next_offset": OpenApiTypes.INT,
+        **page_meta_fields(),
     },
 )
 PATH_PARAMETER = OpenApiParameter(
@@ -101,7 +108,15 @@ def document_dict(document: MemoryDocument) -> dict[str, Any]:
     return {**summary_dict(document), "content": document.content}
 
 
-def revision_dict(revision: MemoryRevision, *, include_content: bool) -> dict[str, Any]:
+class RevisionSize(TypedDict):
+    """What `MemoryRevisionsApi` annotates on each revision: its content's size in bytes."""
+
+    size: int
+
+
+def revision_dict(
+    revision: WithAnnotations[MemoryRevision, RevisionSize], *, include_content: bool
+) -> dict[str, Any]:
     data = {
         "id": revision.pk,
         "path": revision.path,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -35,16 +35,16 @@ from memory_app.selectors import (
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import TaskOwner, enqueue
-from openclaw_site.web.base import is_htmx, render_page, team_view
+from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
 
 
-def _provenance(request: HttpRequest, note: str = "dashboard") -> Provenance:
+def _provenance(request: WebRequest, note: str = "dashboard") -> Provenance:
     return Provenance(author=Author.USER, user=request.user, note=note)
 
 
-def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+def _redirect(request: WebRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
@@ -94,7 +94,7 @@ def memory_tree(assistant: Assistant) -> MemoryTree:
 
 @require_GET
 @team_view
-def memory_index(request: HttpRequest, slug: str) -> HttpResponse:
+def memory_index(request: WebRequest, slug: str) -> HttpResponse:
     """The assistant's memory documents as a tree."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     return render_page(
@@ -108,7 +108,7 @@ def memory_index(request: HttpRequest, slug: str) -> HttpResponse:
 # --- one document -----------------------------------------------------------------------------
 
 
-def _line_range(request: HttpRequest) -> tuple[int, int] | None:
+def _line_range(request: WebRequest) -> tuple[int, int] | None:
     """The ``?from=&lines=`` range a search citation points at (1-based, inclusive)."""
     try:
         start = int(request.GET.get("from", ""))
@@ -134,7 +134,7 @@ def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dic
     found = {m.pk: m for m in Message.objects.filter(pk__in=message_pks, session__assistant=assistant)}
     links = {}
     for revision in revisions:
-        message = found.get(revision.message_pk)
+        message = found.get(revision.message_pk) if revision.message_pk is not None else None
         if message is not None:
             links[revision.pk] = reverse("session-message", args=[message.session_id, message.seq])
         elif revision.session_pk:
@@ -144,7 +144,7 @@ def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dic
 
 @require_GET
 @team_view
-def memory_document(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """Read a document with line numbers (a cited range highlighted) and its revisions."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     document = document_get(assistant=assistant, path=path)
@@ -212,7 +212,7 @@ def _check_size(form: forms.Form) -> None:
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def memory_edit(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """Edit a document; a save makes a revision, and a stale save (someone saved since) is refused."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     document = document_get(assistant=assistant, path=path)
@@ -257,7 +257,7 @@ def memory_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
+def memory_new(request: WebRequest, slug: str) -> HttpResponse:
     """Create a document; the path is checked with the rules OpenClaw indexes by."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
@@ -290,7 +290,7 @@ def memory_new(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 @team_view
-def memory_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def memory_delete(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """Delete a document; its revisions stay, so it can be restored."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     document = document_get(assistant=assistant, path=path)
@@ -316,7 +316,7 @@ def _diff(before: str, after: str, *, before_name: str, after_name: str) -> list
 
 @require_GET
 @team_view
-def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def memory_revision(request: WebRequest, slug: str, pk: int) -> HttpResponse:
     """One revision: its text and what it changed against the revision before it."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     revision = revision_get(assistant=assistant, pk=pk)
@@ -347,7 +347,7 @@ def memory_revision(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 @require_POST
 @team_view
-def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def memory_revert(request: WebRequest, slug: str, pk: int) -> HttpResponse:
     """Restore a document's text from a revision (recreating it if it was deleted)."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     revision = revision_get(assistant=assistant, pk=pk)
@@ -370,7 +370,7 @@ def memory_revert(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 @require_POST
 @team_view
-def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
+def memory_reindex(request: WebRequest, slug: str) -> HttpResponse:
     """Queue a reindex of the assistant's memory and transcripts; its progress shows on the jobs page.
 
     The same tracked task as ``POST /api/v1/assistants/{slug}/reindex/``, so `GET /tasks/{id}/`
@@ -392,7 +392,7 @@ def memory_reindex(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 @team_view
-def memory_deleted(request: HttpRequest, slug: str) -> HttpResponse:
+def memory_deleted(request: WebRequest, slug: str) -> HttpResponse:
     """Documents that were deleted, with their last revision to restore from."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     return render_page(
@@ -441,7 +441,7 @@ def index_status(assistant: Assistant, document: MemoryDocument) -> dict[str, An
 
 @require_GET
 @team_view
-def memory_index_status(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def memory_index_status(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """The little "indexed / indexing…" badge of a document, polled while a reindex runs."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     document = document_get(assistant=assistant, path=path)
@@ -495,7 +495,7 @@ def _search_defaults(assistant: Assistant) -> dict[str, Any]:
     }
 
 
-def _search_form(request: HttpRequest, assistant: Assistant) -> SearchForm:
+def _search_form(request: WebRequest, assistant: Assistant) -> SearchForm:
     if request.GET.get("opts"):
         return SearchForm(request.GET)
     return SearchForm({**_search_defaults(assistant), "q": request.GET.get("q", "")})
@@ -534,7 +534,7 @@ def _session_titles(assistant: Assistant, results: list[Any]) -> dict[int, str]:
 
 @require_GET
 @team_view
-def search(request: HttpRequest, slug: str) -> HttpResponse:
+def search(request: WebRequest, slug: str) -> HttpResponse:
     """Hybrid search over memory and past sessions, with each result's score parts explained."""
     from memory_app.search import SearchOptionError, hybrid_search
 
@@ -561,7 +561,7 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
                     result=r,
                     url=_result_url(assistant, r),
                     label=r.citation,
-                    session_title=titles.get(r.session_id, ""),
+                    session_title=titles.get(r.session_id, "") if r.session_id is not None else "",
                 )
                 for r in response.results
             ]

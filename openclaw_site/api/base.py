@@ -8,15 +8,16 @@ selector's `NotFound` into the 404 error body (never a leak).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from openclaw_site.auth import TeamContext
+from openclaw_site.auth import TeamContext, request_team_context
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Team
 from openclaw_site.selectors import NotFound
@@ -51,11 +52,11 @@ class TeamApiView(APIView):
 
     @property
     def team_context(self) -> TeamContext:
-        return self.request.team_context
+        return request_team_context(self.request)
 
     @property
     def team(self) -> Team:
-        return self.request.team_context.team
+        return self.team_context.team
 
     def handle_exception(self, exc: Exception) -> Any:
         """Answer a selector's NotFound with the 404 error body, like any other API error."""
@@ -63,7 +64,7 @@ class TeamApiView(APIView):
             exc = not_found(exc.what)
         return super().handle_exception(exc)
 
-    def acting_user(self) -> Any:
+    def acting_user(self) -> User | None:
         """Return the signed-in user behind the request, or None for an API key."""
         return self.team_context.user
 
@@ -105,6 +106,18 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, **kwarg
     text = messages[0] if isinstance(messages, list) and messages else messages
     label = "body" if field == "non_field_errors" else field
     raise ApiError("validation_error", f"{label}: {text}", details={"field": label, "errors": errors})
+
+
+@overload
+def query_int(
+    request: Request, name: str, *, default: int, minimum: int = 0, maximum: int | None = None
+) -> int: ...
+
+
+@overload
+def query_int(
+    request: Request, name: str, *, default: None = None, minimum: int = 0, maximum: int | None = None
+) -> int | None: ...
 
 
 def query_int(
@@ -154,6 +167,16 @@ class Page:
             "offset": self.offset,
             "next_offset": following if following < self.count else None,
         }
+
+
+def page_meta_fields() -> dict[str, serializers.Field]:
+    """Return the fields `Page.meta` adds to a list response, for the list's schema."""
+    return {
+        "count": serializers.IntegerField(),
+        "limit": serializers.IntegerField(),
+        "offset": serializers.IntegerField(),
+        "next_offset": serializers.IntegerField(allow_null=True),
+    }
 
 
 def paginate(

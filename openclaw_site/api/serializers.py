@@ -5,20 +5,20 @@ from __future__ import annotations
 import zoneinfo
 from typing import Any
 
+from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
-from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, WorkspaceAccess
+from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, Team, WorkspaceAccess
 
 
-def _check_timezone(value: str) -> str:
+def _check_timezone(value: str) -> None:
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise serializers.ValidationError(
             f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)."
         ) from None
-    return value
 
 
 class AssistantFieldsMixin(serializers.Serializer):
@@ -46,7 +46,7 @@ class AssistantUpdateInput(StrictSerializer, AssistantFieldsMixin):
 
 
 class AssistantOutput(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Assistant
@@ -76,7 +76,9 @@ class ApiKeyCreateInput(StrictSerializer):
 class ApiKeyOutput(serializers.ModelSerializer):
     prefix = serializers.SerializerMethodField()
     active = serializers.BooleanField(source="is_active", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     class Meta:
         model = ApiKey
@@ -100,11 +102,17 @@ class ApiKeyOutput(serializers.ModelSerializer):
 
 
 class ApiKeyCreatedOutput(ApiKeyOutput):
-    secret = serializers.CharField(read_only=True, help_text="Shown once; only its hash is stored.")
+    # The secret comes in the serializer's context: the key object never holds it.
+    secret = serializers.SerializerMethodField(help_text="Shown once; only its hash is stored.")
 
     class Meta(ApiKeyOutput.Meta):
         fields = [*ApiKeyOutput.Meta.fields, "secret"]
         read_only_fields = fields
+
+    def get_secret(self, key: ApiKey) -> str:
+        """The whole secret, from the serializer's context."""
+        secret: str = self.context["secret"]
+        return secret
 
 
 class TaskOutput(serializers.Serializer):

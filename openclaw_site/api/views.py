@@ -96,8 +96,8 @@ class ApiKeyListCreateApi(TeamApiView):
     def post(self, request: Request) -> Response:
         data = validated(ApiKeyCreateInput, self.json_object())
         key, secret = services.api_key_create(team=self.team, created_by=self.acting_user(), **data)
-        key.secret = secret  # for the output serializer only; never stored
-        return Response(ApiKeyCreatedOutput(key).data, status=status.HTTP_201_CREATED)
+        output = ApiKeyCreatedOutput(key, context={"secret": secret})  # shown once; never stored
+        return Response(output.data, status=status.HTTP_201_CREATED)
 
 
 class ApiKeyRevokeApi(TeamApiView):

@@ -183,7 +183,8 @@ class SettingsForm(forms.Form):
         self.document: dict[str, Any] | None = None
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         data: dict[str, Any] = {}
         for path, spec in self.leaves.items():
             if path in self.errors:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db.models import Count, Max
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,13 +20,13 @@ from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Role, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
-from openclaw_site.web.base import is_htmx, render_page, team_view
+from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 
 UNPROCESSABLE = 422
 
 
-def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+def _redirect(request: WebRequest, url: str) -> HttpResponse:
     """Navigate to ``url``: a client-side redirect for htmx, a normal one otherwise."""
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
@@ -45,7 +45,7 @@ def _assistants(team: Team) -> list[Assistant]:
 
 @require_GET
 @team_view
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: WebRequest) -> HttpResponse:
     """The team's assistants with their session counts and last activity."""
     return render_page(
         request, "site/home.html", {"assistants": _assistants(request.web.team)}, partial="assistant-list"
@@ -54,7 +54,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @team_view
-def switch_team(request: HttpRequest) -> HttpResponse:
+def switch_team(request: WebRequest) -> HttpResponse:
     """Make another of the user's teams the active one (the REST API reads the same session key)."""
     slug = request.POST.get("team", "")
     membership = next((m for m in request.web.memberships if m.team.slug == slug), None)
@@ -67,7 +67,7 @@ def switch_team(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def assistant_create(request: HttpRequest) -> HttpResponse:
+def assistant_create(request: WebRequest) -> HttpResponse:
     """Create an assistant (admins)."""
     request.web.require(Role.ADMIN)
     form = AssistantCreateForm(request.POST or None, team=request.web.team)
@@ -91,7 +91,7 @@ def assistant_create(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @team_view
-def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
+def assistant_detail(request: WebRequest, slug: str) -> HttpResponse:
     """An assistant's overview: recent sessions, memory documents, search."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     sessions = assistant.sessions.annotate(message_count=Count("messages")).order_by("-updated_at")[:8]
@@ -112,7 +112,7 @@ def assistant_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def assistant_settings(request: HttpRequest, slug: str) -> HttpResponse:
+def assistant_settings(request: WebRequest, slug: str) -> HttpResponse:
     """The assistant's fields and OpenClaw settings; admins save, others read."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     if request.method == "POST":
@@ -150,7 +150,7 @@ def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> None:
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def api_keys(request: HttpRequest) -> HttpResponse:
+def api_keys(request: WebRequest) -> HttpResponse:
     """The team's API keys; admins create them (the secret is shown once) and revoke them."""
     team = request.web.team
     form = ApiKeyForm(request.POST or None)
@@ -181,7 +181,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @team_view
-def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+def api_key_revoke(request: WebRequest, pk: int) -> HttpResponse:
     """Revoke a key of the team now; its clients get 401 from the next request on."""
     request.web.require(Role.ADMIN)
     key = api_key_get(team=request.web.team, pk=pk)
@@ -200,7 +200,7 @@ def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @team_view
-def jobs_page(request: HttpRequest) -> HttpResponse:
+def jobs_page(request: WebRequest) -> HttpResponse:
     """Recent background tasks of the team with state, duration and error text."""
     rows = jobs.team_jobs(request.web.team)
     active = jobs.worth_polling(rows)

@@ -45,7 +45,7 @@ def run_dict(run: CompactionRun) -> dict[str, Any]:
         "tokens_before": run.tokens_before,
         "tokens_after": run.tokens_after,
         "offline": run.offline,
-        "entry": entry_dict(run.entry) if run.entry_id else None,
+        "entry": entry_dict(run.entry) if run.entry is not None else None,
         "created_at": run.created_at.isoformat(),
         "updated_at": run.updated_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
@@ -133,7 +133,9 @@ def compact_command_text(payload: Any) -> str | None:
     if message.role != "user":
         return None
     parsed = parse_compact_command(text_of(message.content))
-    return None if parsed is NOT_A_COMMAND else (parsed or "")
+    if parsed is NOT_A_COMMAND:
+        return None
+    return parsed if isinstance(parsed, str) else ""
 
 
 def run_compact_command(session: Session, *, instructions: str | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
+from openclaw_site.models import Assistant
 from sessions_app.context import session_figures
 from sessions_app.models import Message, Session
 from sessions_app.transcript import to_agent_message
@@ -26,7 +27,9 @@ class SessionUpdateInput(StrictSerializer):
 class SessionOutput(serializers.ModelSerializer):
     """A session with the token figures the context engine keeps (OpenClaw's SessionEntry fields)."""
 
-    assistant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    assistant: serializers.SlugRelatedField[Assistant] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     message_count = serializers.SerializerMethodField()
     tokens = serializers.SerializerMethodField(
         help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.session_figures)."

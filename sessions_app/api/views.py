@@ -10,7 +10,15 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from openclaw_site.api.base import TeamApiView, not_found, paginate, query_bool, query_int, validated
+from openclaw_site.api.base import (
+    TeamApiView,
+    not_found,
+    page_meta_fields,
+    paginate,
+    query_bool,
+    query_int,
+    validated,
+)
 from openclaw_site.idempotency import (
     StoredResponse,
     check_key,
@@ -42,10 +50,7 @@ SessionList = inline_serializer(
     "SessionList",
     {
         "sessions": SessionOutput(many=True),
-        "count": OpenApiTypes.INT,
-        "limit": OpenApiTypes.INT,
-        "offset": OpenApiTypes.INT,
-        "next_offset": OpenApiTypes.INT,
+        **page_meta_fields(),
     },
 )
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -199,6 +204,8 @@ class SessionMessagesApi(SessionApiView):
         """Run ``action`` under the request's Idempotency-Key (if any) and return its response."""
         request = self.request
         key = check_key(request.headers.get("Idempotency-Key"))
+        if request.method is None:  # Django's handler sets it on every request it dispatches
+            raise RuntimeError("An API request without an HTTP method cannot be fingerprinted.")
         fingerprint = request_fingerprint(method=request.method, path=request.path, body=request.data)
         runner = run_idempotent_outside_transaction if outside_transaction else run_idempotent
         result = runner(team=self.team, key=key, fingerprint=fingerprint, action=action)

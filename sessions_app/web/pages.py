@@ -348,6 +348,8 @@ def compact(*, session: Session, instructions: str) -> CompactResult:
         return CompactResult(
             False, f"Compaction failed and nothing was changed: {failed.run.reason}", failed.run
         )
+    if run is None:  # only a threshold trigger that is no longer due returns no run
+        raise RuntimeError(f"A manual compaction of session {session.pk} returned no run.")
     return CompactResult(True, manual_reply_text(run, context_window=session.assistant.context_window), run)
 
 
@@ -376,7 +378,7 @@ def chat(*, session: Session, text: str) -> ChatOutcome:
     instructions = parse_compact_command(text)
     if instructions is not NOT_A_COMMAND:
         # Like OpenClaw's commands, /compact is not stored as a message.
-        result = compact(session=session, instructions=instructions or "")
+        result = compact(session=session, instructions=instructions if isinstance(instructions, str) else "")
         if result.ok:
             return ChatOutcome(notice=result.message)
         return ChatOutcome(error=result.message, status=409, stored=result.run is not None)

@@ -169,7 +169,8 @@ def compaction_cards(session: Session, messages: list[Message]) -> list[Compacti
 def _runs_by_entry(entry_ids: list[int]) -> dict[int, Any]:
     from sessions_app.models import CompactionRun
 
-    return {run.entry_id: run for run in CompactionRun.objects.filter(entry_id__in=entry_ids)}
+    runs = CompactionRun.objects.filter(entry_id__in=entry_ids)
+    return {run.entry_id: run for run in runs if run.entry_id is not None}
 
 
 def build_transcript(session: Session) -> Transcript:

@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get
-from openclaw_site.web.base import is_htmx, render_page, team_view
+from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from sessions_app import selectors
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.web import pages
@@ -31,7 +31,7 @@ from sessions_app.web.transcript import build_transcript, compaction_cards, cove
 UNPROCESSABLE = 422
 
 
-def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+def _redirect(request: WebRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
@@ -51,7 +51,7 @@ class NewSessionForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def session_list(request: HttpRequest, slug: str) -> HttpResponse:
+def session_list(request: WebRequest, slug: str) -> HttpResponse:
     """An assistant's sessions, newest activity first; members start new ones."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     form = NewSessionForm(request.POST or None)
@@ -84,7 +84,7 @@ def session_list(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _page_context(request: HttpRequest, session: Session) -> dict[str, Any]:
+def _page_context(request: WebRequest, session: Session) -> dict[str, Any]:
     gauge = pages.gauge(session)
     return {
         "session": session,
@@ -114,28 +114,28 @@ def _runs(session: Session) -> list[CompactionRun]:
     return list(selectors.compaction_run_list(session=session)[:20])
 
 
-def _session_page(request: HttpRequest, session: Session, *, partial: str) -> HttpResponse:
+def _session_page(request: WebRequest, session: Session, *, partial: str) -> HttpResponse:
     """Render the session page, or the one part of it an htmx request asks for (`render_page`)."""
     return render_page(request, "sessions/session.html", _page_context(request, session), partial=partial)
 
 
 @require_GET
 @team_view
-def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def session_detail(request: WebRequest, pk: int) -> HttpResponse:
     """The session page: gauge, transcript, chat box, what the model sees, compaction."""
     return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="live")
 
 
 @require_GET
 @team_view
-def session_gauge(request: HttpRequest, pk: int) -> HttpResponse:
+def session_gauge(request: WebRequest, pk: int) -> HttpResponse:
     """The context gauge alone (refreshed after each turn and while a compaction runs)."""
     return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="gauge")
 
 
 @require_GET
 @team_view
-def session_transcript(request: HttpRequest, pk: int) -> HttpResponse:
+def session_transcript(request: WebRequest, pk: int) -> HttpResponse:
     """The transcript alone."""
     return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="transcript")
 
@@ -151,7 +151,7 @@ def _should_poll(session: Session, gauge: Any) -> bool:
 
 @require_GET
 @team_view
-def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
+def session_refresh(request: WebRequest, pk: int) -> HttpResponse:
     """Transcript, gauge and runs at once (out-of-band), polled while a flush or compaction is due."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     if not is_htmx(request):
@@ -161,14 +161,14 @@ def session_refresh(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @team_view
-def session_runs(request: HttpRequest, pk: int) -> HttpResponse:
+def session_runs(request: WebRequest, pk: int) -> HttpResponse:
     """The compaction runs with their states and flush outcomes (polled while one is active)."""
     return _session_page(request, selectors.session_get(team=request.web.team, pk=pk), partial="runs")
 
 
 @require_GET
 @team_view
-def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResponse:
+def compaction_covered(request: WebRequest, pk: int, entry_id: str) -> HttpResponse:
     """The original messages one compaction entry summarised."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     messages_ = list(Message.objects.filter(session=session).order_by("seq").only("seq", "entry_id"))
@@ -191,7 +191,7 @@ def compaction_covered(request: HttpRequest, pk: int, entry_id: str) -> HttpResp
 
 @require_GET
 @team_view
-def session_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+def session_message(request: WebRequest, pk: int, seq: int) -> HttpResponse:
     """One message with its neighbours: where memory revisions and search citations link to."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     message = selectors.message_get(session=session, seq=seq)
@@ -217,13 +217,13 @@ class ChatForm(forms.Form):
 
 @require_POST
 @team_view
-def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
+def session_chat(request: WebRequest, pk: int) -> HttpResponse:
     """Post a user message and run the assistant's turn (or `/compact [instructions]`)."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     request.web.require(Role.MEMBER)
     form = ChatForm(request.POST)
     if not form.is_valid():
-        return _composer_error(request, session, form.errors["text"][0], status=UNPROCESSABLE)
+        return _composer_error(request, session, str(form.errors["text"][0]), status=UNPROCESSABLE)
     outcome = pages.chat(session=session, text=form.cleaned_data["text"])
     if outcome.error and not outcome.stored:
         return _composer_error(request, session, outcome.error, status=outcome.status)
@@ -242,7 +242,7 @@ def session_chat(request: HttpRequest, pk: int) -> HttpResponse:
     return render_page(request, "sessions/session.html", context, partial="chat-result")
 
 
-def _composer_error(request: HttpRequest, session: Session, message: str, *, status: int) -> HttpResponse:
+def _composer_error(request: WebRequest, session: Session, message: str, *, status: int) -> HttpResponse:
     context = _page_context(request, session) | {"composer_error": message}
     if not is_htmx(request):
         messages.error(request, message)
@@ -257,7 +257,7 @@ def _composer_error(request: HttpRequest, session: Session, message: str, *, sta
 
 @require_GET
 @team_view
-def session_context(request: HttpRequest, pk: int) -> HttpResponse:
+def session_context(request: WebRequest, pk: int) -> HttpResponse:
     """What the model sees: the compaction view after pruning, with trimmed and cleared results marked."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     return render_page(
@@ -285,7 +285,7 @@ class CompactForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 @team_view
-def session_compact(request: HttpRequest, pk: int) -> HttpResponse:
+def session_compact(request: WebRequest, pk: int) -> HttpResponse:
     """GET: the dry-run preview (nothing written). POST: compact now (members)."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     form = CompactForm(request.POST or request.GET or None)
