@@ -429,14 +429,12 @@ class Bench:
                     {"content": f"# Note\nThe code is {token}.\n"},
                 )
                 written = time.perf_counter()
-                wait_for(
-                    lambda t=token: bool(
-                        self.api.ok("GET", f"/assistants/burst/search/?q={t}&mode=text")[0]["results"]
-                    ),
-                    timeout=60,
-                    what="a memory write to become searchable",
-                    every=0.05,
-                )
+
+                def found(token: str = token) -> bool:
+                    data, _ = self.api.ok("GET", f"/assistants/burst/search/?q={token}&mode=text")
+                    return bool(data["results"])
+
+                wait_for(found, timeout=60, what="a memory write to become searchable", every=0.05)
                 searchable.append(time.perf_counter() - written)
                 time.sleep(0.3)
 

@@ -241,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def fake(self) -> FakeOpenAI:
-        return self.server.fake  # type: ignore[attr-defined, no-any-return]
+        return self.server.fake  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -240,7 +240,8 @@ def openclaw_usage(usage: Any) -> dict[str, Any]:
     source = usage if isinstance(usage, dict) else {}
     counts = {key: _number(source.get(key)) for key in USAGE_COUNTERS}
     total = _number(source.get("totalTokens")) or sum(counts.values())
-    cost_source = source.get("cost") if isinstance(source.get("cost"), dict) else {}
+    given_cost = source.get("cost")
+    cost_source: dict[str, Any] = given_cost if isinstance(given_cost, dict) else {}
     cost = {**cost_source, **{key: _number(cost_source.get(key)) for key in COST_FIELDS}}
     return {**source, **counts, "totalTokens": total, "cost": cost}
 

@@ -42,7 +42,7 @@ from sessions_app.workspace.openclaw_jsonl import (
     parse_transcript,
 )
 
-SESSION_KEY_MAX = Session._meta.get_field("key").max_length
+SESSION_KEY_MAX = int(Session._meta.get_field("key").max_length or 0)
 
 
 class WorkspaceImportError(Exception):

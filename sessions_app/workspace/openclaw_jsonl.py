@@ -146,7 +146,7 @@ def _json_rows(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
             continue
         try:
             data = json.loads(line)
-        except ValueError as error:
+        except json.JSONDecodeError as error:
             raise TranscriptError(source, number, f"not valid JSON ({error.msg})") from None
         if not isinstance(data, dict):
             raise TranscriptError(source, number, "each line must be a JSON object")
@@ -166,8 +166,8 @@ def _header(header: dict[str, Any], source: str, line: int) -> tuple[str, dateti
             "open the session once in OpenClaw to migrate it)",
         )
     created_at = _timestamp(header.get("timestamp"), source, line)
-    cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else ""
-    return header["id"], created_at, cwd
+    cwd = header.get("cwd")
+    return str(header["id"]), created_at, cwd if isinstance(cwd, str) else ""
 
 
 def _timestamp(value: Any, source: str, line: int) -> datetime:
@@ -366,7 +366,8 @@ class _BranchReader:
         if not isinstance(before, (int, float)) or isinstance(before, bool) or before < 0:
             raise TranscriptError(self.source, line, "a compaction entry needs tokensBefore (a number >= 0)")
         after = entry.get("tokensAfter")
-        trigger = entry.get("trigger") if entry.get("trigger") in TRIGGERS else "threshold"
+        given = entry.get("trigger")
+        trigger = given if isinstance(given, str) and given in TRIGGERS else "threshold"
         return ParsedEntry(
             kind="compaction",
             entry_id=entry["id"],
