@@ -94,10 +94,18 @@ def after_transcript_change(session: Session) -> None:
     """Queue the export mirror and the transcript indexer for after the commit."""
     owner = session_owner(session=session)
     enqueue(
-        "sessions_app.tasks.export_session", session.pk, owner=owner, task_name=f"export-session-{session.pk}"
+        "sessions_app.tasks.export_session",
+        session.pk,
+        owner=owner,
+        task_name=f"export-session-{session.pk}",
+        coalesce_key=f"export-session:{session.pk}",
     )
     enqueue(
-        "sessions_app.tasks.transcript_changed", session.pk, owner=owner, task_name=f"transcript-{session.pk}"
+        "sessions_app.tasks.transcript_changed",
+        session.pk,
+        owner=owner,
+        task_name=f"transcript-{session.pk}",
+        coalesce_key=f"transcript-changed:{session.pk}",
     )
 
 
