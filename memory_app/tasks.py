@@ -21,9 +21,11 @@ def reindex_document(document_id: int) -> dict[str, Any]:
     document = MemoryDocument.objects.filter(pk=document_id).values("assistant_id", "path").first()
     if document is None:
         return {"skipped": "document deleted"}
-    key = {"assistant_id": document["assistant_id"], "source": Source.MEMORY, "key": document["path"]}
-    version = debounce.latest_version(**key)
-    if version is not None and not debounce.wait_turn(**key, version=version):
+    assistant_id, path = document["assistant_id"], document["path"]
+    version = debounce.latest_version(assistant_id=assistant_id, source=Source.MEMORY, key=path)
+    if version is not None and not debounce.wait_turn(
+        assistant_id=assistant_id, source=Source.MEMORY, key=path, version=version
+    ):
         return {"skipped": "superseded by a newer change"}
     return indexing.index_document(document_id).as_dict()
 

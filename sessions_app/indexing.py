@@ -206,9 +206,11 @@ def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
     session = Session.objects.filter(pk=session_id).values("assistant_id").first()
     if session is None:
         return {"skipped": "session deleted"}
-    key = {"assistant_id": session["assistant_id"], "source": Source.SESSIONS, "key": str(session_id)}
-    version = debounce.latest_version(**key)
-    if version is not None and not debounce.wait_turn(**key, version=version):
+    assistant_id, key = session["assistant_id"], str(session_id)
+    version = debounce.latest_version(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
+    if version is not None and not debounce.wait_turn(
+        assistant_id=assistant_id, source=Source.SESSIONS, key=key, version=version
+    ):
         return {"skipped": "superseded by a newer change"}
     return index_session_transcript(session_id, force=force).as_dict()
 
