@@ -191,6 +191,17 @@ _FOLD_SQL = f"""
 
 def _fold_or_send(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> None:
     """After the commit: fold into the key's pending job, or record a new one and send it."""
+    try:
+        record_pk, task_id, inserted = _fold(job, owner=owner, coalesce_key=coalesce_key)
+    except Exception:  # the change that asked for the job has committed: report, don't raise
+        logger.exception("Could not record %s for %s", job.func, coalesce_key)
+        return
+    if inserted:
+        _send(job, record_pk=record_pk, task_id=task_id)
+
+
+def _fold(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> tuple[int, str, bool]:
+    """Run `_FOLD_SQL`: return the pending record's id and task id, and whether it is new."""
     now = timezone.now()
     params = (
         uuid.uuid4().hex,
@@ -207,9 +218,7 @@ def _fold_or_send(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> None:
         row = cursor.fetchone()
     if row is None:  # RETURNING gives a row for an insert and for an update alike
         raise RuntimeError(f"the fold of {coalesce_key} returned no row")
-    record_pk, task_id, inserted = row
-    if inserted:
-        _send(job, record_pk=record_pk, task_id=task_id)
+    return int(row[0]), str(row[1]), bool(row[2])
 
 
 def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
