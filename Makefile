@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps migrate bench eval clean-db
+.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps redis-deps migrate bench eval clean-db
 
 setup: $(STAMP)
 
@@ -32,6 +32,13 @@ browser-deps:
 		echo "Installing Debian's chromium for the browser tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's redis-server for the tests that run the task queues on the Redis broker (the tests start
+# their own server on a free loopback port; nothing listens otherwise).
+redis-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "Installing Debian's redis-server for the Redis broker tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
@@ -40,11 +47,11 @@ migrate: setup
 run: setup
 	$(PY) manage.py runall
 
-test: dev-setup browser-deps
+test: dev-setup browser-deps redis-deps
 	$(PY) -m pytest
 
 # Everything but the browser tests and the tests marked slow.
-test-fast: dev-setup
+test-fast: dev-setup redis-deps
 	$(PY) -m pytest -m "not browser and not slow"
 
 # The database-free tests (marked `pure` by tests/conftest.py): seconds, no PostgreSQL.

@@ -1,10 +1,11 @@
 """A debounce that works across worker processes, kept in `IndexedSource` rows.
 
 Each change bumps the row's ``request_version`` and pushes ``due_at`` out by the delay, then
-enqueues a task carrying that version. The task sleeps until ``due_at``; if a newer change came
-meanwhile (the version moved on) it leaves the work to that change's task. So a burst of saves
-indexes once, ``delay`` after the last one (OpenClaw's 1.5 s watcher debounce, 5 s for
-transcripts: docs/openclaw-behaviour.md §4.6).
+enqueues the index job, one pending per document or session (`openclaw_site.tasks`, coalescing).
+The job takes the latest version when it starts (`latest_version`), and sleeps until ``due_at``;
+if a newer change came meanwhile (the version moved on) it leaves the work to that change's job,
+queued because this one was already running. So a burst of saves indexes once, ``delay`` after the
+last one (OpenClaw's 1.5 s watcher debounce, 5 s for transcripts: docs/openclaw-behaviour.md §4.6).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ def request(*, assistant_id: int, source: str, key: str, delay_seconds: float) -
         )
         row.refresh_from_db(fields=["request_version"])
     return row.request_version
+
+
+def latest_version(*, assistant_id: int, source: str, key: str) -> int | None:
+    """Return the version of the latest request, or None if nothing was requested."""
+    return (
+        IndexedSource.objects.filter(assistant_id=assistant_id, source=source, key=key)
+        .values_list("request_version", flat=True)
+        .first()
+    )
 
 
 def wait_turn(

@@ -501,6 +501,7 @@ def _enqueue_full_reindex(assistant: Assistant) -> None:
         True,
         owner=TaskOwner.for_assistant(assistant),
         task_name=f"reindex-{assistant.pk}",
+        coalesce_key=f"reindex-assistant:{assistant.pk}:full",
     )
 
 

@@ -26,7 +26,7 @@ def schedule_document_index(
     if document_id is None:
         remove_entry_rows(assistant_id=assistant_id, source=Source.MEMORY, path=path)
         return
-    version = debounce.request(
+    debounce.request(
         assistant_id=assistant_id,
         source=Source.MEMORY,
         key=path,
@@ -35,7 +35,7 @@ def schedule_document_index(
     enqueue(
         "memory_app.tasks.reindex_document",
         document_id,
-        version,
         owner=TaskOwner(team_id=team_id, assistant_id=assistant_id, document_id=document_id),
-        task_name=f"index-doc-{document_id}-{version}",
+        task_name=f"index-doc-{document_id}",
+        coalesce_key=f"reindex-document:{document_id}",
     )

@@ -300,6 +300,7 @@ def _queue_reindex_if_stale(
         full,
         owner=TaskOwner.for_assistant(assistant),
         task_name=f"reindex-{assistant.pk}",
+        coalesce_key=f"reindex-assistant:{assistant.pk}:{'full' if full else 'incremental'}",
     )
     return state
 

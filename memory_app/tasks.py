@@ -12,13 +12,19 @@ from openclaw_site.tasks import report_progress
 logger = logging.getLogger(__name__)
 
 
-def reindex_document(document_id: int, version: int | None = None) -> dict[str, Any]:
-    """Index one memory document, once its debounce has passed (``version`` from `debounce`)."""
+def reindex_document(document_id: int) -> dict[str, Any]:
+    """Index one memory document once its debounce has passed (memory_app.debounce).
+
+    The one pending job of the document stands for every change folded into it, so it waits for
+    the latest request when it starts, not for the one that queued it.
+    """
     document = MemoryDocument.objects.filter(pk=document_id).values("assistant_id", "path").first()
     if document is None:
         return {"skipped": "document deleted"}
+    assistant_id, path = document["assistant_id"], document["path"]
+    version = debounce.latest_version(assistant_id=assistant_id, source=Source.MEMORY, key=path)
     if version is not None and not debounce.wait_turn(
-        assistant_id=document["assistant_id"], source=Source.MEMORY, key=document["path"], version=version
+        assistant_id=assistant_id, source=Source.MEMORY, key=path, version=version
     ):
         return {"skipped": "superseded by a newer change"}
     return indexing.index_document(document_id).as_dict()

@@ -31,6 +31,7 @@ class JobRow:
     progress_done: int | None = None
     progress_total: int | None = None
     progress_message: str = ""
+    coalesced: int = 0  # later changes folded into this job before it started
 
     @property
     def duration(self) -> timedelta | None:
@@ -72,6 +73,7 @@ def job_row(record: TaskRecord) -> JobRow:
         progress_done=progress.get("done"),
         progress_total=progress.get("total"),
         progress_message=str(progress.get("message", "")),
+        coalesced=record.coalesced,
     )
 
 

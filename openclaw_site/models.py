@@ -200,7 +200,9 @@ class TaskRecord(models.Model):
 
     django-q2's own rows carry no team, so the jobs page and ``GET /tasks/{id}/`` read these: a task
     id that is unknown or belongs to another team is a 404. The worker keeps the state, times,
-    progress and error here (`openclaw_site.tasks.run_tracked`).
+    progress and error here (`openclaw_site.tasks.run_tracked`). A coalescing task (an export or an
+    index of one object) has a ``coalesce_key``: at most one record per key is queued, and newer
+    changes fold into it, counted in ``coalesced``.
     """
 
     task_id = models.CharField(max_length=64, unique=True)
@@ -223,13 +225,31 @@ class TaskRecord(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the pending job stands for, e.g. "export-session:12", and how many later changes folded
+    # into it before it started. NULL, not "", for a task of its own: a unique index ignores NULLs.
+    coalesce_key = models.CharField(max_length=300, null=True, blank=True)  # noqa: DJ001
+    coalesced = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["team", "-created_at"], name="taskrecord_team_created")]
+        indexes = [
+            models.Index(fields=["team", "-created_at"], name="taskrecord_team_created"),
+            # The retention purge takes the oldest finished records first.
+            models.Index(
+                fields=["finished_at"],
+                name="taskrecord_finished",
+                condition=models.Q(finished_at__isnull=False),
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"
+            ),
+            # One pending job per key: the conflict target of the fold in `openclaw_site.tasks`.
+            models.UniqueConstraint(
+                fields=["coalesce_key"],
+                condition=models.Q(state=TaskState.QUEUED),
+                name="taskrecord_one_pending_per_key",
             ),
         ]
 

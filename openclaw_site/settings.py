@@ -64,6 +64,10 @@ try:
 
     # Background work and request limits.
     TASKS_SYNC = env_bool("OPENCLAW_TASKS_SYNC", False)
+    Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1)
+    Q_URGENT_WORKERS = env_int("Q_URGENT_WORKERS", 1, minimum=1)
+    # Finished TaskRecords (the jobs page's history) are purged once this old.
+    TASK_RETENTION_DAYS = env_int("OPENCLAW_TASK_RETENTION_DAYS", 7, minimum=1)
     MEMORY_INDEX_DEBOUNCE_SECONDS = env_float("MEMORY_INDEX_DEBOUNCE_SECONDS", 1.5, minimum=0)
     SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
@@ -200,10 +204,14 @@ SPECTACULAR_SETTINGS = {
 }
 
 # django-q2: the ORM broker by default, Redis when REDIS_URL is set. With OPENCLAW_TASKS_SYNC the
-# tasks run inline (the test suite uses it).
-Q_CLUSTER = {
+# tasks run inline (the test suite uses it). Two clusters share the broker, each with its own queue
+# and workers: Q_CLUSTER's "name" takes mirroring, indexing and the schedules; the urgent one
+# (ALT_CLUSTERS, a process started with Q_CLUSTER_NAME=openclaw-urgent) takes memory flushes and
+# compactions, so a backlog of exports never delays them (docs/design.md, Background work).
+Q_URGENT_CLUSTER = "openclaw-urgent"
+Q_CLUSTER: dict[str, Any] = {
     "name": "openclaw",
-    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "workers": Q_WORKERS,
     "timeout": env_int("Q_TIMEOUT_SECONDS", 1200, minimum=10),
     "retry": env_int("Q_RETRY_SECONDS", 1500, minimum=20),
     "max_attempts": 3,
@@ -212,6 +220,7 @@ Q_CLUSTER = {
     "sync": TASKS_SYNC,
     "poll": 0.5,
     "label": "Background tasks",
+    "ALT_CLUSTERS": {Q_URGENT_CLUSTER: {"workers": Q_URGENT_WORKERS}},
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL

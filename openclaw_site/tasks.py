@@ -3,13 +3,45 @@
 Tasks take ids, never model instances, and call one domain function (docs/architecture.md). With
 OPENCLAW_TASKS_SYNC=1 django-q2 runs them inline, which the test suite uses.
 
-Every task is recorded: `enqueue` writes a `TaskRecord` naming its owner (`TaskOwner`: the team,
-and the assistant, session or document it works on) in the caller's transaction, so the record
-exists exactly when the change that asked for the task commits, and its id can go into a response
-at once. The jobs page and ``GET /api/v1/tasks/{id}/`` read these records, so another team's task
-is never shown and is a 404. After the commit django-q2 runs the function through `run_tracked`,
-which keeps running/succeeded/failed, the times and the error on the record; inside it,
-`report_progress(done, total)` updates the progress both show.
+Every task is recorded as a `TaskRecord` naming its owner (`TaskOwner`: the team, and the
+assistant, session or document it works on). The jobs page and ``GET /api/v1/tasks/{id}/`` read
+these records, so another team's task is never shown and is a 404. django-q2 runs the function
+through `run_tracked`, which keeps running/succeeded/failed, the times and the error on the record;
+inside it, `report_progress(done, total)` updates the progress both show.
+
+Two kinds of enqueue (docs/design.md, Background work):
+
+- **Tracked** (the default): the record is written in the caller's transaction, so it exists exactly
+  when the change that asked for it commits and its id can go into a response at once (a reindex).
+- **Coalescing** (``coalesce_key="export-session:12"``): for work that every change asks for again
+  (exports, index checks, indexing, flush, compaction). At most one job per key is pending, i.e.
+  queued and not started; a newer change folds into it. The record is written after the commit, in
+  one statement (`_FOLD_SQL`): insert a queued record, or, when one with the key is queued already,
+  add one to its ``coalesced`` count. Only a new record sends a django-q2 task, so the broker holds
+  at most one task per key and the queue stays as long as the number of objects being changed, not
+  the number of changes. The key must determine the function and its arguments: a folded change
+  is carried out by the arguments of the job it folds into.
+
+Why this loses no change, when a job starts while a change commits: `run_tracked` moves the record
+from queued to running in a statement of its own, committed before the function runs, and a running
+record is outside the partial unique index the fold conflicts on. The fold and that move take the
+same row lock, so one of them goes first:
+
+- the fold first: the change committed before its fold did, so the job, which reads the database
+  only after its move to running, sees it;
+- the move first: the fold finds no queued record and inserts a new one, whose job runs after.
+
+Writing the record after the commit (not in the caller's transaction) is what makes the first case
+hold: a fold inside a still-open transaction could be counted by a job that starts before that
+transaction commits and then never sees its change. The cost: a process that dies between its
+commit and the fold leaves that change without a job until the next change of the same object
+(the periodic index refresh catches indexing up regardless). A pending record whose task was lost
+(a broker restart, a crash between the fold and the send) would swallow every later change, so
+`purge_task_records` fails pending records that have not started within django-q2's retry time;
+the next change then queues a new job.
+
+Flush and compaction go to the urgent queue (`TaskQueue.URGENT`): a cluster of their own with its
+own workers (settings.Q_CLUSTER's ALT_CLUSTERS), so no backlog of exports delays them.
 """
 
 from __future__ import annotations
@@ -19,10 +51,13 @@ import logging
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
 from functools import partial
-from typing import Any
+from typing import Any, overload
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.models import Task
@@ -34,6 +69,25 @@ logger = logging.getLogger(__name__)
 
 # The TaskRecord id of the task running in this context (set by run_tracked).
 _current_task: ContextVar[str | None] = ContextVar("openclaw_current_task", default=None)
+
+FINISHED_STATES = (TaskState.SUCCEEDED, TaskState.FAILED)
+# The retention purge deletes at most this many records a run (every 10 minutes), so one run never
+# holds locks on a large table for long.
+PURGE_BATCH = 10_000
+
+
+class TaskQueue(StrEnum):
+    """Which cluster runs a task: the default one, or the urgent one that no backlog delays."""
+
+    DEFAULT = "default"
+    URGENT = "urgent"
+
+    @property
+    def cluster(self) -> str:
+        """Return the django-q2 cluster (and broker queue) name of this queue."""
+        if self is TaskQueue.URGENT:
+            return str(settings.Q_URGENT_CLUSTER)
+        return str(settings.Q_CLUSTER["name"])
 
 
 @dataclass(frozen=True)
@@ -56,45 +110,141 @@ class TaskOwner:
         return {name: pk for name, pk in ids.items() if pk is not None}
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What to send to django-q2 once the record exists."""
+
+    func: str
+    args: tuple[Any, ...]
+    kind: str
+    queue: TaskQueue
+    task_name: str | None
+
+
+@overload
 def enqueue(
     func: str,
     *args: Any,
     owner: TaskOwner,
     kind: str | None = None,
     task_name: str | None = None,
-) -> TaskRecord:
-    """Record ``func(*args)`` for ``owner`` now and run it through `run_tracked` after the commit.
+    queue: TaskQueue = TaskQueue.DEFAULT,
+    coalesce_key: None = None,
+) -> TaskRecord: ...
 
-    ``kind`` names the task on the jobs page and in the API (default: the function's name).
+
+@overload
+def enqueue(
+    func: str,
+    *args: Any,
+    owner: TaskOwner,
+    kind: str | None = None,
+    task_name: str | None = None,
+    queue: TaskQueue = TaskQueue.DEFAULT,
+    coalesce_key: str,
+) -> None: ...
+
+
+def enqueue(
+    func: str,
+    *args: Any,
+    owner: TaskOwner,
+    kind: str | None = None,
+    task_name: str | None = None,
+    queue: TaskQueue = TaskQueue.DEFAULT,
+    coalesce_key: str | None = None,
+) -> TaskRecord | None:
+    """Run ``func(*args)`` for ``owner`` through `run_tracked` after the commit, on ``queue``.
+
+    ``kind`` names the task on the jobs page and in the API (default: the function's name). Without
+    ``coalesce_key`` the record is written now and returned; with it, the record is written (or the
+    change folded into the key's pending job) after the commit, and nothing is returned.
     """
+    job = _Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    if coalesce_key is not None:
+        transaction.on_commit(partial(_fold_or_send, job, owner=owner, coalesce_key=coalesce_key))
+        return None
     record = TaskRecord.objects.create(
         task_id=uuid.uuid4().hex,
         team_id=owner.team_id,
         assistant_id=owner.assistant_id,
-        kind=kind or func.rsplit(".", 1)[-1],
+        kind=job.kind,
         object_ids=owner.object_ids(),
     )
-    name = task_name or f"{record.kind}-{record.task_id}"
-    transaction.on_commit(partial(_send, record, func, args, task_name=name[:100]))
+    transaction.on_commit(partial(_send, job, record_pk=record.pk, task_id=record.task_id))
     return record
 
 
-def _send(record: TaskRecord, func: str, args: tuple[Any, ...], *, task_name: str) -> None:
+# One statement, so a concurrent fold and `run_tracked`'s move to running take turns on the row
+# lock (see the module docstring). `xmax = 0` holds for a row this statement inserted, not for one
+# it updated. The literal 'queued' lets Postgres match the partial unique index.
+_FOLD_SQL = f"""
+    INSERT INTO {TaskRecord._meta.db_table} AS record
+        (task_id, team_id, assistant_id, kind, object_ids, coalesce_key, coalesced,
+         q_task_id, state, progress, error, created_at, updated_at)
+    VALUES (%s, %s, %s, %s, %s::jsonb, %s, 0, '', '{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s, %s)
+    ON CONFLICT (coalesce_key) WHERE state = '{TaskState.QUEUED.value}'
+    DO UPDATE SET coalesced = record.coalesced + 1, updated_at = EXCLUDED.updated_at
+    RETURNING id, task_id, (xmax = 0) AS inserted
+"""
+
+
+def _fold_or_send(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> None:
+    """After the commit: fold into the key's pending job, or record a new one and send it."""
     try:
-        q_id = async_task("openclaw_site.tasks.run_tracked", record.task_id, func, *args, task_name=task_name)
+        record_pk, task_id, inserted = _fold(job, owner=owner, coalesce_key=coalesce_key)
+    except Exception:  # the change that asked for the job has committed: report, don't raise
+        logger.exception("Could not record %s for %s", job.func, coalesce_key)
+        return
+    if inserted:
+        _send(job, record_pk=record_pk, task_id=task_id)
+
+
+def _fold(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> tuple[int, str, bool]:
+    """Run `_FOLD_SQL`: return the pending record's id and task id, and whether it is new."""
+    now = timezone.now()
+    params = (
+        uuid.uuid4().hex,
+        owner.team_id,
+        owner.assistant_id,
+        job.kind,
+        json.dumps(owner.object_ids()),
+        coalesce_key,
+        now,
+        now,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(_FOLD_SQL, params)
+        row = cursor.fetchone()
+    if row is None:  # RETURNING gives a row for an insert and for an update alike
+        raise RuntimeError(f"the fold of {coalesce_key} returned no row")
+    return int(row[0]), str(row[1]), bool(row[2])
+
+
+def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
+    name = (job.task_name or f"{job.kind}-{task_id}")[:100]
+    try:
+        q_id = async_task(
+            "openclaw_site.tasks.run_tracked",
+            task_id,
+            job.func,
+            *job.args,
+            task_name=name,
+            cluster=job.queue.cluster,
+        )
     except Exception as error:  # the write that asked for the task has committed: report, don't raise
         # Run inline (OPENCLAW_TASKS_SYNC), a failing task raises here after run_tracked recorded
         # why; only a task that never started failed to be enqueued.
-        logger.exception("Could not enqueue or run %s%r", func, args)
+        logger.exception("Could not enqueue or run %s%r", job.func, job.args)
         now = timezone.now()
-        TaskRecord.objects.filter(pk=record.pk, state=TaskState.QUEUED).update(
+        TaskRecord.objects.filter(pk=record_pk, state=TaskState.QUEUED).update(
             state=TaskState.FAILED,
             error=f"could not enqueue: {error}"[:10000],
             finished_at=now,
             updated_at=now,
         )
         return
-    TaskRecord.objects.filter(pk=record.pk).update(q_task_id=q_id or "")
+    TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
 
 
 def record_task(
@@ -108,7 +258,12 @@ def record_task(
 
 
 def run_tracked(task_id: str, func: str, *args: Any) -> Any:
-    """Worker entry point: run ``func(*args)`` and record its state and result on the TaskRecord."""
+    """Worker entry point: run ``func(*args)`` and record its state and result on the TaskRecord.
+
+    The move to running is its own statement, committed (the worker runs in autocommit) before the
+    function reads anything: from then on a change folds into a new job, and every change that
+    folded into this one committed before it (module docstring).
+    """
     now = timezone.now()
     TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
     token = _current_task.set(task_id)
@@ -147,11 +302,6 @@ def update_progress(task_id: str, done: int, total: int | None, message: str = "
     TaskRecord.objects.filter(task_id=task_id).update(progress=progress, updated_at=timezone.now())
 
 
-def current_task_id() -> str | None:
-    """Return the id of the task running in this context, if any."""
-    return _current_task.get()
-
-
 def report_progress(done: int, total: int | None, message: str = "") -> None:
     """Update the progress of the task running now; a no-op outside one."""
     task_id = _current_task.get()
@@ -184,3 +334,39 @@ def task_status(record: TaskRecord) -> dict[str, Any]:
         "started_at": record.started_at or (queued.started if queued is not None else None),
         "finished_at": record.finished_at or (queued.stopped if queued is not None else None),
     }
+
+
+def purge_task_records() -> dict[str, int]:
+    """Delete finished records past the retention and fail pending ones whose task was lost.
+
+    Scheduled every 10 minutes (migration openclaw_site/0004). One bounded DELETE of the oldest
+    finished records (`PURGE_BATCH`), so the table stays as long as the retention.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(days=settings.TASK_RETENTION_DAYS)
+    oldest = (
+        TaskRecord.objects.filter(state__in=FINISHED_STATES, finished_at__lt=cutoff)
+        .order_by("finished_at")
+        .values("pk")[:PURGE_BATCH]
+    )
+    deleted, _ = TaskRecord.objects.filter(pk__in=oldest).delete()
+    return {"deleted": deleted, "released": _fail_lost_pending(now)}
+
+
+def _fail_lost_pending(now: Any) -> int:
+    """Fail pending coalescing records not started within django-q2's retry time.
+
+    django-q2 delivers a task again after ``retry`` seconds when its worker died; a record still
+    queued after that has most likely lost its task, and every later change would fold into it.
+    Failing it frees its key. Should its task run after all, `run_tracked` records that run.
+    """
+    lost_after = timedelta(seconds=int(settings.Q_CLUSTER["retry"]))
+    return TaskRecord.objects.filter(
+        state=TaskState.QUEUED, coalesce_key__isnull=False, created_at__lt=now - lost_after
+    ).update(
+        state=TaskState.FAILED,
+        error=f"not started within {int(lost_after.total_seconds())} s: its task was lost; "
+        "the next change queues a new one",
+        finished_at=now,
+        updated_at=now,
+    )

@@ -23,7 +23,7 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.tasks import enqueue
+from openclaw_site.tasks import TaskQueue, enqueue
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
@@ -249,6 +249,8 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
             "threshold",
             owner=session_owner(session=session),
             task_name=f"compact-{session_id}-{session.compaction_count}",
+            queue=TaskQueue.URGENT,
+            coalesce_key=f"compact-session:{session_id}",
         )
         return {"compaction": True, "flush": False}
     if figures.flush_reason and skip_reason(session) is None:
@@ -257,6 +259,8 @@ def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[s
             session_id,
             owner=session_owner(session=session),
             task_name=f"flush-{session_id}-{session.compaction_count}",
+            queue=TaskQueue.URGENT,
+            coalesce_key=f"flush-session:{session_id}",
         )
         return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}
     return {"compaction": False, "flush": False}

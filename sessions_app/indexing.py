@@ -170,7 +170,7 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None or Source.SESSIONS not in config.indexed_sources(session.assistant):
         return False
-    version = debounce.request(
+    debounce.request(
         assistant_id=session.assistant_id,
         source=Source.SESSIONS,
         key=str(session.pk),
@@ -179,10 +179,10 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
     enqueue(
         "sessions_app.tasks.index_session_transcript",
         session.pk,
-        version,
         force,
         owner=session_owner(session=session),
-        task_name=f"index-session-{session.pk}-{version}",
+        task_name=f"index-session-{session.pk}",
+        coalesce_key=f"index-session:{session.pk}{':force' if force else ''}",
     )
     return True
 
@@ -197,13 +197,19 @@ def note_transcript_change(session_id: int) -> bool:
     return schedule_session_index(session_id)
 
 
-def run_debounced_index(session_id: int, version: int | None, force: bool = False) -> dict[str, Any]:
-    """Task body: wait out the debounce, then index unless a newer request took over."""
+def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
+    """Task body: wait out the debounce of the latest request, then index unless a newer one came.
+
+    The session's one pending index job stands for every request folded into it, so it takes the
+    latest version when it starts (memory_app.debounce).
+    """
     session = Session.objects.filter(pk=session_id).values("assistant_id").first()
     if session is None:
         return {"skipped": "session deleted"}
+    assistant_id, key = session["assistant_id"], str(session_id)
+    version = debounce.latest_version(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
     if version is not None and not debounce.wait_turn(
-        assistant_id=session["assistant_id"], source=Source.SESSIONS, key=str(session_id), version=version
+        assistant_id=assistant_id, source=Source.SESSIONS, key=key, version=version
     ):
         return {"skipped": "superseded by a newer change"}
     return index_session_transcript(session_id, force=force).as_dict()

@@ -29,6 +29,7 @@ def memory_changed(
         path,
         owner=owner,
         task_name=f"export-memory-{assistant_id}",
+        coalesce_key=f"export-memory:{assistant_id}:{path}",
     )
 
 
@@ -40,6 +41,7 @@ def session_saved(sender: Any, instance: Session, update_fields: Any = None, **k
         instance.pk,
         owner=session_owner(session=instance),
         task_name=f"export-session-{instance.pk}",
+        coalesce_key=f"export-session:{instance.pk}",
     )
 
 
@@ -55,6 +57,7 @@ def session_deleted(sender: Any, instance: Session, origin: Any = None, **kwargs
         instance.assistant_id,
         owner=TaskOwner(team_id=instance.assistant.team_id, assistant_id=instance.assistant_id),
         task_name=f"export-index-{instance.assistant_id}",
+        coalesce_key=f"export-sessions-index:{instance.assistant_id}",
     )
 
 
@@ -64,6 +67,7 @@ def compaction_saved(sender: Any, instance: CompactionEntry, **kwargs: Any) -> N
         instance.session_id,
         owner=session_owner(session=instance.session),
         task_name=f"export-session-{instance.session_id}",
+        coalesce_key=f"export-session:{instance.session_id}",
     )
 
 
@@ -73,6 +77,7 @@ def assistant_saved(sender: Any, instance: Assistant, **kwargs: Any) -> None:
         instance.pk,
         owner=TaskOwner.for_assistant(instance),
         task_name=f"export-assistant-{instance.pk}",
+        coalesce_key=f"export-assistant:{instance.pk}",
     )
 
 

@@ -47,11 +47,11 @@ def transcript_changed(session_id: int) -> None:
     note_transcript_change(session_id)
 
 
-def index_session_transcript(session_id: int, version: int | None = None, force: bool = False) -> dict:
+def index_session_transcript(session_id: int, force: bool = False) -> dict:
     """Index a session transcript after its debounce (sessions_app.indexing)."""
     from sessions_app.indexing import run_debounced_index
 
-    return run_debounced_index(session_id, version, force)
+    return run_debounced_index(session_id, force)
 
 
 def memory_flush_task(session_id: int) -> dict:

@@ -23,8 +23,13 @@ from sessions_app.selectors import session_owner
 
 def lock_session(session_id: int) -> Session:
     """Return the session row locked until the end of the current transaction."""
+    # The session row only (`of`): FOR UPDATE on the joined assistant and team rows would serialise
+    # every append of a team, and deadlock with a task record's foreign-key check on those rows
+    # (written after another append's commit, openclaw_site.tasks).
     return (
-        Session.objects.select_for_update().select_related("assistant", "assistant__team").get(pk=session_id)
+        Session.objects.select_for_update(of=("self",))
+        .select_related("assistant", "assistant__team")
+        .get(pk=session_id)
     )
 
 
@@ -153,10 +158,18 @@ def after_transcript_change(session: Session) -> None:
     """Queue the export mirror and the transcript indexer for after the commit."""
     owner = session_owner(session=session)
     enqueue(
-        "sessions_app.tasks.export_session", session.pk, owner=owner, task_name=f"export-session-{session.pk}"
+        "sessions_app.tasks.export_session",
+        session.pk,
+        owner=owner,
+        task_name=f"export-session-{session.pk}",
+        coalesce_key=f"export-session:{session.pk}",
     )
     enqueue(
-        "sessions_app.tasks.transcript_changed", session.pk, owner=owner, task_name=f"transcript-{session.pk}"
+        "sessions_app.tasks.transcript_changed",
+        session.pk,
+        owner=owner,
+        task_name=f"transcript-{session.pk}",
+        coalesce_key=f"transcript-changed:{session.pk}",
     )
 
 

@@ -33,8 +33,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.pure)
 
 
-# Fixture modules: the scripted OpenAI-compatible server and the embedders tests choose from.
-pytest_plugins = ["tests.fake_openai", "tests.embedding_fixtures"]
+# Fixture modules: the scripted OpenAI-compatible server, the embedders tests choose from, and the
+# task brokers (ORM and a private Redis) for tests that run tasks through django-q2's queues.
+pytest_plugins = ["tests.fake_openai", "tests.embedding_fixtures", "tests.task_brokers"]
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 

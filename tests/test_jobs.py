@@ -102,9 +102,12 @@ def test_the_feature_apps_record_their_tasks_for_the_objects_team(world, django_
     ]
 
 
-def test_deleting_an_assistant_keeps_its_tasks_history_and_deleting_a_team_drops_it(world):
-    session = factories.make_session(world.assistant)
-    factories.add_messages(session, {"role": "user", "content": "hi"})
+def test_deleting_an_assistant_keeps_its_tasks_history_and_deleting_a_team_drops_it(
+    world, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):  # exports record their task after the commit
+        session = factories.make_session(world.assistant)
+        factories.add_messages(session, {"role": "user", "content": "hi"})
     kept = TaskRecord.objects.filter(assistant=world.assistant).count()
     assert kept >= 2
     world.assistant.delete()  # its sessions go too: their delete must not record a task for it
@@ -115,8 +118,9 @@ def test_deleting_an_assistant_keeps_its_tasks_history_and_deleting_a_team_drops
     assert not TaskRecord.objects.filter(team_id=world.globex.pk).exists()
 
 
-def test_deleting_one_session_still_rewrites_its_assistants_index(world):
+def test_deleting_one_session_still_rewrites_its_assistants_index(world, django_capture_on_commit_callbacks):
     session = factories.make_session(world.assistant)
-    session.delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        session.delete()
     [record] = TaskRecord.objects.filter(kind="export_sessions_index")
     assert record.team == world.acme and record.assistant == world.assistant

@@ -128,6 +128,12 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
         database = health["checks"]["database"]
         assert database["ok"] and database["embedded"] and database["pgvector"] >= "0.8"
         assert "Created team 'demo'" in log.read_text()  # a fresh database got the demo data
+        # Both django-q2 clusters: the default one and the urgent one (flush, compaction).
+        wait_until(
+            lambda: all(f"[{name}] running." in log.read_text() for name in ("openclaw", "openclaw-urgent")),
+            server=server,
+            log=log,
+        )
         children = psutil.Process(server.pid).children(recursive=True)
         assert len(children) >= 2  # the django-q2 cluster and the web server
 

@@ -1,6 +1,10 @@
-"""`make run`: migrate, create demo data on an empty database, run the task cluster and the web server.
+"""`make run`: migrate, create demo data on an empty database, run the task clusters and the web server.
 
-Ctrl-C (SIGINT) or SIGTERM stops what it started: the web server, the django-q2 cluster (which lets
+Two django-q2 clusters: the default one (exports, indexing, the schedules) and the urgent one
+(memory flushes and compactions, settings.Q_URGENT_CLUSTER), each a `manage.py qcluster` process
+with its own workers, so a backlog on one never delays the other.
+
+Ctrl-C (SIGINT) or SIGTERM stops what it started: the web server, the django-q2 clusters (which let
 running tasks finish), and the embedded PostgreSQL if this process started it.
 """
 
@@ -30,11 +34,11 @@ class Child:
 
 
 class Command(BaseCommand):
-    help = "Migrate, create demo data if empty, then run the task cluster and the web server until Ctrl-C."
+    help = "Migrate, create demo data if empty, then run the task clusters and the web server until Ctrl-C."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addr", default=os.environ.get("OPENCLAW_ADDR", "127.0.0.1:8000"))
-        parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster")
+        parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 clusters")
 
     def handle(self, *args: Any, addr: str, no_worker: bool, **options: Any) -> None:
         # SIGTERM (systemd, docker stop, a test harness) cleans up exactly like Ctrl-C; SIGINT is set
@@ -48,7 +52,10 @@ class Command(BaseCommand):
             if not settings.DEBUG:
                 call_command("collectstatic", interactive=False, verbosity=0)
             if not no_worker:
-                children.append(self._spawn("worker", [sys.executable, "manage.py", "qcluster"]))
+                qcluster = [sys.executable, "manage.py", "qcluster"]
+                children.append(self._spawn("worker", qcluster, env=_cluster_env(None)))
+                urgent = _cluster_env(settings.Q_URGENT_CLUSTER)
+                children.append(self._spawn("urgent worker", qcluster, env=urgent))
             children.append(self._spawn("web server", self._web_command(addr)))
             self.stdout.write(self.style.SUCCESS(f"Serving on http://{addr}/ (Ctrl-C to stop)"))
             died = self._wait(children)
@@ -67,10 +74,10 @@ class Command(BaseCommand):
         return [sys.executable, "-m", "gunicorn", "openclaw_site.wsgi", "--bind", addr, "--workers", "2"]
 
     @staticmethod
-    def _spawn(name: str, command: list[str]) -> Child:
+    def _spawn(name: str, command: list[str], *, env: dict[str, str] | None = None) -> Child:
         # Own process groups: a terminal's Ctrl-C reaches only this process, which then stops each child
-        # in order (the worker must get its signal alone, see _stop).
-        return Child(name, subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True))
+        # in order (a worker must get its signal alone, see _stop).
+        return Child(name, subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True))
 
     @staticmethod
     def _wait(children: list[Child]) -> Child | None:
@@ -109,6 +116,18 @@ class Command(BaseCommand):
         except subprocess.TimeoutExpired:
             os.killpg(child.process.pid, signal.SIGKILL)
             child.process.wait()
+
+
+def _cluster_env(cluster: str | None) -> dict[str, str]:
+    """Return the environment of a qcluster process: ``cluster`` names an alternative cluster.
+
+    django-q2 reads the cluster's name from Q_CLUSTER_NAME when it loads its settings, before the
+    command's own ``--name`` could take effect.
+    """
+    env = {key: value for key, value in os.environ.items() if key != "Q_CLUSTER_NAME"}
+    if cluster is not None:
+        env["Q_CLUSTER_NAME"] = cluster
+    return env
 
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
