@@ -16,7 +16,7 @@ from sessions_app.models import CompactionEntry, Session
 from sessions_app.selectors import session_owner
 
 # `append_messages` saves only these and enqueues the export itself (transcript.after_transcript_change).
-_APPEND_FIELDS = frozenset({"last_seq", "updated_at"})
+_APPEND_FIELDS = frozenset({"last_seq", "transcript_bytes", "updated_at"})
 
 
 def memory_changed(
