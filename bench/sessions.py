@@ -529,9 +529,13 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
     key = setup_team(env)
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
-    if scale_out:
-        env["OPENCLAW_WORKER_CLUSTERS"] = "2"
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    # Scale-out: a second worker host, i.e. another default cluster taking from the same Redis queue.
+    extra = (
+        [subprocess.Popen([PYTHON, "manage.py", "qcluster"], cwd=ROOT, env=env, start_new_session=True)]
+        if scale_out
+        else []
+    )
     try:
         wait_for(lambda: _port_open(port), timeout=120, what="the web server")
         api = Api(port, key)
@@ -545,7 +549,10 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
             step()
         bench.figures["bursts"] = [bench.burst(into_one=True), bench.burst(into_one=False)]
         totals: dict[str, float] = {}
-        for pid, cmd in descendants(server.pid):
+        processes = descendants(server.pid)
+        for process in extra:
+            processes += [(process.pid, "qcluster"), *descendants(process.pid)]
+        for pid, cmd in processes:
             kind = "web" if "gunicorn" in cmd else "worker" if "qcluster" in cmd else None
             if kind:
                 totals[kind] = totals.get(kind, 0.0) + rss_mb(pid)
@@ -554,8 +561,10 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
             bench.figures["integrity"] = integrity(bench.db)
         return bench.figures
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+        for process in [server, *extra]:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in [server, *extra]:
+            process.wait(timeout=60)
         fake.stop()
 
 
