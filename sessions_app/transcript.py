@@ -133,6 +133,15 @@ def _content_octets() -> Func:
 
 
 def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> Message:
+    return message_row(session, item, silent=silent, created_at=item.created_at or now)
+
+
+def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
+    """Return an unsaved row for a validated message, its token estimate filled in.
+
+    `fields` are the row's own columns (seq, entry id, silent, times); the append and the import
+    are the two writers.
+    """
     row = Message(
         session=session,
         role=item.role,
@@ -147,8 +156,7 @@ def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> M
         model=item.model,
         provider=item.provider,
         api=item.api,
-        silent=silent,
-        created_at=item.created_at or now,
+        **fields,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row

@@ -29,12 +29,15 @@ from django.db import transaction
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
 from memory_app.paths import ROOT_FILES, InvalidPath, validate_memory_path
-from memory_app.tokens import estimate_message_tokens
 from openclaw_site.assistant_settings import SettingsError, validate_settings
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
-from sessions_app.transcript import after_transcript_change, stored_content_bytes, to_agent_message
+from sessions_app.transcript import (
+    after_transcript_change,
+    message_row,
+    stored_content_bytes,
+)
 from sessions_app.workspace.openclaw_jsonl import (
     ParsedEntry,
     ParsedTranscript,
@@ -452,28 +455,15 @@ def _ms(value: Any) -> datetime | None:
 
 
 def _message_row(session: Session, seq: int, entry: ParsedEntry, item: MessageInput) -> Message:
-    row = Message(
-        session=session,
+    return message_row(
+        session,
+        item,
         seq=seq,
         entry_id=entry.entry_id,
-        role=item.role,
-        content=item.content,
-        tool_call_id=item.tool_call_id,
-        tool_name=item.tool_name,
-        is_error=item.is_error,
-        details=item.details,
-        usage=item.usage,
-        stop_reason=item.stop_reason,
-        error_message=item.error_message,
-        model=item.model,
-        provider=item.provider,
-        api=item.api,
         silent=entry.silent,
         flush_turn=entry.flush_turn,
         created_at=entry.timestamp,
     )
-    row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
-    return row
 
 
 def _compaction_row(
