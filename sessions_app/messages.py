@@ -32,22 +32,25 @@ _ALIASES = {
     "stop_reason": "stopReason",
     "error_message": "errorMessage",
 }
-_KNOWN = {
-    "role",
-    "content",
-    "timestamp",
-    "toolCallId",
-    "toolName",
-    "isError",
-    "usage",
-    "stopReason",
-    "errorMessage",
-    "model",
-    "provider",
-    "api",
-    "details",
-    "silent",
-}
+# The AgentMessage fields a stored message carries (the JSONL reader keeps exactly these).
+MESSAGE_FIELDS = frozenset(
+    {
+        "role",
+        "content",
+        "toolCallId",
+        "toolName",
+        "isError",
+        "usage",
+        "stopReason",
+        "errorMessage",
+        "model",
+        "provider",
+        "api",
+        "details",
+    }
+)
+# What a posted message may hold: those, its time, and our `silent` flag.
+_KNOWN = MESSAGE_FIELDS | {"timestamp", "silent"}
 
 
 class MessageError(ValueError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sessions_app.messages import MessageError, epoch_ms, parse_timestamp, text_of
+from sessions_app.messages import MESSAGE_FIELDS, MessageError, epoch_ms, parse_timestamp, text_of
 from sessions_app.silent import is_silent_reply_text
 
 CURRENT_VERSION = 3  # Pi CURRENT_SESSION_VERSION
@@ -36,22 +36,6 @@ BRANCH_SUMMARY_PREFIX = (
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
-MESSAGE_FIELDS = frozenset(
-    {
-        "role",
-        "content",
-        "toolCallId",
-        "toolName",
-        "isError",
-        "usage",
-        "stopReason",
-        "errorMessage",
-        "model",
-        "provider",
-        "api",
-        "details",
-    }
-)
 SKIPPED_ENTRY_TYPES = frozenset({"model_change", "thinking_level_change", "label", "session_info", "custom"})
 TRIGGERS = ("threshold", "overflow", "manual", "budget")
 # Our exports put this in the header and mark silent entries with "silent": true. Files without it

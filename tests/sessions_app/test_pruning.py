@@ -354,8 +354,9 @@ def test_tool_match_globs() -> None:
     assert is_prunable_tool(ToolMatch(allow=("", " "), deny=()), "x") is True  # empty globs are dropped
 
 
-def test_deny_protects_a_tool_from_pruning() -> None:
-    messages = [
+def memory_get_and_exec_results() -> list[dict[str, Any]]:
+    """A memory_get result (index 2) and an exec result (index 4), both large, then the tail."""
+    return [
         user(),
         call("memory_get"),
         result("m" * 10_000, name="memory_get"),
@@ -363,6 +364,10 @@ def test_deny_protects_a_tool_from_pruning() -> None:
         result("e" * 10_000, name="exec"),
         *tail3(),
     ]
+
+
+def test_deny_protects_a_tool_from_pruning() -> None:
+    messages = memory_get_and_exec_results()
     out = prune_context(
         messages,
         settings=settings(
@@ -374,14 +379,7 @@ def test_deny_protects_a_tool_from_pruning() -> None:
 
 
 def test_allow_limits_pruning_to_matching_tools() -> None:
-    messages = [
-        user(),
-        call("memory_get"),
-        result("m" * 10_000, name="memory_get"),
-        call("exec"),
-        result("e" * 10_000, name="exec"),
-        *tail3(),
-    ]
+    messages = memory_get_and_exec_results()
     out = prune_context(
         messages,
         settings=settings(
