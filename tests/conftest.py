@@ -34,8 +34,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Fixture modules: the scripted OpenAI-compatible server, the embedders tests choose from, and the
-# task brokers (ORM and a private Redis) for tests that run tasks through django-q2's queues.
-pytest_plugins = ["tests.fake_openai", "tests.embedding_fixtures", "tests.task_brokers"]
+# task brokers (ORM and a private Redis) for tests that run tasks through django-q2's queues, and
+# the ASGI application under uvicorn (`asgi_live_server`).
+pytest_plugins = [
+    "tests.fake_openai",
+    "tests.embedding_fixtures",
+    "tests.task_brokers",
+    "tests.asgi_server",
+]
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
@@ -78,12 +84,18 @@ def bearer_client(secret: str) -> Any:
 
 
 @pytest.fixture
-def api(world) -> Any:
-    """A client with an all-scopes key of team acme."""
+def acme_secret(world) -> str:
+    """The secret of an all-scopes API key of team acme, for clients other than DRF's."""
     from tests import factories
 
     _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
-    return bearer_client(secret)
+    return secret
+
+
+@pytest.fixture
+def api(acme_secret: str) -> Any:
+    """A client with an all-scopes key of team acme."""
+    return bearer_client(acme_secret)
 
 
 @pytest.fixture
