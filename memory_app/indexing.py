@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
-from django.db.models import Count, Func, Q, Value
+from django.db.models import Count, Func, Max, Q, Value
 from django.utils import timezone
 
 from memory_app import config
@@ -253,6 +253,11 @@ def embed_with_cache(
     return result
 
 
+def _note_embedding_error(assistant: Assistant, vectors: _Vectors) -> None:
+    if vectors.error:
+        IndexState.objects.filter(assistant=assistant).update(last_error=f"embedding failed: {vectors.error}")
+
+
 def _cached(embedder: Embedder, hashes: list[str]) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {}
     for start in range(0, len(hashes), CACHE_LOOKUP_BATCH):
@@ -347,8 +352,14 @@ def _write_entry(
     entry: SourceEntry,
     generations: Sequence[int],
     rows_by_generation: dict[int, list[MemoryChunk]],
+    *,
+    extends: Growth | None = None,
 ) -> bool:
-    """Replace the entry's rows in every target generation at once; False if the entry went stale."""
+    """Replace the entry's rows in every target generation at once; False if the entry went stale.
+
+    With ``extends`` only the rows from its line on are replaced, and only if nobody indexed the
+    source since ``extends`` was read.
+    """
     with transaction.atomic():
         live = _live_generations_shared(assistant_id)
         ticket, _ = IndexedSource.objects.get_or_create(
@@ -358,8 +369,13 @@ def _write_entry(
         # A slower run that read older text must not overwrite a newer run's rows.
         if not _is_current(entry) or (entry.upto and ticket.indexed_upto > entry.upto):
             return False
+        if extends is not None and ticket.indexed_upto != extends.upto:
+            return False
         for generation in [g for g in generations if g in live]:
-            MemoryChunk.objects.filter(_rows_filter(assistant_id, entry, generation)).delete()
+            replaced = _rows_filter(assistant_id, entry, generation)
+            if extends is not None:
+                replaced &= Q(start_line__gte=extends.line)
+            MemoryChunk.objects.filter(replaced).delete()
             MemoryChunk.objects.bulk_create(rows_by_generation[generation], batch_size=500)
         ticket.indexed_upto = max(ticket.indexed_upto, entry.upto)
         ticket.indexed_at = timezone.now()
@@ -453,8 +469,7 @@ def index_entries(
         vectors.cache_hits,
         vectors.error,
     )
-    if vectors.error:
-        IndexState.objects.filter(assistant=assistant).update(last_error=f"embedding failed: {vectors.error}")
+    _note_embedding_error(assistant, vectors)
     for entry in todo:
         pieces = prepared[id(entry)]
         rows = {
@@ -492,6 +507,80 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
     return index_entries(
         assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
     )
+
+
+# --- extending a source that only grows (a transcript) --------------------------------------
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Where a growing source's rows can be extended: its last chunk's first line, and how far
+    the rows go (``IndexedSource.indexed_upto``) when that was read."""
+
+    line: int
+    upto: int
+
+
+def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growth | None:
+    """Return where a transcript's index can be extended, or None when only a full index will do.
+
+    Chunks are cut greedily from the first line, so every chunk before the last one stays as it
+    is when lines are appended (memory_app.chunking.chunk_lines): re-chunking from the last
+    chunk's first line gives the same chunks a full pass would. Extending needs one current
+    generation (no build under way), rows already there, and all of them embedded when an
+    embedder is configured (rows stored for full-text only after an embedding failure are
+    re-embedded by a full pass).
+    """
+    if source not in config.indexed_sources(assistant):
+        return None
+    embedder = get_embedder()
+    current = config.fingerprint(assistant, embedder)
+    state = IndexState.objects.filter(assistant=assistant).first()
+    if state is None or target_generations(state, current) != [state.active_generation]:
+        return None
+    if state.building_generation:
+        return None
+    ticket = (
+        IndexedSource.objects.filter(assistant=assistant, source=source, key=str(session_pk))
+        .values_list("indexed_upto", flat=True)
+        .first()
+    )
+    rows = MemoryChunk.objects.filter(
+        assistant=assistant, generation=state.active_generation, source=source, session_pk=session_pk
+    ).aggregate(last_start=Max("start_line"), unembedded=Count("id", filter=Q(model=FTS_ONLY_MODEL)))
+    if not ticket or rows["last_start"] is None or (embedder is not None and rows["unembedded"]):
+        return None
+    return Growth(line=rows["last_start"], upto=ticket)
+
+
+def extend_entry(assistant: Assistant, tail: SourceEntry, *, growth: Growth) -> IndexOutcome | None:
+    """Index ``tail`` (the source's lines from ``growth.line`` on) in place of the rows from there.
+
+    Return None when the rows moved since ``growth`` was read (another run indexed the source,
+    a build started): the caller then indexes the whole source.
+    """
+    embedder = get_embedder()
+    current = config.fingerprint(assistant, embedder)
+    state = get_state(assistant, current)
+    generations = target_generations(state, current)
+    if generations != [state.active_generation] or state.building_generation:
+        return None
+    pieces = prepare_chunks(tail, config.chunking_for(assistant.config.memory_search, tail.source, embedder))
+    vectors = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in pieces})
+    outcome = IndexOutcome(
+        generations=generations,
+        embedded=vectors.embedded,
+        cache_hits=vectors.cache_hits,
+        embedding_error=vectors.error,
+        note="extended",
+    )
+    _note_embedding_error(assistant, vectors)
+    rows = {g: _build_rows(assistant.pk, tail, g, pieces, vectors.by_hash, embedder) for g in generations}
+    if not _write_entry(assistant.pk, tail, generations, rows, extends=growth):
+        return None
+    outcome.entries = 1
+    outcome.chunks_written = len(pieces)
+    return outcome
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:

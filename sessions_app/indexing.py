@@ -22,7 +22,15 @@ from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, Te
 from django.db.models.functions import Cast, Length
 
 from memory_app import config, debounce
-from memory_app.indexing import IndexOutcome, SourceEntry, index_entry, register_source, remove_entry_rows
+from memory_app.indexing import (
+    IndexOutcome,
+    SourceEntry,
+    extend_entry,
+    growth_point,
+    index_entry,
+    register_source,
+    remove_entry_rows,
+)
 from memory_app.models import IndexedSource, Source
 from openclaw_site.tasks import enqueue
 from sessions_app.models import Message, Role, Session
@@ -76,10 +84,14 @@ def session_path(session: Session) -> str:
     return f"sessions/{session.key}.jsonl"
 
 
-def session_entry(session: Session) -> SourceEntry:
-    """Return the session's transcript as an index entry (hash as in docs/openclaw-behaviour.md §4.11)."""
+def session_entry(session: Session, *, from_seq: int = 1) -> SourceEntry:
+    """Return the session's transcript as an index entry (hash as in docs/openclaw-behaviour.md §4.11).
+
+    ``from_seq`` renders only the messages from that seq on: the tail that extends an index
+    (memory_app.indexing.extend_entry).
+    """
     messages = (
-        Message.objects.filter(session=session)
+        Message.objects.filter(session=session, seq__gte=from_seq)
         .only("seq", "role", "content", "silent", "created_at")
         .order_by("seq")
     )
@@ -128,10 +140,24 @@ class SessionTranscripts:
 
 
 def index_session_transcript(session_id: int, force: bool = False) -> IndexOutcome:
-    """Index a session's transcript now (``force``: rewrite its rows even if unchanged)."""
+    """Index a session's transcript now (``force``: rewrite its rows even if unchanged).
+
+    A transcript only grows, so an index run reads and re-chunks only what came after the start
+    of its last indexed chunk (docs/design.md §D10); the whole transcript is read when there is
+    no index to extend, or when ``force`` asks for it.
+    """
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None:
         return IndexOutcome()
+    if not force:
+        growth = growth_point(session.assistant, source=Source.SESSIONS, session_pk=session.pk)
+        if growth is not None and session.last_seq <= growth.upto:
+            return IndexOutcome(skipped=1, note="up to date")
+        if growth is not None:
+            tail = session_entry(session, from_seq=growth.line)
+            outcome = extend_entry(session.assistant, tail, growth=growth)
+            if outcome is not None:
+                return outcome
     return index_entry(session.assistant, session_entry(session), force=force)
 
 

@@ -19,6 +19,7 @@ from sessions_app.indexing import (
 from sessions_app.models import CompactionEntry, Message
 from tests import factories
 from tests.fake_openai import FakeOpenAI
+from tests.messages import assistant, chatter, tool_call, tool_result
 
 pytestmark = pytest.mark.django_db
 
@@ -261,3 +262,49 @@ def test_the_periodic_refresh_indexes_quiet_sessions_once(
     calls = len(fake_embeddings.embedding_requests)
     refresh_indexes()
     assert len(fake_embeddings.embedding_requests) == calls
+
+
+def _chunk_rows(session) -> list[tuple[int, int, str, list[int]]]:
+    rows = MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).order_by(
+        "start_line", "id"
+    )
+    return [(r.start_line, r.end_line, r.hash, r.line_numbers) for r in rows]
+
+
+@pytest.mark.parametrize("words", [3, 40, 400])
+def test_an_index_run_extends_the_rows_as_a_full_index_would(world, fake_embeddings, words) -> None:
+    """Runs after appends re-chunk only the tail, and end with the rows a full pass writes."""
+
+    session = factories.make_session(world.assistant, key="growing")
+    for start in range(0, 24, 6):
+        factories.add_messages(session, *chatter(6, words=words, start=start))
+        call = assistant(calls=[tool_call(f"c{start}", "memory_get")])
+        factories.add_messages(session, call, tool_result(f"c{start}", "x", name="memory_get"))
+        index_session_transcript(session.pk)
+    extended = _chunk_rows(session)
+
+    index_session_transcript(session.pk, force=True)
+
+    assert extended == _chunk_rows(session)
+    session.refresh_from_db()
+    assert (
+        IndexedSource.objects.get(source=Source.SESSIONS, key=str(session.pk)).indexed_upto
+        == session.last_seq
+    )
+
+
+def test_an_extending_run_leaves_the_earlier_chunks_alone(world, fake_embeddings) -> None:
+    session = factories.make_session(world.assistant, key="growing")
+    factories.add_messages(session, *chatter(30, words=40))
+    index_session_transcript(session.pk)
+    before = dict(MemoryChunk.objects.filter(session_pk=session.pk).values_list("id", "start_line"))
+    last_start = max(before.values())
+
+    factories.add_messages(session, *chatter(2, words=40, start=30))
+    outcome = index_session_transcript(session.pk)
+
+    after = dict(MemoryChunk.objects.filter(session_pk=session.pk).values_list("id", "start_line"))
+    assert outcome.note == "extended"
+    assert {pk for pk, line in before.items() if line < last_start} <= set(after)
+    assert all(line >= last_start for pk, line in after.items() if pk not in before)
+    assert index_session_transcript(session.pk).note == "up to date"
