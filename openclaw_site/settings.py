@@ -70,6 +70,8 @@ try:
     TASK_RETENTION_DAYS = env_int("OPENCLAW_TASK_RETENTION_DAYS", 7, minimum=1)
     MEMORY_INDEX_DEBOUNCE_SECONDS = env_float("MEMORY_INDEX_DEBOUNCE_SECONDS", 1.5, minimum=0)
     SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
+    # Messages of recently used sessions' views each process keeps (sessions_app.view_cache); 0: off.
+    SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)

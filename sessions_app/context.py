@@ -33,6 +33,7 @@ from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
 from providers.chat import get_chat_model
 from providers.openai_chat import to_openai_messages
+from sessions_app import view_cache
 from sessions_app.cutpoint import build_session_context
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
@@ -72,23 +73,53 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
 
     That is the latest compaction entry and everything from its first kept message on: what
     `build_session_context` shows and `prepare_compaction` may summarise. Nothing before it is
-    read, so the cost follows the model's view, not the history (docs/design.md §D11).
+    read, so the cost follows the model's view, not the history (docs/design.md §D11); a view
+    this process built before is extended with the messages stored since (`sessions_app.view_cache`).
     Flush-turn messages are left out: they are the assistant's private bookkeeping and must
     neither reach the model again nor become a cut point (docs/design.md §D1).
+
+    The entries are shared with the cache: callers build new dicts, never change these.
     """
-    floor = _view_floor(session)
-    messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=floor).order_by("seq")
-    items: list[tuple[int, dict[str, Any]]] = [
-        (m.seq, {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)})
-        for m in messages
-    ]
+    compaction = _latest_compaction(session)
+    cached = view_cache.get(session.pk, compaction)
+    if cached is not None:
+        # From the view's last message on: that message must still be there, as it was.
+        newer = _message_entries(session, from_seq=cached.last_seq)
+        if newer and (newer[0]["seq"], newer[0]["id"]) == (cached.last_seq, cached.last_entry_id):
+            return _keep(session, compaction, [*cached.entries, *newer[1:]])
+    floor = compaction[1] if compaction is not None else 0
+    items = [(entry["seq"], entry) for entry in _message_entries(session, from_seq=floor)]
     compactions = CompactionEntry.objects.filter(session=session, seq__gte=floor)
     items += [(c.seq, _compaction_entry(c)) for c in compactions]
-    return [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
+    return _keep(session, compaction, [entry for _, entry in sorted(items, key=lambda pair: pair[0])])
 
 
-def _view_floor(session: Session) -> int:
-    """Return the first seq the model can see: the latest compaction's first kept message."""
+def _message_entries(session: Session, *, from_seq: int) -> list[dict[str, Any]]:
+    messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=from_seq).order_by("seq")
+    return [
+        {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)} for m in messages
+    ]
+
+
+def _keep(
+    session: Session, compaction: tuple[int, int] | None, entries: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    last = next((e for e in reversed(entries) if e["type"] == "message"), None)
+    view_cache.put(
+        session.pk,
+        view_cache.CachedView(
+            compaction=compaction,
+            entries=tuple(entries),
+            last_seq=last["seq"] if last else 0,
+            last_entry_id=last["id"] if last else "",
+        ),
+    )
+    return entries
+
+
+def _latest_compaction(session: Session) -> tuple[int, int] | None:
+    """Return the latest compaction's (seq, floor), the floor being the first seq the model can
+    see (its first kept message, or the compaction itself); None before the first compaction."""
     latest = (
         CompactionEntry.objects.filter(session=session)
         .order_by("-seq")
@@ -96,9 +127,9 @@ def _view_floor(session: Session) -> int:
         .first()
     )
     if latest is None:
-        return 0
+        return None
     seq, first_kept_seq = latest
-    return first_kept_seq if first_kept_seq is not None else seq
+    return seq, first_kept_seq if first_kept_seq is not None else seq
 
 
 def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from memory_app.documents import Provenance, write_document
 from memory_app.models import MemoryDocument
 from openclaw_site.models import ApiKey, Assistant, Membership, Team
 from sessions_app.messages import validate_message
-from sessions_app.models import Message, Session
-from sessions_app.transcript import append_messages
+from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.transcript import append_messages, lock_session, take_seq
 
 _ids = count(1)
 
@@ -63,3 +65,31 @@ def make_document(assistant: Assistant, path: str, content: str, *, author: str 
         assistant=assistant, path=path, content=content, provenance=Provenance(author=author)
     )
     return document
+
+
+def add_compaction(
+    session: Session,
+    *,
+    first_kept: Message,
+    summary: str = "## Decisions\n- eu-west-3",
+    entry_id: str = "c0ffee01",
+) -> CompactionEntry:
+    """Write a compaction entry as compaction does: the next seq, under the session's lock."""
+    with transaction.atomic():
+        locked = lock_session(session.pk)
+        entry = CompactionEntry.objects.create(
+            session=locked,
+            seq=take_seq(locked),
+            entry_id=entry_id,
+            summary=summary,
+            first_kept=first_kept,
+            first_kept_entry_id=first_kept.entry_id,
+            tokens_before=181234,
+            tokens_after=9000,
+            trigger="manual",
+            details={"readFiles": ["deploy.yaml"], "modifiedFiles": []},
+            from_hook=True,
+            created_at=datetime(2026, 2, 16, 10, 0, tzinfo=UTC),
+        )
+        locked.save(update_fields=["last_seq"])
+    return entry

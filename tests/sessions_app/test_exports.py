@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from memory_app.documents import Provenance, delete_document, write_document
-from sessions_app.models import CompactionEntry
 from sessions_app.transcript import transcript_entries
 from sessions_app.workspace import exports
 from sessions_app.workspace.storage import LocalExportStorage, UnsafeName
@@ -67,31 +66,6 @@ def conversation(world):
         {"role": "assistant", "content": "NO_REPLY", "silent": True},
     )
     return session
-
-
-def add_compaction(session, *, first_kept, summary="## Decisions\n- eu-west-3") -> CompactionEntry:
-    from django.db import transaction
-
-    from sessions_app.transcript import lock_session, take_seq
-
-    with transaction.atomic():
-        locked = lock_session(session.pk)
-        entry = CompactionEntry.objects.create(
-            session=locked,
-            seq=take_seq(locked),
-            entry_id="c0ffee01",
-            summary=summary,
-            first_kept=first_kept,
-            first_kept_entry_id=first_kept.entry_id,
-            tokens_before=181234,
-            tokens_after=9000,
-            trigger="manual",
-            details={"readFiles": ["deploy.yaml"], "modifiedFiles": []},
-            from_hook=True,
-            created_at=datetime(2026, 2, 16, 10, 0, tzinfo=UTC),
-        )
-        locked.save(update_fields=["last_seq"])
-    return entry
 
 
 def test_jsonl_has_openclaw_header_and_entry_fields(world):
@@ -157,7 +131,7 @@ def test_messages_carry_openclaw_shapes(world):
 def test_compaction_entry_has_pi_fields(world):
     session = conversation(world)
     messages = list(session.messages.order_by("seq"))
-    add_compaction(session, first_kept=messages[4])
+    factories.add_compaction(session, first_kept=messages[4])
     rows = lines_of("".join(exports.session_jsonl_lines(session)))
     compaction = rows[-1]
     assert compaction == {
