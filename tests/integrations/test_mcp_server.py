@@ -66,6 +66,19 @@ def test_without_a_valid_key_the_endpoint_answers_401(asgi_live_server, world):
     assert wrong.json()["error"]["code"] == "invalid_api_key"
 
 
+def test_only_mcp_and_an_assistant_below_it_are_mcp_paths(asgi_live_server, world, acme_secret):
+    deeper = httpx2.post(
+        f"{asgi_live_server.url}/mcp/helper/tools/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={"Authorization": f"Bearer {acme_secret}"},
+        timeout=10,
+    )
+    django = httpx2.get(f"{asgi_live_server.url}/mcpx", timeout=10)
+
+    assert deeper.status_code == 404 and deeper.json()["error"]["code"] == "not_found"
+    assert django.status_code == 404 and "mcp_not_started" not in django.text
+
+
 def test_memory_search_answers_what_the_rest_search_answers(
     asgi_live_server, world, acme_secret, fake_embeddings
 ):
