@@ -7,18 +7,36 @@ functions, so the reindex and the export are triggered whoever saved (docs/desig
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from django.db import transaction
 
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
 from memory_app.paths import validate_memory_path
+from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed
-from openclaw_site.models import Assistant
+from openclaw_site.models import Assistant, WorkspaceAccess
 
 
 class StaleWrite(Exception):
-    """The document changed since the caller read it (``expected_hash`` did not match)."""
+    """The document changed since the caller read it (``expected_hash`` or the base revision did not match)."""
+
+    def __init__(self, path: str, *, current_revision: int | None = None) -> None:
+        super().__init__(path)
+        self.path = path
+        self.current_revision = current_revision
+
+
+class WorkspaceNotWritable(Exception):
+    """An agent write to an assistant whose workspace access is not ``rw`` (read only or none)."""
+
+    def __init__(self, assistant: Assistant) -> None:
+        access = assistant.get_workspace_access_display().lower()
+        super().__init__(
+            f"The workspace of assistant {assistant.slug!r} is {access} ({assistant.workspace_access})."
+        )
+        self.access = assistant.workspace_access
 
 
 @dataclass(frozen=True)
@@ -126,6 +144,44 @@ def append_to_document(
     return document, revision
 
 
+def daily_note_path(day: date) -> str:
+    """Return the path of a day's note, ``memory/YYYY-MM-DD.md`` (docs/openclaw-behaviour.md section 2)."""
+    return f"memory/{day.isoformat()}.md"
+
+
+def _check_agent_writable(assistant: Assistant) -> None:
+    if assistant.workspace_access != WorkspaceAccess.RW:
+        raise WorkspaceNotWritable(assistant)
+
+
+def agent_append_daily_note(
+    *, assistant: Assistant, text: str, today: date, provenance: Provenance
+) -> tuple[MemoryDocument, MemoryRevision]:
+    """An agent's note: append to today's daily note, only when the workspace is ``rw``."""
+    _check_agent_writable(assistant)
+    return append_to_document(
+        assistant=assistant, path=daily_note_path(today), addition=text, provenance=provenance
+    )
+
+
+@transaction.atomic
+def agent_replace_document(
+    *, assistant: Assistant, path: str, content: str, base_revision: int | None, provenance: Provenance
+) -> tuple[MemoryDocument, MemoryRevision | None]:
+    """An agent's replace of a whole document against the revision it read (None: it must not exist yet).
+
+    Refused when the workspace is not ``rw`` (`WorkspaceNotWritable`) or when the document's newest
+    revision is not ``base_revision`` (`StaleWrite`, carrying the current one).
+    """
+    _check_agent_writable(assistant)
+    path = validate_memory_path(path)
+    document = MemoryDocument.objects.select_for_update().filter(assistant=assistant, path=path).first()
+    current = current_revision_id(document=document) if document is not None else None
+    if current != base_revision:
+        raise StaleWrite(path, current_revision=current)
+    return write_document(assistant=assistant, path=path, content=content, provenance=provenance)
+
+
 @transaction.atomic
 def delete_document(*, document: MemoryDocument, provenance: Provenance) -> MemoryRevision:
     """Delete a document; its revisions stay, ending with a ``delete`` revision of the last text."""
@@ -182,8 +238,12 @@ __all__ = [
     "Author",
     "Provenance",
     "StaleWrite",
+    "WorkspaceNotWritable",
+    "agent_append_daily_note",
+    "agent_replace_document",
     "append_to_document",
     "appended_text",
+    "daily_note_path",
     "delete_document",
     "read_lines",
     "revert_document",

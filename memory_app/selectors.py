@@ -27,6 +27,16 @@ def document_get(*, assistant: Assistant, path: str) -> MemoryDocument:
     return document
 
 
+def current_revision_id(*, document: MemoryDocument) -> int | None:
+    """Return the id of the document's newest revision (what a replace names as its base), or None."""
+    return (
+        MemoryRevision.objects.filter(document=document)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
 def document_list(*, assistant: Assistant) -> QuerySet[MemoryDocument]:
     """Return the assistant's documents by path, without their texts."""
     return MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path")

@@ -15,6 +15,7 @@ from typing import Any
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.search_tool import MEMORY_SEARCH_SPEC, memory_search
+from memory_app.selectors import current_revision_id
 from openclaw_site.models import Assistant
 
 # read-file-shared.ts (later upstream): default window of a read without `lines`, and its budget.
@@ -82,17 +83,31 @@ def run_memory_tool(
 
 def memory_get(arguments: dict[str, Any], *, assistant: Assistant) -> str:
     """Read a line window of a memory document (`createMemoryGetTool` + `buildMemoryReadResult`)."""
+    return json_result(memory_get_payload(arguments, assistant=assistant))
+
+
+def memory_get_payload(
+    arguments: dict[str, Any], *, assistant: Assistant, with_revision: bool = False
+) -> dict[str, Any]:
+    """Return `memory_get`'s answer as a dict; ``with_revision`` adds the document's newest revision id.
+
+    The MCP `memory_get` asks for the revision: it is the base an agent names to replace the document.
+    """
     raw_path = arguments.get("path")
     path = raw_path.strip() if isinstance(raw_path, str) else ""
     try:
         start, count = _int_param(arguments, "from"), _int_param(arguments, "lines")
         path = validate_memory_path(path.removeprefix("./"))
     except (InvalidPath, ValueError) as error:
-        return json_result({"path": path, "text": "", "disabled": True, "error": _error_text(error, path)})
+        return {"path": path, "text": "", "disabled": True, "error": _error_text(error, path)}
     document = MemoryDocument.objects.filter(assistant=assistant, path=path).only("content").first()
     if document is None:
-        return json_result({"text": "", "path": path})  # a missing file reads as empty (4.10)
-    return json_result(build_memory_read(document.content, path=path, start=start, count=count).as_dict())
+        missing: dict[str, Any] = {"text": "", "path": path}  # a missing file reads as empty (4.10)
+        return {**missing, "revision": None} if with_revision else missing
+    payload = build_memory_read(document.content, path=path, start=start, count=count).as_dict()
+    if with_revision:
+        payload["revision"] = current_revision_id(document=document)
+    return payload
 
 
 def _error_text(error: Exception, path: str) -> str:

@@ -1,10 +1,27 @@
-"""ASGI entry point."""
+"""ASGI entry point: the MCP endpoint under /mcp/ (integrations.mcp_http), Django for everything else.
+
+The ASGI lifespan goes to the MCP app, whose session manager runs for it; Django has none.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from django.core.asgi import get_asgi_application
+from starlette.types import Receive
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Imported once Django is set up: the MCP tools import the apps' models.
+from integrations.mcp_http import is_mcp_path, mcp_application  # noqa: E402
+
+
+async def application(scope: dict[str, Any], receive: Receive, send: Callable[..., Awaitable[None]]) -> None:
+    """Route a connection: lifespan and /mcp/ to the MCP app, the rest to Django."""
+    if scope["type"] == "lifespan" or (scope["type"] == "http" and is_mcp_path(scope["path"])):
+        await mcp_application(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)

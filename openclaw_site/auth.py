@@ -92,18 +92,27 @@ def _touch(key: ApiKey) -> None:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
 
 
+def bearer_api_key(header: str) -> ApiKey | None:
+    """Return the key of an ``Authorization: Bearer ocs_...`` header (None when there is no header), or raise 401."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError("invalid_authorization", "Use 'Authorization: Bearer <api key>'.", status_code=401)
+    return authenticate_api_key(token.strip())
+
+
+def api_key_context(key: ApiKey) -> TeamContext:
+    """Return what an API key may do: its team and its scopes."""
+    return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer ocs_...``."""
 
     def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header:
-            return None
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError("invalid_authorization", "Use 'Authorization: Bearer <api key>'.", status_code=401)
-        key = authenticate_api_key(token.strip())
-        return ApiKeyPrincipal(key), key
+        key = bearer_api_key(request.META.get("HTTP_AUTHORIZATION", ""))
+        return None if key is None else (ApiKeyPrincipal(key), key)
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
@@ -129,8 +138,7 @@ def team_context_for(request: Request) -> TeamContext:
     """Build the caller's TeamContext or raise 401/403."""
     user = request.user
     if isinstance(user, ApiKeyPrincipal):
-        key = user.api_key
-        return TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
+        return api_key_context(user.api_key)
     if user is None or not user.is_authenticated:
         raise ApiError(
             "not_authenticated",
@@ -157,16 +165,20 @@ class IsTeamMember(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         context = team_context_for(request)
         setattr(request, _TEAM_CONTEXT_ATTRIBUTE, context)
-        scopes = required_scopes(view, request.method)
-        if scopes and not any(context.has_scope(scope) for scope in scopes):
-            wanted = "' or '".join(scopes)
-            raise ApiError(
-                "insufficient_scope",
-                f"This request needs the '{wanted}' scope.",
-                status_code=403,
-                details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
-            )
+        check_scope(context, required_scopes(view, request.method))
         return True
+
+
+def check_scope(context: TeamContext, scopes: tuple[str, ...]) -> None:
+    """Raise 403 ``insufficient_scope`` unless the caller holds one of ``scopes`` (none: anyone may)."""
+    if scopes and not any(context.has_scope(scope) for scope in scopes):
+        wanted = "' or '".join(scopes)
+        raise ApiError(
+            "insufficient_scope",
+            f"This request needs the '{wanted}' scope.",
+            status_code=403,
+            details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
+        )
 
 
 def request_team_context(request: Request) -> TeamContext:

@@ -26,6 +26,14 @@ def session_get(*, team: Team, pk: int) -> Session:
     return session
 
 
+def session_get_by_key(*, assistant: Assistant, key: str) -> Session:
+    """Return the assistant's session named ``key``, or raise NotFound (the assistant is the team check)."""
+    session = Session.objects.filter(assistant=assistant, key=key).select_related("assistant").first()
+    if session is None:
+        raise NotFound("session", key=key, within="this assistant")
+    return session
+
+
 def session_owner(*, session: Session) -> TaskOwner:
     """Return the owner of a background task that works on ``session``: its assistant's team."""
     return TaskOwner(

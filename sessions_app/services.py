@@ -1,14 +1,21 @@
-"""Services for sessions: create, rename, delete. Messages are appended by sessions_app.transcript."""
+"""Services for sessions: create, rename, delete, and the ingest of messages an agent sends.
+
+Messages are appended by sessions_app.transcript.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant
-from sessions_app.models import Session, new_session_key
+from sessions_app.agent import schedule_maintenance
+from sessions_app.messages import MessageInput
+from sessions_app.models import Message, Session, new_session_key
+from sessions_app.transcript import append_messages
 
 # Keys name export files (sessions/<key>.jsonl), so no separators; colons allow OpenClaw's
 # "agent:main:main" style keys.
@@ -24,16 +31,21 @@ def _session_exists(key: str) -> ApiError:
     )
 
 
-@transaction.atomic
-def session_create(*, assistant: Assistant, key: str | None = None, title: str = "") -> Session:
-    """Create a session of ``assistant`` (a random key when none is given)."""
-    key = key or new_session_key()
+def check_session_key(key: str) -> None:
+    """Refuse a key an export file could not be named by, with 400 ``validation_error``."""
     if not SESSION_KEY_PATTERN.match(key):
         raise ApiError(
             "validation_error",
             "key: letters, digits and . _ : @ + = - only, up to 128 characters.",
             details={"field": "key"},
         )
+
+
+@transaction.atomic
+def session_create(*, assistant: Assistant, key: str | None = None, title: str = "") -> Session:
+    """Create a session of ``assistant`` (a random key when none is given)."""
+    key = key or new_session_key()
+    check_session_key(key)
     if Session.objects.filter(assistant=assistant, key=key).exists():
         raise _session_exists(key)
     try:
@@ -44,12 +56,37 @@ def session_create(*, assistant: Assistant, key: str | None = None, title: str =
 
 
 @transaction.atomic
+def session_get_or_create(*, assistant: Assistant, key: str) -> tuple[Session, bool]:
+    """Return the assistant's session ``key``, creating it if needed; the flag says it was created."""
+    check_session_key(key)
+    session = Session.objects.filter(assistant=assistant, key=key).first()
+    if session is not None:
+        return session, False
+    try:
+        with transaction.atomic():
+            return Session.objects.create(assistant=assistant, key=key), True
+    except IntegrityError:  # a concurrent create with the same key won: use it
+        return Session.objects.get(assistant=assistant, key=key), False
+
+
+@transaction.atomic
 def session_update(*, session: Session, title: str) -> Session:
     """Rename a session."""
     locked = Session.objects.select_for_update().get(pk=session.pk)
     locked.title = title
     locked.save(update_fields=["title", "updated_at"])
     return locked
+
+
+def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> list[Message]:
+    """Append messages an agent sends (all or nothing), then queue what the session now needs.
+
+    An ingest can push the session over a threshold: the flush or compaction is queued after the
+    commit (`sessions_app.agent.schedule_maintenance`), as after a turn.
+    """
+    rows = append_messages(session_id=session_id, messages=messages)
+    schedule_maintenance(session_id)
+    return rows
 
 
 @transaction.atomic

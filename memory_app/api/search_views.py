@@ -98,14 +98,6 @@ class AssistantSearchView(TeamApiView):
     @extend_schema(operation_id="assistants_search", parameters=[SearchInput], responses=SearchOutput)
     def get(self, request: Request, slug: str) -> Response:
         assistant = assistant_get(team=self.team, slug=slug)
-        params = self._params(request)
-        try:
-            response = hybrid_search(assistant=assistant, query=params.pop("q"), **params)
-        except SearchOptionError as error:
-            raise ApiError("invalid_parameter", str(error)) from None
-        return Response(self._output(response, explain=params.get("explain", False)))
-
-    def _params(self, request: Request) -> dict[str, Any]:
         unknown = sorted(set(request.query_params) - set(SearchInput().fields))
         if unknown:
             raise ApiError(
@@ -113,26 +105,42 @@ class AssistantSearchView(TeamApiView):
                 f"Unknown query parameter: {unknown[0]}.",
                 details={"field": unknown[0], "unknown": unknown},
             )
-        data = validated(SearchInput, request.query_params.dict())
-        return {key: value for key, value in data.items() if value is not None}
+        return Response(search_payload(assistant, request.query_params.dict()))
 
-    def _output(self, response: SearchResponse, *, explain: bool) -> dict[str, Any]:
-        return {
-            "query": response.query,
-            "mode": response.mode,
-            "requested_mode": response.requested_mode,
-            "fallback": response.fallback,
-            "provider": response.provider,
-            "model": response.model,
-            "results": [self._result(result, explain=explain) for result in response.results],
-            "timings_ms": response.timings_ms,
-        }
 
-    def _result(self, result: SearchResult, *, explain: bool) -> dict[str, Any]:
-        data = dict(SearchResultOutput(result).data)
-        if not explain:
-            data.pop("explain", None)
-        return data
+def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, Any]:
+    """Validate search parameters (`SearchInput`), search, and return the `SearchOutput` shape.
+
+    The REST search and the MCP `memory_search` tool (integrations/mcp_server.py) both answer
+    with this, so they return the same results and citations for the same knobs.
+    """
+    data = validated(SearchInput, params)
+    options = {key: value for key, value in data.items() if value is not None}
+    try:
+        response = hybrid_search(assistant=assistant, query=options.pop("q"), **options)
+    except SearchOptionError as error:
+        raise ApiError("invalid_parameter", str(error)) from None
+    return _output(response, explain=options.get("explain", False))
+
+
+def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:
+    return {
+        "query": response.query,
+        "mode": response.mode,
+        "requested_mode": response.requested_mode,
+        "fallback": response.fallback,
+        "provider": response.provider,
+        "model": response.model,
+        "results": [_result(result, explain=explain) for result in response.results],
+        "timings_ms": response.timings_ms,
+    }
+
+
+def _result(result: SearchResult, *, explain: bool) -> dict[str, Any]:
+    data = dict(SearchResultOutput(result).data)
+    if not explain:
+        data.pop("explain", None)
+    return data
 
 
 class ReindexInput(StrictSerializer):

@@ -29,7 +29,6 @@ from openclaw_site.idempotency import (
 from openclaw_site.models import Scope
 from openclaw_site.selectors import assistant_get
 from sessions_app import services
-from sessions_app.agent import schedule_maintenance
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.api.responses import compact_command_text, respond_to_message, run_compact_command
 from sessions_app.api.serializers import (
@@ -44,7 +43,7 @@ from sessions_app.api.serializers import (
 from sessions_app.compaction import coverage_map
 from sessions_app.models import Session
 from sessions_app.selectors import session_get, session_list
-from sessions_app.transcript import append_messages, transcript_entries
+from sessions_app.transcript import transcript_entries
 
 SessionList = inline_serializer(
     "SessionList",
@@ -173,11 +172,9 @@ class SessionMessagesApi(SessionApiView):
 
         def action() -> StoredResponse:
             try:
-                rows = append_messages(session_id=session.pk, messages=payload.messages)
+                rows = services.ingest_messages(session_id=session.pk, messages=payload.messages)
             except Session.DoesNotExist:  # deleted by another request since we looked it up
                 raise not_found("Session") from None
-            # An ingest can push the session over a threshold: queue the flush or compaction.
-            schedule_maintenance(session.pk)
             return StoredResponse(status=201, body={"messages": [stored_message_dict(row) for row in rows]})
 
         return self.idempotent(action)

@@ -1,0 +1,121 @@
+"""The MCP endpoint over Streamable HTTP: ``/mcp/`` and ``/mcp/<assistant>/`` (docs/design.md, MCP).
+
+`McpApplication` is the ASGI app `openclaw_site.asgi` sends those paths to. Before the SDK sees a
+request it authenticates the bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a
+bad one: HTTP 401 with our error body) and puts an `integrations.mcp_server.McpCaller` (the key's
+team and scopes, the URL's assistant) on the scope's state, where the tools read it.
+
+The SDK runs stateless with JSON responses: every POST is answered on its own, so any worker of
+any process can take any request and nothing is kept between them. Its session manager lives for
+the ASGI lifespan; each lifespan (each uvicorn worker, each test server) gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
+
+from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, server
+from openclaw_site.auth import api_key_context, bearer_api_key
+from openclaw_site.errors import ApiError, error_body
+
+MCP_PATH_PREFIX = "/mcp"
+# /mcp, /mcp/, /mcp/<slug>, /mcp/<slug>/ (a slug as Django's <slug:> converter reads it).
+_MCP_PATH = re.compile(r"^/mcp(?:/(?P<slug>[-a-zA-Z0-9_]+))?/?$")
+# Every request must carry an API key, which a page rebinding DNS to this host cannot present,
+# and the deployment's host names are Django's ALLOWED_HOSTS, not the SDK's localhost default.
+_TRANSPORT_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def is_mcp_path(path: str) -> bool:
+    """Whether a request path belongs to the MCP endpoint (everything else is Django's)."""
+    return path == MCP_PATH_PREFIX or path.startswith(f"{MCP_PATH_PREFIX}/")
+
+
+def _caller_for(authorization: str, url_assistant: str | None) -> McpCaller:
+    key = bearer_api_key(authorization)
+    if key is None:
+        raise ApiError(
+            "not_authenticated",
+            "Authentication required: send 'Authorization: Bearer <api key>'.",
+            status_code=401,
+        )
+    return McpCaller(context=api_key_context(key), url_assistant=url_assistant)
+
+
+async def _send_error(send: Send, error: ApiError) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if error.status_code == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="mcp"'))
+    body = json.dumps(error_body(error.code, error.message, error.details)).encode()
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name), "")
+
+
+class McpApplication:
+    """ASGI app of the MCP endpoint: authentication and the assistant in front of the SDK's app."""
+
+    def __init__(self, mcp_server: MCPServer) -> None:
+        self._server = mcp_server
+        self._app: Starlette | None = None
+
+    def _build(self) -> Starlette:
+        return self._server.streamable_http_app(
+            streamable_http_path="/",
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=settings.MAX_REQUEST_BYTES,
+            transport_security=_TRANSPORT_SECURITY,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            self._app = self._build()  # a session manager runs once: a new one per lifespan
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            raise ValueError(f"The MCP endpoint serves HTTP only, not {scope['type']}.")
+        await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _MCP_PATH.match(scope["path"])
+        if match is None:
+            await _send_error(
+                send, ApiError("not_found", f"No endpoint at {scope['path']}.", status_code=404)
+            )
+            return
+        if self._app is None:
+            await _send_error(
+                send,
+                ApiError(
+                    "mcp_not_started",
+                    "The MCP endpoint starts with the ASGI lifespan; run the server with lifespan on.",
+                    status_code=503,
+                ),
+            )
+            return
+        authorization = _header(scope, b"authorization")
+        try:
+            caller = await sync_to_async(run_sync, thread_sensitive=False)(
+                lambda: _caller_for(authorization, match.group("slug"))
+            )
+        except ApiError as error:
+            await _send_error(send, error)
+            return
+        state: dict[str, Any] = {**scope.get("state", {}), CALLER_STATE_KEY: caller}
+        await self._app({**scope, "path": "/", "raw_path": b"/", "state": state}, receive, send)
+
+
+mcp_application = McpApplication(server)
