@@ -74,6 +74,8 @@ try:
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
     MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
+    # import_workspace: the largest transcript or sessions.json it reads (a file is read whole).
+    MAX_IMPORT_FILE_BYTES = env_int("OPENCLAW_MAX_IMPORT_FILE_BYTES", 200_000_000, minimum=1024)
 except EnvError as error:
     raise ImproperlyConfigured(str(error)) from None
 
@@ -187,7 +189,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "openclaw_site.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["openclaw_site.parsers.CheckedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 
