@@ -15,6 +15,7 @@ import math
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, overload
 
 from django.conf import settings as django_settings
@@ -37,7 +38,7 @@ from sessions_app.context import (
     view_tokens,
 )
 from sessions_app.cutpoint import CompactionPlan, prepare_compaction
-from sessions_app.flush import FlushOutcome, run_memory_flush, skip_reason
+from sessions_app.flush import FlushOutcome, release_flush, run_memory_flush, skip_reason
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -163,6 +164,8 @@ def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> 
     and this run takes its place.
     """
     now = dj_timezone.now()
+    for abandoned in CompactionRun.objects.filter(session=session, state=RunState.FLUSHING):
+        _release_abandoned_flush(session, abandoned)
     CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).update(
         state=RunState.FAILED,
         reason="stale: its worker is gone (the compaction lock was free); taken over by a new run",
@@ -170,6 +173,20 @@ def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> 
         updated_at=now,
     )
     return CompactionRun.objects.create(session=session, trigger=trigger, instructions=instructions or "")
+
+
+def _release_abandoned_flush(session: Session, run: CompactionRun) -> None:
+    """A run that died while flushing claimed this cycle's flush but never finished it: undo the claim."""
+    before = (run.flush_details or {}).get("before")
+    if not isinstance(before, dict):
+        return
+    previous_at = before.get("memory_flush_at")
+    release_flush(
+        session.pk,
+        cycle=session.compaction_count,
+        previous=before.get("memory_flush_compaction_count"),
+        previous_at=datetime.fromisoformat(previous_at) if previous_at else None,
+    )
 
 
 def _advance(run: CompactionRun, state: str, **fields: Any) -> None:
@@ -408,7 +425,12 @@ def _compact(
 
 def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
     """Run the memory flush before summarising unless this cycle already flushed (docs/design.md §D1)."""
-    _advance(run, RunState.FLUSHING)
+    # What the flush claim replaces, so a taker-over can undo the claim if this worker dies.
+    before = {
+        "memory_flush_compaction_count": session.memory_flush_compaction_count,
+        "memory_flush_at": session.memory_flush_at.isoformat() if session.memory_flush_at else None,
+    }
+    _advance(run, RunState.FLUSHING, flush_details={"before": before})
     outcome = run_memory_flush(session_id=session.pk)
     state = RunState.FLUSHED if outcome.status == "flushed" else RunState.FLUSH_SKIPPED
     _advance(run, state, flush_outcome=outcome.label[:64], flush_details=outcome.as_dict())
