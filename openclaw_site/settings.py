@@ -74,6 +74,13 @@ try:
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
     MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
+    # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
+    # failed sign-ins per username or address before a pause of LOGIN_COOLOFF_MINUTES.
+    API_KEY_RATE_PER_MINUTE = env_int("OPENCLAW_API_KEY_RATE_PER_MINUTE", 600, minimum=0)
+    LOGIN_FAILURE_LIMIT = env_int("OPENCLAW_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+    LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+    # Reverse proxies in front of the server that append to X-Forwarded-For (0: use REMOTE_ADDR).
+    TRUSTED_PROXY_COUNT = env_int("OPENCLAW_TRUSTED_PROXY_COUNT", 0, minimum=0)
     # import_workspace: the largest transcript or sessions.json it reads (a file is read whole).
     MAX_IMPORT_FILE_BYTES = env_int("OPENCLAW_MAX_IMPORT_FILE_BYTES", 200_000_000, minimum=1024)
 except EnvError as error:
@@ -99,6 +106,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "openclaw_site",
     "memory_app",
     "sessions_app",
@@ -114,7 +122,20 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "openclaw_site.errors.ApiErrorMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username or address
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = LOGIN_COOLOFF_MINUTES / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "openclaw_site.login_limits.client_ip"
+AXES_LOCKOUT_CALLABLE = "openclaw_site.login_limits.lockout_response"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "openclaw_site.urls"
 WSGI_APPLICATION = "openclaw_site.wsgi.application"
@@ -158,6 +179,13 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+# The API-key rate limit counts in the cache: Redis shares it between processes and hosts.
+CACHES: dict[str, Any] = (
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -190,6 +218,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "openclaw_site.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["openclaw_site.parsers.CheckedJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["openclaw_site.throttling.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 
