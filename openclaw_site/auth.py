@@ -157,16 +157,20 @@ class IsTeamMember(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         context = team_context_for(request)
         setattr(request, _TEAM_CONTEXT_ATTRIBUTE, context)
-        scopes = required_scopes(view, request.method)
-        if scopes and not any(context.has_scope(scope) for scope in scopes):
-            wanted = "' or '".join(scopes)
-            raise ApiError(
-                "insufficient_scope",
-                f"This request needs the '{wanted}' scope.",
-                status_code=403,
-                details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
-            )
+        require_any_scope(context, required_scopes(view, request.method))
         return True
+
+
+def require_any_scope(context: TeamContext, scopes: tuple[str, ...]) -> None:
+    """Raise 403 ``insufficient_scope`` unless the caller has one of ``scopes`` (none: anyone)."""
+    if scopes and not any(context.has_scope(scope) for scope in scopes):
+        wanted = "' or '".join(scopes)
+        raise ApiError(
+            "insufficient_scope",
+            f"This request needs the '{wanted}' scope.",
+            status_code=403,
+            details={"required_scope": scopes[0] if len(scopes) == 1 else list(scopes)},
+        )
 
 
 def request_team_context(request: Request) -> TeamContext:

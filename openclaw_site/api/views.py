@@ -19,9 +19,10 @@ from openclaw_site.api.serializers import (
     AssistantUpdateInput,
     TaskOutput,
 )
+from openclaw_site.auth import require_any_scope
 from openclaw_site.models import Scope
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list, task_record_get
-from openclaw_site.tasks import task_status
+from openclaw_site.tasks import task_read_scopes, task_status
 
 ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
 
@@ -113,9 +114,13 @@ class ApiKeyRevokeApi(TeamApiView):
 
 
 class TaskDetailApi(TeamApiView):
-    """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team."""
+    """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team.
+
+    The caller needs the read scope of what the task works on (`openclaw_site.tasks.TASK_KIND_SCOPES`).
+    """
 
     @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)
     def get(self, request: Request, task_id: str) -> Response:
         record = task_record_get(team=self.team, task_id=task_id)
+        require_any_scope(self.team_context, task_read_scopes(record.kind))
         return Response(TaskOutput(task_status(record)).data)
