@@ -107,7 +107,7 @@ class ApiKeyRevokeApi(TeamApiView):
     read_scope = Scope.ADMIN
     write_scope = Scope.ADMIN
 
-    @extend_schema(operation_id="api_keys_revoke", responses=ApiKeyOutput)
+    @extend_schema(operation_id="api_keys_revoke", responses={200: ApiKeyOutput})
     def delete(self, request: Request, key_id: int) -> Response:
         key = api_key_get(team=self.team, pk=key_id)
         return Response(ApiKeyOutput(services.api_key_revoke(key=key)).data)
