@@ -83,7 +83,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return None
     code, message = _describe(exc)
     if isinstance(exc, exceptions.Throttled):
-        seconds = max(1, round(exc.wait or 1))
+        seconds = max(1, round(getattr(exc, "wait", None) or 1))
         message = f"Too many requests with this API key; try again in {seconds} s (see Retry-After)."
     details = response.data if isinstance(exc, exceptions.ValidationError) else {}
     response.data = error_body(code, message, details if isinstance(details, dict) else {"errors": details})
