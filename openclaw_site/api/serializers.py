@@ -24,12 +24,7 @@ def _check_timezone(value: str) -> None:
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class JsonObjectField(serializers.JSONField):
-    """A JSON object (the assistant's OpenClaw-style settings), documented as one."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
-        return super().to_internal_value(data)
+    """The assistant's OpenClaw-style settings, documented as an object (validate_settings checks it)."""
 
 
 class AssistantFieldsMixin(serializers.Serializer):

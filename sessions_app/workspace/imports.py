@@ -29,7 +29,7 @@ from django.db import transaction
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
 from memory_app.paths import ROOT_FILES, InvalidPath, validate_memory_path
-from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
@@ -354,6 +354,10 @@ def _save_assistant(
         assistant = Assistant(team=team, slug=slug, name=slug)
     for name, value in (fields or {}).items():
         setattr(assistant, name, value)
+    try:
+        check_fits_window(validate_settings(assistant.settings), context_window=assistant.context_window)
+    except SettingsError as error:
+        raise WorkspaceImportError(f"assistant.json: {error}") from None
     assistant.save()
     return assistant
 

@@ -167,3 +167,13 @@ def test_the_command_turns_a_nul_into_a_clear_error(world, tmp_path):
     with pytest.raises(CommandError, match=r"Nothing was imported: sessions/bad.jsonl line 2: .*NUL"):
         call_command("import_workspace", str(workspace), team="acme", assistant="imported")
     assert counts() == before
+
+
+def test_settings_that_do_not_fit_the_window_are_refused(world, tmp_path):
+    workspace = copy_fixture(tmp_path)
+    (workspace / "assistant.json").write_text(
+        json.dumps({"context_window": 32000, "settings": {"compaction": {"reserveTokens": 30000}}})
+    )
+    assert_refused(
+        workspace, "assistant.json: settings.compaction.reserveTokens: .*context window \\(32000\\)"
+    )
