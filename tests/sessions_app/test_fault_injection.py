@@ -130,3 +130,12 @@ def test_a_compaction_retried_after_a_fault_succeeds(api, world, faulty, llm):
     assert response.status_code == 201 and response.json()["run"]["state"] == "committed", response.content
     flush_rows = Message.objects.filter(session=session, flush_turn=True).count()
     assert flush_rows == 2  # this flush's prompt and its NO_REPLY: none from the failed attempt
+
+
+def test_absurd_usage_from_the_model_is_bounded(api, world, llm):
+    session = long_session(world, turns=1)
+    llm.queue(text_reply("fine", usage={"prompt_tokens": 10**15, "completion_tokens": 10**14}))
+    response = say(api, session, "count this")
+    assert response.status_code == 201, response.content
+    reply = Message.objects.get(session=session, entry_id=response.json()["reply"]["entry_id"])
+    assert reply.usage["input"] == 10**9 and reply.usage["output"] == 10**9
