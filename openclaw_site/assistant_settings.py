@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 _NUMBER = (int, float)
+# The largest context window an assistant may have, and so the largest any token setting may be.
+MAX_TOKENS = 100_000_000
+MAX_BYTES = 10**12
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,9 @@ class SettingsError(ValueError):
 SCHEMA: dict[str, Any] = {
     "compaction": {
         "mode": Field("safeguard", str, choices=("safeguard", "default")),
-        "reserveTokens": Field(16384, int, minimum=0),
-        "reserveTokensFloor": Field(20000, int, minimum=0),
-        "keepRecentTokens": Field(20000, int, minimum=1),
+        "reserveTokens": Field(16384, int, minimum=0, maximum=MAX_TOKENS),
+        "reserveTokensFloor": Field(20000, int, minimum=0, maximum=MAX_TOKENS),
+        "keepRecentTokens": Field(20000, int, minimum=1, maximum=MAX_TOKENS),
         "maxHistoryShare": Field(0.5, _NUMBER, minimum=0.1, maximum=0.9),
         "recentTurnsPreserve": Field(3, int, minimum=0, maximum=12),
         "identifierPolicy": Field("strict", str, choices=("strict", "off", "custom")),
@@ -57,10 +60,10 @@ SCHEMA: dict[str, Any] = {
             "maxRetries": Field(1, int, minimum=0, maximum=3),
         },
         "model": Field(None, str, nullable=True),
-        "timeoutSeconds": Field(900, int, minimum=1),
+        "timeoutSeconds": Field(900, int, minimum=1, maximum=86400),
         "memoryFlush": {
             "enabled": Field(True, bool),
-            "softThresholdTokens": Field(4000, int, minimum=0),
+            "softThresholdTokens": Field(4000, int, minimum=0, maximum=MAX_TOKENS),
             "forceFlushTranscriptBytes": Field(2 * 1024 * 1024, (int, str)),
             "prompt": Field(None, str, nullable=True),
             "systemPrompt": Field(None, str, nullable=True),
@@ -70,14 +73,14 @@ SCHEMA: dict[str, Any] = {
         "mode": Field("cache-ttl", str, choices=("cache-ttl", "always", "off")),
         # A duration string ("5m", "30s"; a bare number means minutes) or an integer of ms.
         "ttl": Field("5m", (str, int), minimum=0),
-        "keepLastAssistants": Field(3, int, minimum=0),
+        "keepLastAssistants": Field(3, int, minimum=0, maximum=10000),
         "softTrimRatio": Field(0.3, _NUMBER, minimum=0, maximum=1),
         "hardClearRatio": Field(0.5, _NUMBER, minimum=0, maximum=1),
-        "minPrunableToolChars": Field(50000, int, minimum=0),
+        "minPrunableToolChars": Field(50000, int, minimum=0, maximum=MAX_BYTES),
         "softTrim": {
-            "maxChars": Field(4000, int, minimum=0),
-            "headChars": Field(1500, int, minimum=0),
-            "tailChars": Field(1500, int, minimum=0),
+            "maxChars": Field(4000, int, minimum=0, maximum=MAX_BYTES),
+            "headChars": Field(1500, int, minimum=0, maximum=MAX_BYTES),
+            "tailChars": Field(1500, int, minimum=0, maximum=MAX_BYTES),
         },
         "hardClear": {
             "enabled": Field(True, bool),
@@ -93,18 +96,18 @@ SCHEMA: dict[str, Any] = {
         "sources": Field(["memory", "sessions"], list, item_kind=str),
         "chunking": {
             "tokens": Field(400, int, minimum=1, maximum=8192),
-            "overlap": Field(80, int, minimum=0),
+            "overlap": Field(80, int, minimum=0, maximum=8191),
             # Transcripts are not notes: their chunk size can differ (null: same as above).
             "sessions": {
                 "tokens": Field(None, int, minimum=1, maximum=8192, nullable=True),
-                "overlap": Field(None, int, minimum=0, nullable=True),
+                "overlap": Field(None, int, minimum=0, maximum=8191, nullable=True),
             },
         },
         "sync": {
-            "watchDebounceMs": Field(1500, int, minimum=0),
+            "watchDebounceMs": Field(1500, int, minimum=0, maximum=3_600_000),
             "sessions": {
-                "deltaBytes": Field(100000, int, minimum=0),
-                "deltaMessages": Field(50, int, minimum=0),
+                "deltaBytes": Field(100000, int, minimum=0, maximum=MAX_BYTES),
+                "deltaMessages": Field(50, int, minimum=0, maximum=10**6),
                 "postCompactionForce": Field(True, bool),
             },
         },
@@ -126,13 +129,13 @@ SCHEMA: dict[str, Any] = {
                 },
                 "temporalDecay": {
                     "enabled": Field(False, bool),
-                    "halfLifeDays": Field(30, _NUMBER, minimum=1),
+                    "halfLifeDays": Field(30, _NUMBER, minimum=1, maximum=36500),
                 },
             },
         },
         "cache": {
             "enabled": Field(True, bool),
-            "maxEntries": Field(None, int, minimum=1, nullable=True),
+            "maxEntries": Field(None, int, minimum=1, maximum=10**9, nullable=True),
         },
         "citations": Field("auto", str, choices=("auto", "on", "off")),
     },
@@ -236,9 +239,40 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
         raise SettingsError(
             "settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be bytes like 2097152 or '2mb'"
         )
-    if isinstance(flush_bytes, int) and flush_bytes < 0:
-        raise SettingsError("settings.compaction.memoryFlush.forceFlushTranscriptBytes", "must be at least 0")
+    size = parse_byte_size(flush_bytes)
+    if size is None or size > MAX_BYTES:
+        raise SettingsError(
+            "settings.compaction.memoryFlush.forceFlushTranscriptBytes",
+            f"must be between 0 and {MAX_BYTES} bytes",
+        )
     _check_pruning(settings["contextPruning"])
+
+
+def check_fits_window(settings: dict[str, Any], *, context_window: int) -> None:
+    """Refuse token settings that leave no room in ``context_window`` (docs/design.md, Limits and refusals).
+
+    The flush and compaction thresholds are ``window - R - softThresholdTokens`` and ``window - R``
+    with ``R = max(reserveTokens, reserveTokensFloor)``: both must stay above zero, or the session
+    would never flush or compact. The recent tail kept verbatim must fit below the compaction
+    threshold, or a compaction would keep everything.
+    """
+    compaction = settings["compaction"]
+    reserve, floor = compaction["reserveTokens"], compaction["reserveTokensFloor"]
+    soft = compaction["memoryFlush"]["softThresholdTokens"]
+    if max(reserve, floor) + soft >= context_window:
+        name = "reserveTokens" if reserve >= floor else "reserveTokensFloor"
+        raise SettingsError(
+            f"settings.compaction.{name}",
+            f"the reserve ({max(reserve, floor)}) plus memoryFlush.softThresholdTokens ({soft}) must be less "
+            f"than the context window ({context_window}); otherwise no flush or compaction threshold is left",
+        )
+    room = context_window - max(reserve, floor)
+    if compaction["keepRecentTokens"] >= room:
+        raise SettingsError(
+            "settings.compaction.keepRecentTokens",
+            f"must be less than the context window ({context_window}) minus the reserve "
+            f"({max(reserve, floor)}), or a compaction could summarise nothing",
+        )
 
 
 def _check_pruning(pruning: dict[str, Any]) -> None:

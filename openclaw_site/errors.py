@@ -7,11 +7,24 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
+
+# Errors that mean "the database cannot be reached now" (down, restarting, connections exhausted),
+# not "this request is wrong": answered 503 with Retry-After (docs/design.md, Limits and refusals).
+DATABASE_OUTAGE_ERRORS = (OperationalError, InterfaceError)
+DATABASE_RETRY_AFTER_SECONDS = 10
+DATABASE_UNAVAILABLE_MESSAGE = (
+    "The database is unavailable; nothing was changed by this request. Try again in a few seconds."
+)
+
+
+def database_unavailable_body() -> dict[str, Any]:
+    return error_body("database_unavailable", DATABASE_UNAVAILABLE_MESSAGE)
 
 
 class ApiError(exceptions.APIException):
@@ -56,12 +69,22 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         )
     if isinstance(exc, ApiError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+    if isinstance(exc, DATABASE_OUTAGE_ERRORS):
+        logger.error("database unavailable: %s", exc)
+        return Response(
+            database_unavailable_body(),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+        )
     from rest_framework.views import exception_handler  # rest_framework.views imports our auth classes
 
     response = exception_handler(exc, context)
     if response is None:
         return None
     code, message = _describe(exc)
+    if isinstance(exc, exceptions.Throttled):
+        seconds = max(1, round(getattr(exc, "wait", None) or 1))
+        message = f"Too many requests with this API key; try again in {seconds} s (see Retry-After)."
     details = response.data if isinstance(exc, exceptions.ValidationError) else {}
     response.data = error_body(code, message, details if isinstance(details, dict) else {"errors": details})
     return response
@@ -104,6 +127,8 @@ class ApiErrorMiddleware:
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, DATABASE_OUTAGE_ERRORS):
+            return database_unavailable_response(request, exception)
         if not self._is_api(request):
             return None
         if isinstance(exception, RequestDataTooBig):
@@ -116,3 +141,14 @@ class ApiErrorMiddleware:
     @staticmethod
     def _is_api(request: HttpRequest) -> bool:
         return request.path.startswith("/api/") or request.path == "/healthz"
+
+
+def database_unavailable_response(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """503 with Retry-After: JSON under /api/, a short page elsewhere (the dashboard)."""
+    logger.error("database unavailable on %s %s: %s", request.method, request.path, exception)
+    if ApiErrorMiddleware._is_api(request):
+        response: HttpResponse = JsonResponse(database_unavailable_body(), status=503)
+    else:
+        response = HttpResponse(DATABASE_UNAVAILABLE_MESSAGE, status=503, content_type="text/plain")
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response

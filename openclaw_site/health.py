@@ -1,16 +1,31 @@
-"""GET /healthz: database, broker, embedder and model status."""
+"""GET /healthz: database, broker, embedder and model status.
+
+The model is probed (``GET <LLM_BASE_URL>/models``, a few seconds at most) and the answer cached
+for `MODEL_PROBE_TTL_SECONDS`, so a load balancer polling /healthz does not call the model each
+time; ``?deep=1`` probes now (docs/design.md, REST API).
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import openai
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from providers.chat import get_chat_model
 from providers.embeddings import embedder_status
+from providers.errors import provider_error_from
+from providers.openai_client import make_openai_client
+
+MODEL_PROBE_TTL_SECONDS = 60
+MODEL_PROBE_TIMEOUT_SECONDS = 3.0
+# An endpoint without a model list still answered: it is up.
+_REACHABLE_STATUSES = (404, 405)
 
 
 def _database() -> dict[str, Any]:
@@ -35,17 +50,57 @@ def _broker() -> dict[str, Any]:
     return {"ok": True, "kind": "orm", "sync": settings.TASKS_SYNC}
 
 
-def _model() -> dict[str, Any]:
+def _model(*, probe_now: bool) -> dict[str, Any]:
     chat = get_chat_model("chat")
-    configured = chat is not None
+    if chat is None:
+        return {
+            "ok": True,  # offline is a supported mode (the offline summariser and extractor)
+            "configured": False,
+            "model": None,
+            "offline": True,
+            "hint": "Set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let assistants reply.",
+        }
+    probe = _probe_model(force=probe_now)
     return {
-        "ok": True,
-        "configured": configured,
-        "model": chat.name if chat is not None else None,
-        "offline": not configured,
-        "hint": None
-        if configured
-        else "Set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL to let assistants reply.",
+        "ok": probe["reachable"],
+        "configured": True,
+        "model": chat.name,
+        "offline": False,
+        "probe": probe,
+    }
+
+
+def _probe_model(*, force: bool) -> dict[str, Any]:
+    """Return the cached probe of the model endpoint, probing when it is missing, stale or forced."""
+    key = f"healthz:model-probe:{settings.LLM_BASE_URL}"
+    cached = None if force else cache.get(key)
+    if cached is not None:
+        return {**cached, "cached": True, "age_seconds": round(time.time() - cached["checked_at"], 1)}
+    result = _probe_endpoint()
+    cache.set(key, result, timeout=MODEL_PROBE_TTL_SECONDS)
+    return {**result, "cached": False, "age_seconds": 0.0}
+
+
+def _probe_endpoint() -> dict[str, Any]:
+    client = make_openai_client(
+        base_url=settings.LLM_BASE_URL,
+        api_key=settings.LLM_API_KEY,
+        timeout_seconds=MODEL_PROBE_TIMEOUT_SECONDS,
+    )
+    started = time.monotonic()
+    try:
+        client.models.list()
+        reachable, error = True, None
+    except openai.APIStatusError as exc:
+        reachable = exc.status_code in _REACHABLE_STATUSES
+        error = None if reachable else f"HTTP {exc.status_code}: {provider_error_from(exc).message}"
+    except openai.OpenAIError as exc:
+        reachable, error = False, provider_error_from(exc).message
+    return {
+        "reachable": reachable,
+        "error": error,
+        "latency_ms": round((time.monotonic() - started) * 1000),
+        "checked_at": time.time(),
     }
 
 
@@ -63,13 +118,16 @@ def _search_mode(status: dict[str, Any]) -> str:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Report each dependency; 503 when the database or the broker is down."""
+    """Report each dependency; 503 when the database or the broker is down; ?deep=1 loads and probes now."""
     deep = request.GET.get("deep") in ("1", "true")
     checks = {
         "database": _database(),
         "broker": _broker(),
         "embedder": _embedder(load=deep),
-        "model": _model(),
+        "model": _model(probe_now=deep),
     }
-    ok = checks["database"]["ok"] and checks["broker"]["ok"]
-    return JsonResponse({"status": "ok" if ok else "degraded", "checks": checks}, status=200 if ok else 503)
+    # Without the database or the broker nothing works (503); without the model, memory and
+    # search still do: "degraded", but the server is up.
+    up = checks["database"]["ok"] and checks["broker"]["ok"]
+    status = "ok" if up and checks["model"]["ok"] else "degraded"
+    return JsonResponse({"status": status, "checks": checks}, status=200 if up else 503)

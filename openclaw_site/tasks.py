@@ -63,7 +63,7 @@ from django.utils.module_loading import import_string
 from django_q.models import Task
 from django_q.tasks import async_task
 
-from openclaw_site.models import Assistant, TaskRecord, TaskState, Team
+from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +307,35 @@ def report_progress(done: int, total: int | None, message: str = "") -> None:
     task_id = _current_task.get()
     if task_id is not None:
         update_progress(task_id, done, total, message)
+
+
+# Who may read a task's record over the API: the read scope of what the task works on. A kind not
+# listed (a new task nobody classified yet) needs `admin` until it is.
+TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("reindex", "reindex_document", "reindex_assistant", "refresh_indexes", "export_memory"),
+        (Scope.MEMORY_READ,),
+    ),
+    **dict.fromkeys(
+        (
+            "export_session",
+            "export_sessions_index",
+            "transcript_changed",
+            "index_session_transcript",
+            "memory_flush_task",
+            "compact_session_task",
+        ),
+        (Scope.SESSIONS_READ,),
+    ),
+    **dict.fromkeys(
+        ("export_assistant", "export_assistant_metadata"), (Scope.SESSIONS_READ, Scope.MEMORY_READ)
+    ),
+}
+
+
+def task_read_scopes(kind: str) -> tuple[str, ...]:
+    """Return the scopes of which a caller needs one to read a task of this kind."""
+    return TASK_KIND_SCOPES.get(kind, (Scope.ADMIN,))
 
 
 def task_status(record: TaskRecord) -> dict[str, Any]:

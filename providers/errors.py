@@ -66,6 +66,11 @@ def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
     return ProviderError(str(exc))
 
 
+def malformed_response_error(exc: Exception) -> ProviderError:
+    """The endpoint answered, but not with a response we can read (truncated or malformed JSON)."""
+    return ProviderError(f"The model endpoint sent a malformed response ({type(exc).__name__}: {exc})")
+
+
 def _error_text(exc: openai.APIStatusError) -> str:
     # The client's message is "Error code: 400 - ..."; the server's own message is clearer.
     body = exc.body

@@ -17,7 +17,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion
 
 from providers.chat import Completion, StopReason, ToolCall, Usage
-from providers.errors import ProviderError
+from providers.errors import ProviderError, malformed_response_error
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
 
@@ -97,7 +97,10 @@ class OpenAIChatModel:
             sleep=self._sleep,
             what="model call",
         )
-        return completion_from(response, requested_model=request["model"])
+        try:
+            return completion_from(response, requested_model=request["model"])
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            raise malformed_response_error(exc) from exc  # a 200 whose JSON is not a completion
 
 
 def _request_body(

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import openai
 
-from providers.errors import provider_error_from
+from providers.errors import malformed_response_error, provider_error_from
 from providers.retry import Backoff
 
 logger = logging.getLogger(__name__)
@@ -34,12 +34,18 @@ def make_openai_client(*, base_url: str | None, api_key: str, timeout_seconds: f
 def call_with_retries(
     request: Callable[[], T], *, backoff: Backoff, sleep: Callable[[float], None], what: str
 ) -> T:
-    """Run one API request, retrying retryable failures on the schedule; raise ProviderError."""
+    """Run one API request, retrying retryable failures on the schedule; raise ProviderError.
+
+    A body that is not the JSON it claims to be (truncated, malformed: the client raises a
+    ValueError) is a provider fault like any other, and is not retried.
+    """
     delays = backoff.delays()
     attempt = 0
     while True:
         try:
             return request()
+        except ValueError as exc:
+            raise malformed_response_error(exc) from exc
         except openai.OpenAIError as exc:
             error = provider_error_from(exc)
             delay = next(delays, None) if error.retryable else None

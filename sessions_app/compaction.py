@@ -1,8 +1,8 @@
 """The one compaction entry point (docs/design.md §D1): threshold, overflow, manual and budget.
 
-`compact_session` takes the session's compaction lock (a partial unique constraint allows one
-active `CompactionRun` per session, across processes; a crashed worker's run is expired as
-stale), runs the memory flush first when this cycle has not flushed, finds Pi's cut point,
+`compact_session` takes the session's compaction lock (a Postgres session-level advisory lock
+that dies with its holder; a partial unique constraint also allows one active `CompactionRun` per
+session, and a run left active by a dead worker is taken over), runs the memory flush first when this cycle has not flushed, finds Pi's cut point,
 summarises through the compaction model (OpenClaw's safeguard pipeline) or the offline
 summariser, checks that identifiers survive, and commits the `CompactionEntry` with the session
 figures in one transaction. A failure writes no entry and keeps history; the run says why.
@@ -13,16 +13,18 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal, overload
 
 from django.conf import settings as django_settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone as dj_timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
+from openclaw_site.locks import LockTimeout, session_lock
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
 from sessions_app.context import (
@@ -36,7 +38,7 @@ from sessions_app.context import (
     view_tokens,
 )
 from sessions_app.cutpoint import CompactionPlan, prepare_compaction
-from sessions_app.flush import FlushOutcome, run_memory_flush, skip_reason
+from sessions_app.flush import FlushOutcome, release_flush, run_memory_flush, skip_reason
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -60,9 +62,6 @@ from sessions_app.transcript import after_transcript_change, lock_session, take_
 
 logger = logging.getLogger(__name__)
 
-# A live run touches `updated_at` at every step and before every summariser call; one that has
-# not moved for this long beyond its own timeout belongs to a dead worker.
-STALE_GRACE_SECONDS = 60
 WAIT_POLL_SECONDS = 0.25
 
 
@@ -139,44 +138,55 @@ def manual_reply_text(run: CompactionRun, *, context_window: int) -> str:
 # --- the lock ---------------------------------------------------------------------------------
 
 
-def stale_after(session: Session) -> timedelta:
-    """Return how long an active run may stay silent before it counts as abandoned."""
-    timeout = session.assistant.config.compaction.timeout_seconds
-    per_call = django_settings.LLM_TIMEOUT_SECONDS * (django_settings.LLM_MAX_RETRIES + 1)
-    return timedelta(seconds=timeout + per_call + STALE_GRACE_SECONDS)
+def compaction_lock_name(session_id: int) -> str:
+    return f"compaction:{session_id}"
 
 
-def expire_if_stale(run: CompactionRun, *, cutoff: timedelta, now: datetime) -> bool:
-    """Fail an abandoned run (its worker died) so the lock frees; True if it was expired."""
-    expired = CompactionRun.objects.filter(
-        pk=run.pk,
-        state__in=ACTIVE_RUN_STATES,
-        updated_at__lt=now - cutoff,
-    ).update(
-        state=RunState.FAILED,
-        reason=f"stale: no progress since {run.updated_at.isoformat()} (worker gone)",
-        finished_at=now,
-        updated_at=now,
-    )
-    return bool(expired)
+def hold_compaction_lock(stack: ExitStack, session: Session) -> None:
+    """Take the session's compaction lock for the life of ``stack``; raise CompactionBusy if held.
+
+    A Postgres session-level advisory lock on a connection of its own (openclaw_site.locks): a
+    worker that dies, however it dies, ends that connection and the lock with it, so a retry can
+    start at once instead of waiting for a stale timeout (docs/design.md, Limits and refusals).
+    """
+    try:
+        stack.enter_context(session_lock(compaction_lock_name(session.pk), timeout_seconds=0))
+    except LockTimeout:
+        active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
+        raise CompactionBusy(active or CompactionRun(session=session, trigger="manual")) from None
 
 
 def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> CompactionRun:
-    """Create the session's active run, which is the lock; raise CompactionBusy if one exists."""
-    for _ in range(3):
-        try:
-            with transaction.atomic():
-                return CompactionRun.objects.create(
-                    session=session, trigger=trigger, instructions=instructions or ""
-                )
-        except IntegrityError:
-            active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
-            if active is None:
-                continue  # it finished between our insert and our look
-            if not expire_if_stale(active, cutoff=stale_after(session), now=dj_timezone.now()):
-                raise CompactionBusy(active) from None
-    active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
-    raise CompactionBusy(active or CompactionRun(session=session, trigger=trigger))
+    """Create the session's active run; the caller holds the compaction lock.
+
+    Holding the lock proves that no live worker runs a compaction of this session, so an active
+    run found now was left by a worker that died (killed, out of memory, host lost): it is failed
+    and this run takes its place.
+    """
+    now = dj_timezone.now()
+    for abandoned in CompactionRun.objects.filter(session=session, state=RunState.FLUSHING):
+        _release_abandoned_flush(session, abandoned)
+    CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).update(
+        state=RunState.FAILED,
+        reason="stale: its worker is gone (the compaction lock was free); taken over by a new run",
+        finished_at=now,
+        updated_at=now,
+    )
+    return CompactionRun.objects.create(session=session, trigger=trigger, instructions=instructions or "")
+
+
+def _release_abandoned_flush(session: Session, run: CompactionRun) -> None:
+    """A run that died while flushing claimed this cycle's flush but never finished it: undo the claim."""
+    before = (run.flush_details or {}).get("before")
+    if not isinstance(before, dict):
+        return
+    previous_at = before.get("memory_flush_at")
+    release_flush(
+        session.pk,
+        cycle=session.compaction_count,
+        previous=before.get("memory_flush_compaction_count"),
+        previous_at=datetime.fromisoformat(previous_at) if previous_at else None,
+    )
 
 
 def _advance(run: CompactionRun, state: str, **fields: Any) -> None:
@@ -360,17 +370,19 @@ def compact_session(
         return preview_compaction(session, trigger=trigger)
     if trigger == Trigger.THRESHOLD and not token_figures(session).compaction_due:
         return None
-    run = acquire_run(session, trigger=trigger, instructions=instructions)
-    try:
-        return _compact(session, run, instructions=instructions, observed_tokens=observed_tokens)
-    except CompactionRefused as refused:
-        _advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
-        refused.run = run
-        raise
-    except Exception as error:
-        logger.warning("compaction of session %s failed: %s", session_id, error, exc_info=True)
-        _advance(run, RunState.FAILED, reason=failure_reason(error))
-        raise CompactionFailed(run) from error
+    with ExitStack() as lock:
+        hold_compaction_lock(lock, session)
+        run = acquire_run(session, trigger=trigger, instructions=instructions)
+        try:
+            return _compact(session, run, instructions=instructions, observed_tokens=observed_tokens)
+        except CompactionRefused as refused:
+            _advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
+            refused.run = run
+            raise
+        except Exception as error:
+            logger.warning("compaction of session %s failed: %s", session_id, error, exc_info=True)
+            _advance(run, RunState.FAILED, reason=failure_reason(error))
+            raise CompactionFailed(run) from error
 
 
 def failure_reason(error: Exception) -> str:
@@ -413,7 +425,12 @@ def _compact(
 
 def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
     """Run the memory flush before summarising unless this cycle already flushed (docs/design.md §D1)."""
-    _advance(run, RunState.FLUSHING)
+    # What the flush claim replaces, so a taker-over can undo the claim if this worker dies.
+    before = {
+        "memory_flush_compaction_count": session.memory_flush_compaction_count,
+        "memory_flush_at": session.memory_flush_at.isoformat() if session.memory_flush_at else None,
+    }
+    _advance(run, RunState.FLUSHING, flush_details={"before": before})
     outcome = run_memory_flush(session_id=session.pk)
     state = RunState.FLUSHED if outcome.status == "flushed" else RunState.FLUSH_SKIPPED
     _advance(run, state, flush_outcome=outcome.label[:64], flush_details=outcome.as_dict())
@@ -519,6 +536,8 @@ def _commit(
     entries = session_entries(session)
     if _latest_compaction_id(entries) != prev_id:
         raise RuntimeError("the session was compacted by someone else meanwhile")
+    if not CompactionRun.objects.filter(pk=run.pk, state__in=ACTIVE_RUN_STATES).exists():
+        raise RuntimeError("this run was taken over by another worker (its lock connection was lost)")
     first_kept = Message.objects.get(session=session, entry_id=plan.first_kept_entry_id, flush_turn=False)
     now = dj_timezone.now()
     entry = CompactionEntry(

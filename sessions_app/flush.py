@@ -35,7 +35,7 @@ from sessions_app.context import (
     effective_model,
     record_calibration,
 )
-from sessions_app.messages import MessageInput
+from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.model_output import (
     assistant_input,
     error_assistant_input,
@@ -292,6 +292,12 @@ class FlushOutcome:
     path: str = ""
     appended: tuple[dict[str, Any], ...] = ()
     reply_silent: bool | None = None
+    stored: tuple[str, ...] = ()  # entry ids of the flush-turn messages it stored
+
+    @property
+    def wrote(self) -> bool:
+        """Tell whether the flush changed anything: a transcript message or a memory append."""
+        return bool(self.stored or self.appended)
 
     @property
     def label(self) -> str:
@@ -308,6 +314,7 @@ class FlushOutcome:
             "path": self.path,
             "appended": list(self.appended),
             "reply_silent": self.reply_silent,
+            "stored": list(self.stored),
         }
 
 
@@ -374,8 +381,8 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
             return offline_flush(session, plan)
         try:
             return model_flush(session, plan, model=model, now=now)
-        except ProviderError as error:
-            if not error.is_context_overflow:
+        except FlushTurnFailed as failed:
+            if not failed.error.is_context_overflow or failed.stored:
                 raise
             # The session no longer fits the model (the overflow path compacts right after this):
             # keep its durable lines with the extractor rather than lose them with the history.
@@ -383,10 +390,15 @@ def run_memory_flush(*, session_id: int, now: datetime | None = None) -> FlushOu
     except Exception as error:  # a failed flush never blocks the turn (docs/openclaw-behaviour.md §2.5)
         logger.warning("memory flush of session %s failed: %s", session_id, error, exc_info=True)
         release_flush(session_id, cycle=cycle, previous=previous, previous_at=previous_at)
-        return FlushOutcome(status="failed", reason=_failure_reason(error), path=plan.relative_path)
+        stored = error.stored if isinstance(error, FlushTurnFailed) else ()
+        return FlushOutcome(
+            status="failed", reason=_failure_reason(error), path=plan.relative_path, stored=stored
+        )
 
 
 def _failure_reason(error: Exception) -> str:
+    if isinstance(error, FlushTurnFailed):
+        error = error.error
     if isinstance(error, ProviderError):
         return "timeout" if error.is_timeout else f"model error: {error.message}"[:200]
     return f"{type(error).__name__}: {error}"[:200]
@@ -421,14 +433,30 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
     )
 
 
+class FlushTurnFailed(Exception):
+    """A model call of the flush turn failed; ``stored`` lists the flush messages already stored."""
+
+    def __init__(self, error: ProviderError, *, stored: tuple[str, ...]) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.stored = stored
+
+
 def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: datetime) -> FlushOutcome:
-    """Run the silent flush turn: the session's context, the flush prompt, `read` and `write` only."""
+    """Run the silent flush turn: the session's context, the flush prompt, `read` and `write` only.
+
+    The prompt is stored together with the first answer, so a flush whose first call fails leaves
+    the transcript as it was. A later failure (after tool calls that may have written memory)
+    stores the error answer too and raises FlushTurnFailed listing every message stored
+    (docs/design.md, Limits and refusals).
+    """
     tools = flush_tool_specs(plan.relative_path)
     context = build_model_context(session, now=now)
     system_prompt = f"{context.system_prompt.text}\n\n{plan.system_prompt}"
     toolbox = FlushToolbox(session=session, relative_path=plan.relative_path)
-    [prompt_row] = _store(session, [MessageInput(role="user", content=plan.prompt)])
-    turn = [to_agent_message(prompt_row)]
+    prompt = MessageInput(role="user", content=plan.prompt)
+    turn: list[dict[str, Any]] = [{"role": "user", "content": plan.prompt, "timestamp": epoch_ms(now)}]
+    stored: list[Message] = []
     rounds = django_settings.LLM_MAX_TOOL_ROUNDS
     for round_number in range(rounds + 1):
         messages = to_openai_messages([*context.agent_messages, *turn], system_prompt=system_prompt)
@@ -439,21 +467,31 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
                 model=session.assistant.model or None,
             )
         except ProviderError as error:
-            _store(session, [error_assistant_input(error, model_name=session.assistant.model or model.name)])
-            raise
-        row = _store(session, [assistant_input(completion)])[0]
-        turn.append(to_agent_message(row))
+            if stored:
+                name = session.assistant.model or model.name
+                stored += _store(session, [error_assistant_input(error, model_name=name)])
+            raise FlushTurnFailed(error, stored=tuple(row.entry_id for row in stored)) from error
+        new_rows = _store(session, [*([] if stored else [prompt]), assistant_input(completion)])
+        if not stored:
+            turn = []
+        stored += new_rows
+        row = new_rows[-1]
+        turn += [to_agent_message(r) for r in new_rows]
         _calibrate(session, context, completion)
         if not completion.tool_calls or round_number >= rounds:
             break
-        results = [_run_tool(toolbox, call, message_pk=row.pk) for call in completion.tool_calls]
-        turn += [to_agent_message(r) for r in _store(session, results)]
+        results = _store(
+            session, [_run_tool(toolbox, call, message_pk=row.pk) for call in completion.tool_calls]
+        )
+        stored += results
+        turn += [to_agent_message(r) for r in results]
     final_text = completion.text.strip()
     return FlushOutcome(
         status="flushed",
         path=plan.relative_path,
         appended=tuple(toolbox.appended),
         reply_silent=not final_text or is_silent_reply_text(final_text),
+        stored=tuple(row.entry_id for row in stored),
     )
 
 

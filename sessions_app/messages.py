@@ -25,6 +25,9 @@ ROLE_BLOCKS = {
     "system": {"text"},
 }
 STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
+# The largest figure a usage field may hold (tokens or cost): far above any real call, far below
+# what turns the session's token arithmetic into nonsense (docs/design.md, Limits and refusals).
+MAX_USAGE_FIGURE = 10**9
 _ALIASES = {
     "tool_call_id": "toolCallId",
     "tool_name": "toolName",
@@ -167,10 +170,8 @@ def _tool_fields(role: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _assistant_fields(role: str, data: dict[str, Any]) -> dict[str, Any]:
     usage = data.get("usage")
-    if usage is not None and not (
-        isinstance(usage, dict) and all(isinstance(v, (int, float, dict)) for v in usage.values())
-    ):
-        raise MessageError("invalid_usage", "usage must be an object of token counts.", field="usage")
+    if usage is not None:
+        _check_usage(usage)
     stop = data.get("stopReason") or ""
     if stop and stop not in STOP_REASONS:
         raise MessageError(
@@ -192,6 +193,22 @@ def _assistant_fields(role: str, data: dict[str, Any]) -> dict[str, Any]:
         "provider": strings["provider"],
         "api": strings["api"],
     }
+
+
+def _check_usage(usage: Any) -> None:
+    """usage: token counts (and one level of objects such as ``cost``), each 0 to MAX_USAGE_FIGURE."""
+    if not isinstance(usage, dict):
+        raise MessageError("invalid_usage", "usage must be an object of token counts.", field="usage")
+    for key, value in usage.items():
+        figures = value.items() if isinstance(value, dict) else [(None, value)]
+        for inner, figure in figures:
+            where = f"usage.{key}" + (f".{inner}" if inner is not None else "")
+            if isinstance(figure, bool) or not isinstance(figure, (int, float)):
+                raise MessageError("invalid_usage", f"{where} must be a number.", field=where)
+            if not 0 <= figure <= MAX_USAGE_FIGURE:
+                raise MessageError(
+                    "invalid_usage", f"{where} must be between 0 and {MAX_USAGE_FIGURE}.", field=where
+                )
 
 
 def _bool(data: dict[str, Any], key: str) -> bool:

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from providers.chat import Completion, ToolCall
 from providers.errors import ProviderError
-from sessions_app.messages import MessageInput
+from sessions_app.messages import MAX_USAGE_FIGURE, MessageInput
 from sessions_app.models import Message
 from sessions_app.transcript import append_messages
 
@@ -20,10 +20,22 @@ PROVIDER_NAME = "openai"
 
 
 def usage_dict(completion: Completion) -> dict[str, Any] | None:
-    """Return a completion's usage in OpenClaw's shape, cost included."""
+    """Return a completion's usage in OpenClaw's shape, cost included.
+
+    Figures are clamped to 0..MAX_USAGE_FIGURE, the bound an ingested message must keep: a model
+    server reporting absurd counts must not break the session's token arithmetic (docs/design.md,
+    Limits and refusals).
+    """
     if completion.usage is None:
         return None
-    return {**completion.usage.to_openclaw(), "cost": dict(ZERO_COST)}
+    usage = {key: _bounded(value) for key, value in completion.usage.to_openclaw().items()}
+    return {**usage, "cost": dict(ZERO_COST)}
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return min(max(value, 0), MAX_USAGE_FIGURE)
+    return value
 
 
 def assistant_input(

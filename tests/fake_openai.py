@@ -41,6 +41,7 @@ class Reply:
     error: dict[str, Any] | None = None
     delay_seconds: float = 0.0
     then: Reply | None = None
+    raw_body: bytes | None = None  # sent as is with `status` (a truncated or malformed answer)
 
 
 ChatHandler = Callable[[dict[str, Any]], Reply | str]
@@ -94,6 +95,13 @@ def error_reply(
     """Script an OpenAI error answer (`{"error": {message, type, param, code}}`)."""
     error = {"message": message, "type": type, "param": None, "code": code}
     return Reply(status=status, error=error)
+
+
+def malformed_reply(
+    body: bytes = b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"in',
+) -> Reply:
+    """Script a 200 answer whose body is not the JSON it claims to be (truncated by default)."""
+    return Reply(raw_body=body)
 
 
 def delay_reply(seconds: float, then: Reply | None = None) -> Reply:
@@ -268,7 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/chat/completions"):
             reply = self.fake.next_chat_reply(body)
             reply = self._after_delay(reply, lambda: self.fake.default_chat_reply(body))
-            self._answer(reply, _chat_body(reply, body) if reply.error is None else {})
+            ready = reply.error is None and reply.raw_body is None
+            self._answer(reply, _chat_body(reply, body) if ready else {})
         elif self.path.endswith("/embeddings"):
             reply = self._after_delay(self.fake.next_embedding_reply() or Reply(), Reply)
             self._answer(reply, self._embeddings_body(body) if reply.error is None else {})
@@ -282,7 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
         return reply
 
     def _answer(self, reply: Reply, payload: dict[str, Any]) -> None:
-        if reply.error is not None:
+        if reply.raw_body is not None:
+            self._send_raw(reply.status, reply.raw_body)
+        elif reply.error is not None:
             self._send_error(reply)
         else:
             self._send_json(200, payload)
@@ -308,7 +319,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(reply.status, {"error": reply.error})
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        raw = json.dumps(payload).encode("utf-8")
+        self._send_raw(status, json.dumps(payload).encode("utf-8"))
+
+    def _send_raw(self, status: int, raw: bytes) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

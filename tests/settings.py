@@ -10,6 +10,8 @@ os.environ.setdefault("SESSION_INDEX_DEBOUNCE_SECONDS", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 os.environ.setdefault("LLM_BASE_URL", "")
 os.environ.setdefault("LLM_MODEL", "")
+# Floods of requests with one key must not hit the per-key rate limit (its own tests lower it).
+os.environ.setdefault("OPENCLAW_API_KEY_RATE_PER_MINUTE", "1000000")
 # Memory writes index themselves; tests that want vectors start FakeOpenAI (or load MiniLM)
 # explicitly, so the rest of the suite does not load torch for every document it writes.
 os.environ.setdefault("EMBEDDING_PROVIDER", "none")

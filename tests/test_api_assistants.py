@@ -146,3 +146,26 @@ def test_delete_removes_the_assistant_and_its_sessions(api, world):
     assert not Session.objects.filter(assistant_id=world.assistant.pk).exists()
     assert Assistant.objects.filter(pk=world.other_assistant.pk).exists()
     assert_error(api.get(f"{API}/assistants/helper/"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "body, path",
+    [
+        ({"settings": {"compaction": {"reserveTokens": 10**30}}}, "settings.compaction.reserveTokens"),
+        ({"context_window": 20000}, "settings.compaction.reserveTokensFloor"),
+        ({"settings": {"compaction": {"keepRecentTokens": 199999}}}, "settings.compaction.keepRecentTokens"),
+    ],
+)
+def test_token_settings_that_leave_no_room_in_the_window_are_refused(api, world, body, path):
+    before = snapshot()
+    error = assert_error(api.patch(f"{API}/assistants/helper/", body, format="json"), 400, "invalid_settings")
+    assert error["details"]["path"] == path
+    assert snapshot() == before
+
+
+def test_a_new_assistant_with_a_small_window_needs_a_small_reserve(api, world):
+    body = {"slug": "tiny", "name": "Tiny", "context_window": 16000}
+    assert_error(api.post(f"{API}/assistants/", body, format="json"), 400, "invalid_settings")
+    small = {"compaction": {"reserveTokens": 2000, "reserveTokensFloor": 2000, "keepRecentTokens": 4000}}
+    response = api.post(f"{API}/assistants/", {**body, "settings": small}, format="json")
+    assert response.status_code == 201

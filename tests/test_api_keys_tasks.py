@@ -124,3 +124,22 @@ def test_unknown_and_foreign_tasks_are_a_404(api, world):
     record_task(task_id="theirs", team=world.globex, kind="reindex")
     assert_error(api.get(f"{API}/tasks/theirs/"), 404, "not_found")
     assert_error(api.get(f"{API}/tasks/never-existed/"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "kind, allowed, refused",
+    [
+        ("reindex", ["memory:read", "admin"], ["sessions:read", "sessions:write"]),
+        ("compact_session_task", ["sessions:read", "admin"], ["memory:read", "memory:write"]),
+        ("export_assistant", ["sessions:read", "memory:read"], []),
+        ("count", ["admin"], ["sessions:read", "memory:read", "memory:write"]),  # unclassified kinds
+    ],
+)
+def test_reading_a_task_needs_the_scope_of_its_kind(scoped_api, world, kind, allowed, refused):
+    record_task(task_id=f"task-{kind}", team=world.acme, kind=kind)
+    url = f"{API}/tasks/task-{kind}/"
+    for scope in allowed:
+        assert scoped_api(scope).get(url).status_code == 200, scope
+    for scope in refused:
+        error = assert_error(scoped_api(scope).get(url), 403, "insufficient_scope")
+        assert error["details"]["required_scope"]

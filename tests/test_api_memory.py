@@ -150,6 +150,16 @@ BAD_PATHS = [
     "C:/memory/x.md",
     "memory\\x.md",
     "",
+    # Lookalikes, invisible characters, encodings and device names (docs/design.md, Limits and refusals).
+    "memory/\u2024\u2024/MEMORY.md",
+    "memory/\uff0e\uff0e/x.md",
+    "memory/x\u202egnp.md",
+    "memory/zero\u200bwidth.md",
+    "memory/CON.md",
+    "memory/lpt1.notes.md",
+    "memory/%2e%2e/x.md",
+    "memory/trailing./x.md",
+    "memory/ｆｕｌｌ.md",
 ]
 
 
@@ -161,7 +171,18 @@ def test_bad_paths_in_the_body_are_a_400(api, path):
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("path", ["../x.md", "/etc/passwd", "memory/x.txt", "notes.md", "memory/./a.md"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../x.md",
+        "/etc/passwd",
+        "memory/x.txt",
+        "notes.md",
+        "memory/./a.md",
+        "memory/%252e%252e/x.md",
+        "memory/nul.md",
+    ],
+)
 def test_bad_paths_in_the_url_are_a_400(api, path):
     before = snapshot()
     assert_error(api.put(BASE + path, {"content": "x"}, format="json"), 400, "invalid_path")

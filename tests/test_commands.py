@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
+from django.test import RequestFactory
 
 from openclaw_site.models import ApiKey, Membership, Team, hash_secret
 from tests.api_support import API, assert_error
@@ -33,7 +34,10 @@ def test_create_team():
 def test_create_user_with_a_role_who_can_then_sign_in():
     run("create_team", "initech")
     run("create_user", "peter", "--team", "initech", "--role", "viewer", "--password", "a-long-password-1")
-    user = authenticate(username="peter", password="a-long-password-1")
+    # django-axes checks sign-ins per request (address and username), so authenticate gets one.
+    user = authenticate(
+        RequestFactory().post("/accounts/login/"), username="peter", password="a-long-password-1"
+    )
     assert user is not None
     assert Membership.objects.get(user=user, team__slug="initech").role == "viewer"
     run("create_user", "peter", "--team", "initech", "--role", "admin")

@@ -30,6 +30,7 @@ from openclaw_site.assistant_settings import (
     SyncSettings,
     TemporalDecaySettings,
     ToolMatch,
+    check_fits_window,
     default_settings,
     parse_byte_size,
     parse_settings,
@@ -88,12 +89,51 @@ def test_partial_update_merges_onto_base():
             {"contextPruning": {"hardClear": {"placeholder": " "}}},
             "settings.contextPruning.hardClear.placeholder",
         ),
+        # Sane maxima (docs/design.md, Limits and refusals): 1e30 parses as a float, 10**30 as an int.
+        ({"compaction": {"reserveTokens": 1e30}}, "settings.compaction.reserveTokens"),
+        ({"compaction": {"reserveTokens": 10**30}}, "settings.compaction.reserveTokens"),
+        ({"compaction": {"reserveTokensFloor": 10**9}}, "settings.compaction.reserveTokensFloor"),
+        ({"compaction": {"keepRecentTokens": 10**9}}, "settings.compaction.keepRecentTokens"),
+        (
+            {"compaction": {"memoryFlush": {"softThresholdTokens": 10**9}}},
+            "settings.compaction.memoryFlush.softThresholdTokens",
+        ),
+        ({"compaction": {"timeoutSeconds": 10**7}}, "settings.compaction.timeoutSeconds"),
+        (
+            {"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": 10**13}}},
+            "settings.compaction.memoryFlush.forceFlushTranscriptBytes",
+        ),
+        (
+            {"memorySearch": {"sync": {"sessions": {"deltaBytes": 10**13}}}},
+            "settings.memorySearch.sync.sessions.deltaBytes",
+        ),
     ],
 )
 def test_bad_settings_name_their_path(data, path):
     with pytest.raises(SettingsError) as caught:
         validate_settings(data)
     assert caught.value.path == path
+
+
+@pytest.mark.parametrize(
+    ("data", "window", "path"),
+    [
+        ({"compaction": {"reserveTokens": 150000}}, 128000, "settings.compaction.reserveTokens"),
+        ({"compaction": {"reserveTokensFloor": 125000}}, 128000, "settings.compaction.reserveTokensFloor"),
+        ({}, 16000, "settings.compaction.reserveTokensFloor"),  # the defaults reserve 24000
+        ({"compaction": {"keepRecentTokens": 128000}}, 128000, "settings.compaction.keepRecentTokens"),
+    ],
+)
+def test_token_settings_must_fit_the_context_window(data, window, path):
+    with pytest.raises(SettingsError) as caught:
+        check_fits_window(validate_settings(data), context_window=window)
+    assert caught.value.path == path and str(window) in caught.value.message
+
+
+def test_settings_that_leave_room_fit():
+    check_fits_window(validate_settings({}), context_window=200000)
+    small = {"compaction": {"reserveTokens": 2000, "reserveTokensFloor": 2000, "keepRecentTokens": 4000}}
+    check_fits_window(validate_settings(small), context_window=16000)
 
 
 def test_parse_settings_refuses_what_validation_refuses():

@@ -58,3 +58,29 @@ def test_healthz_reports_each_dependency(client):
     )
     deep = client.get("/healthz?deep=1").json()["checks"]["embedder"]
     assert deep["checked"] is True and deep["search_mode"] in ("hybrid", "text-only")
+
+
+@pytest.mark.django_db
+def test_healthz_probes_the_model_caches_the_answer_and_deep_probes_again(client, llm):
+    from django.core.cache import cache
+
+    cache.clear()
+    model = client.get("/healthz").json()["checks"]["model"]
+    assert model["ok"] and model["probe"]["reachable"] and model["probe"]["cached"] is False
+    probes = [path for path, _ in llm.requests if path.endswith("/models")]
+    assert client.get("/healthz").json()["checks"]["model"]["probe"]["cached"] is True
+    assert [path for path, _ in llm.requests if path.endswith("/models")] == probes  # not probed again
+    assert client.get("/healthz?deep=1").json()["checks"]["model"]["probe"]["cached"] is False
+    assert len([path for path, _ in llm.requests if path.endswith("/models")]) == len(probes) + 1
+
+
+@pytest.mark.django_db
+def test_healthz_says_degraded_when_the_model_endpoint_is_down(client, llm):
+    from django.core.cache import cache
+
+    cache.clear()
+    llm.stop()  # the endpoint goes away
+    response = client.get("/healthz?deep=1")
+    body = response.json()
+    assert response.status_code == 200 and body["status"] == "degraded"
+    assert body["checks"]["model"]["ok"] is False and body["checks"]["model"]["probe"]["error"]

@@ -268,6 +268,16 @@ def test_admin_saves_settings(world):
     assert world.assistant.name == "Helper two"
 
 
+def test_settings_that_do_not_fit_the_window_are_refused_on_the_page(world):
+    before = dict(world.assistant.settings)
+    data = _settings_post(world.assistant, **{"compaction.reserveTokens": "190000"})
+    response = signed_in(world.alice).post("/assistants/helper/settings/", data, **HX)
+    assert response.status_code == 422
+    assert "must be less than the context window (200000)" in response.content.decode()
+    world.assistant.refresh_from_db()
+    assert world.assistant.settings == before
+
+
 def test_unchanged_form_keeps_the_settings(world):
     before = dict(world.assistant.settings)
     response = signed_in(world.alice).post("/assistants/helper/settings/", _settings_post(world.assistant))

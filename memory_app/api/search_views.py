@@ -162,9 +162,9 @@ class AssistantReindexView(TeamApiView):
     @extend_schema(operation_id="assistants_reindex", request=ReindexInput, responses={202: TaskOutput})
     def post(self, request: Request, slug: str) -> Response:
         assistant = assistant_get(team=self.team, slug=slug)
-        body = request.data if request.data not in (None, "") else {}
+        body = request.data  # an empty body parses to an empty dict; JSON null is refused
         if not isinstance(body, dict):
-            raise ApiError("invalid_body", "The request body must be a JSON object.")
+            raise ApiError("invalid_body", "The request body must be a JSON object (or empty).")
         full = validated(ReindexInput, body)["full"]
         return Response(TaskOutput(queue_reindex(assistant, full=full)).data, status=202)
 

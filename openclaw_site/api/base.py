@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from openclaw_site.auth import TeamContext, request_team_context
 from openclaw_site.errors import ApiError
+from openclaw_site.json_input import unstorable_text
 from openclaw_site.models import Team
 from openclaw_site.selectors import NotFound
 
@@ -43,12 +44,28 @@ def check_request_size(request: Request) -> None:
         )
 
 
+# The largest integer a query parameter may be: what every JSON client holds exactly, and well
+# inside PostgreSQL's bigint (an OFFSET beyond it fails in the database).
+QUERY_INT_MAX = 2**53 - 1
+
+
+def check_request_text(request: Request, path_args: dict[str, Any]) -> None:
+    """Refuse a query parameter or path part holding a NUL or a lone surrogate (400)."""
+    values = [(name, value) for name in request.query_params for value in request.query_params.getlist(name)]
+    values += [(name, value) for name, value in path_args.items() if isinstance(value, str)]
+    for name, value in values:
+        reason = unstorable_text(name + value)
+        if reason is not None:
+            raise ApiError("invalid_parameter", f"{name} {reason}.", details={"field": name})
+
+
 class TeamApiView(APIView):
     """Base API view: the size limit is checked once the caller is known, then ``self.team`` is set."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         check_request_size(request)
+        check_request_text(request, kwargs)
 
     @property
     def team_context(self) -> TeamContext:
@@ -123,7 +140,8 @@ def query_int(
 def query_int(
     request: Request, name: str, *, default: int | None = None, minimum: int = 0, maximum: int | None = None
 ) -> int | None:
-    """Read an integer query parameter, or raise 400 ``invalid_parameter``."""
+    """Read an integer query parameter (at most QUERY_INT_MAX), or raise 400 ``invalid_parameter``."""
+    maximum = QUERY_INT_MAX if maximum is None else min(maximum, QUERY_INT_MAX)
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -131,8 +149,8 @@ def query_int(
         value = int(raw)
     except ValueError:
         raise ApiError("invalid_parameter", f"{name} must be an integer.", details={"field": name}) from None
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+    if value < minimum or value > maximum:
+        bound = f"between {minimum} and {maximum}"
         raise ApiError("invalid_parameter", f"{name} must be {bound}.", details={"field": name})
     return value
 

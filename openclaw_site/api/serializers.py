@@ -6,6 +6,7 @@ import zoneinfo
 from typing import Any
 
 from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
@@ -21,6 +22,11 @@ def _check_timezone(value: str) -> None:
         ) from None
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JsonObjectField(serializers.JSONField):
+    """The assistant's OpenClaw-style settings, documented as an object (validate_settings checks it)."""
+
+
 class AssistantFieldsMixin(serializers.Serializer):
     name = StrictCharField(max_length=200)
     model = StrictCharField(max_length=200, allow_blank=True, required=False)
@@ -28,9 +34,7 @@ class AssistantFieldsMixin(serializers.Serializer):
     system_prompt = StrictCharField(allow_blank=True, required=False, trim_whitespace=False)
     timezone = StrictCharField(max_length=64, required=False, validators=[_check_timezone])
     workspace_access = serializers.ChoiceField(choices=WorkspaceAccess.choices, required=False)
-    settings = serializers.JSONField(
-        required=False, help_text="OpenClaw-style settings; merged onto the defaults."
-    )
+    settings = JsonObjectField(required=False, help_text="OpenClaw-style settings; merged onto the defaults.")
 
 
 class AssistantCreateInput(StrictSerializer, AssistantFieldsMixin):
@@ -47,6 +51,7 @@ class AssistantUpdateInput(StrictSerializer, AssistantFieldsMixin):
 
 class AssistantOutput(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    settings = JsonObjectField(read_only=True, help_text="The complete settings document, defaults filled.")
 
     class Meta:
         model = Assistant
@@ -77,7 +82,7 @@ class ApiKeyOutput(serializers.ModelSerializer):
     prefix = serializers.SerializerMethodField()
     active = serializers.BooleanField(source="is_active", read_only=True)
     created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True, help_text="null for keys made by a command."
     )
 
     class Meta:

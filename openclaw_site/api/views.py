@@ -19,9 +19,10 @@ from openclaw_site.api.serializers import (
     AssistantUpdateInput,
     TaskOutput,
 )
+from openclaw_site.auth import check_scope
 from openclaw_site.models import Scope
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list, task_record_get
-from openclaw_site.tasks import task_status
+from openclaw_site.tasks import task_read_scopes, task_status
 
 ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
 
@@ -106,16 +107,20 @@ class ApiKeyRevokeApi(TeamApiView):
     read_scope = Scope.ADMIN
     write_scope = Scope.ADMIN
 
-    @extend_schema(operation_id="api_keys_revoke", responses=ApiKeyOutput)
+    @extend_schema(operation_id="api_keys_revoke", responses={200: ApiKeyOutput})
     def delete(self, request: Request, key_id: int) -> Response:
         key = api_key_get(team=self.team, pk=key_id)
         return Response(ApiKeyOutput(services.api_key_revoke(key=key)).data)
 
 
 class TaskDetailApi(TeamApiView):
-    """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team."""
+    """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team.
+
+    The caller needs the read scope of what the task works on (`openclaw_site.tasks.TASK_KIND_SCOPES`).
+    """
 
     @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)
     def get(self, request: Request, task_id: str) -> Response:
         record = task_record_get(team=self.team, task_id=task_id)
+        check_scope(self.team_context, task_read_scopes(record.kind))
         return Response(TaskOutput(task_status(record)).data)

@@ -123,8 +123,8 @@ def assistant_settings(request: WebRequest, slug: str) -> HttpResponse:
     status = 200
     if request.method == "POST":
         # Both forms validate, so every bad field gets its message in one round trip.
-        if all([form.is_valid(), settings_form.is_valid()]):
-            _save_settings(form, settings_form)
+        saved = all([form.is_valid(), settings_form.is_valid()]) and _save_settings(form, settings_form)
+        if saved:
             messages.success(request, "Settings saved.")
             assistant.refresh_from_db()
             form, settings_form = AssistantForm(instance=assistant), SettingsForm(current=assistant.settings)
@@ -143,9 +143,15 @@ def assistant_settings(request: WebRequest, slug: str) -> HttpResponse:
     )
 
 
-def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> None:
+def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> bool:
+    """Save both forms; a refusal that needs both (settings that do not fit the window) goes on the form."""
     fields = {name: form.cleaned_data[name] for name in services.ASSISTANT_FIELDS}
-    services.assistant_update(assistant=form.instance, settings=settings_form.document, **fields)
+    try:
+        services.assistant_update(assistant=form.instance, settings=settings_form.document, **fields)
+    except ApiError as error:
+        settings_form.add_error(None, error.message)
+        return False
+    return True
 
 
 @require_http_methods(["GET", "POST"])

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
 from sessions_app.api.responses import compact_or_raise, context_payload, entry_dict, run_dict
+from sessions_app.api.serializers import (
+    CompactedOutput,
+    CompactionPreviewOutput,
+    CompactionRunOutput,
+    ContextOutput,
+)
 from sessions_app.api.views import SessionApiView
 from sessions_app.compaction import CompactionPreview
 from sessions_app.context import session_figures
@@ -21,7 +27,7 @@ MAX_INSTRUCTION_CHARS = 4000
 class SessionContextApi(SessionApiView):
     """``GET /sessions/{id}/context/``: the messages the model would be sent now; nothing changes."""
 
-    @extend_schema(operation_id="sessions_context", responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="sessions_context", responses=ContextOutput)
     def get(self, request: Request, session_id: int) -> Response:
         return Response(context_payload(session_get(team=self.team, pk=session_id)))
 
@@ -48,7 +54,11 @@ class CompactInput(StrictSerializer):
 class SessionCompactApi(SessionApiView):
     """``POST /sessions/{id}/compact/``: compact now (manual trigger), or preview with ``dry_run``."""
 
-    @extend_schema(operation_id="sessions_compact", request=CompactInput, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="sessions_compact",
+        request=CompactInput,
+        responses={201: CompactedOutput, 200: CompactionPreviewOutput},
+    )
     def post(self, request: Request, session_id: int) -> Response:
         session = session_get(team=self.team, pk=session_id)
         data = validated(CompactInput, self.json_object())
@@ -71,7 +81,7 @@ class SessionCompactionsApi(SessionApiView):
             "Compactions",
             {
                 "entries": serializers.ListField(child=serializers.JSONField()),
-                "runs": serializers.ListField(child=serializers.JSONField()),
+                "runs": CompactionRunOutput(many=True),
             },
         ),
     )

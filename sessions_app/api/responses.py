@@ -117,12 +117,30 @@ def compact_or_raise(
     except CompactionFailed as failed:
         raise ApiError(
             "compaction_failed",
-            f"Compaction failed: {failed.run.reason}. Nothing was written; the history is unchanged.",
+            compaction_failure_message(failed.run),
             status_code=502,
-            details={"run": run_dict(failed.run)},
+            details={"run": run_dict(failed.run), "flush": failed.run.flush_details or None},
         ) from None
     assert result is not None  # only a threshold trigger returns None
     return result
+
+
+def compaction_failure_message(run: CompactionRun) -> str:
+    """Say what a failed compaction left behind: nothing, or what its memory flush wrote first."""
+    flush = run.flush_details or {}
+    stored, appended = flush.get("stored") or [], flush.get("appended") or []
+    if not stored and not appended:
+        return f"Compaction failed: {run.reason}. Nothing was written; the history is unchanged."
+    wrote = []
+    if stored:
+        wrote.append(f"stored {len(stored)} silent flush message(s) ({', '.join(stored)})")
+    if appended:
+        paths = sorted({item.get("path", "") for item in appended})
+        wrote.append(f"appended to {', '.join(paths)}")
+    return (
+        f"Compaction failed: {run.reason}. No summary was written, so the model still sees the whole "
+        f"history; the memory flush before it {' and '.join(wrote)}."
+    )
 
 
 def compact_command_text(payload: Any) -> str | None:

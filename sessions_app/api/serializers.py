@@ -134,3 +134,109 @@ class TranscriptPageOutput(serializers.Serializer):
     )
     has_more = serializers.BooleanField()
     next_after_seq = serializers.IntegerField(allow_null=True)
+
+
+# --- documentation of the context engine's payloads (sessions_app/api/responses.py) -------------
+
+
+def _objects(**kwargs: Any) -> serializers.ListField:
+    """A list of JSON objects (a new child field each time: DRF binds a field to one parent)."""
+    return serializers.ListField(child=serializers.JSONField(), **kwargs)
+
+
+class CompactionRunOutput(serializers.Serializer):
+    """Documentation of `responses.run_dict`: one compaction run receipt."""
+
+    id = serializers.IntegerField()
+    session = serializers.IntegerField()
+    trigger = serializers.ChoiceField(choices=["threshold", "overflow", "manual", "budget"])
+    state = serializers.CharField(
+        help_text="pending, flushing, flushed, flush_skipped, summarizing, committed, failed"
+    )
+    reason = serializers.CharField(allow_blank=True)
+    instructions = serializers.CharField(allow_blank=True)
+    flush_outcome = serializers.CharField(allow_blank=True)
+    flush = serializers.DictField(help_text="What the memory flush did: status, reason, appended, stored.")
+    tokens_before = serializers.IntegerField(allow_null=True)
+    tokens_after = serializers.IntegerField(allow_null=True)
+    offline = serializers.BooleanField()
+    entry = serializers.DictField(
+        allow_null=True, help_text="The compaction entry it wrote (JSONL v3 fields)."
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ContextOutput(serializers.Serializer):
+    """Documentation of `responses.context_payload`: exactly what the next model call would send."""
+
+    session = serializers.IntegerField()
+    model = serializers.CharField(allow_null=True)
+    messages = _objects(help_text="The OpenAI chat messages, system prompt first.")
+    tools = _objects()
+    agent_messages = _objects(help_text="The same messages as OpenClaw AgentMessages.")
+    system_prompt = serializers.CharField(allow_blank=True)
+    memory_files = serializers.ListField(child=serializers.CharField())
+    compaction = serializers.DictField(
+        allow_null=True, help_text="{entry_id, first_kept_entry_id} of the summary."
+    )
+    estimated_tokens = serializers.IntegerField()
+    estimated_tokens_uncorrected = serializers.IntegerField()
+    context_window = serializers.IntegerField()
+    flush_threshold = serializers.IntegerField()
+    compaction_threshold = serializers.IntegerField()
+    tokens = serializers.DictField()
+    pruning = serializers.DictField()
+
+
+class CompactedOutput(serializers.Serializer):
+    run = CompactionRunOutput()
+    tokens = serializers.DictField(help_text="The session's token figures after the compaction.")
+
+
+class CompactionPreviewOutput(serializers.Serializer):
+    """Documentation of `CompactionPreview.as_dict` (a dry run; nothing written)."""
+
+    dry_run = serializers.BooleanField()
+    trigger = serializers.CharField()
+    first_kept_entry_id = serializers.CharField()
+    summarized = _objects()
+    turn_prefix = _objects()
+    is_split_turn = serializers.BooleanField()
+    has_previous_summary = serializers.BooleanField()
+    tokens_before = serializers.IntegerField()
+    tokens_kept = serializers.IntegerField()
+    tokens_after_estimate = serializers.IntegerField()
+    flush_would_run = serializers.BooleanField()
+    flush_skip_reason = serializers.CharField(allow_null=True)
+    offline = serializers.BooleanField()
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ReplyOutput(serializers.Serializer):
+    """Documentation of `agent.reply_payload`; `text` is null for a silent (NO_REPLY) answer."""
+
+    text = serializers.CharField(allow_null=True, allow_blank=True)
+    silent = serializers.BooleanField()
+    entry_id = serializers.CharField(allow_null=True, required=False)
+    compactions = serializers.ListField(child=serializers.IntegerField(), required=False)
+    scheduled = serializers.JSONField(required=False)
+
+
+class TurnOutput(MessagesCreatedOutput):
+    """201: the stored messages; with ``respond`` also the reply, compactions run and token figures."""
+
+    reply = ReplyOutput(required=False)
+    compactions = CompactionRunOutput(many=True, required=False)
+    tokens = serializers.DictField(required=False)
+
+
+class CompactCommandOutput(serializers.Serializer):
+    """200: a `/compact [instructions]` chat message compacted the session (the command is not stored)."""
+
+    command = serializers.ChoiceField(choices=["compact"])
+    messages = _objects()
+    reply = ReplyOutput()
+    run = CompactionRunOutput()
+    tokens = serializers.DictField()

@@ -32,12 +32,13 @@ from sessions_app import services
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.api.responses import compact_command_text, respond_to_message, run_compact_command
 from sessions_app.api.serializers import (
+    CompactCommandOutput,
     MessagePostInput,
-    MessagesCreatedOutput,
     SessionCreateInput,
     SessionOutput,
     SessionUpdateInput,
     TranscriptPageOutput,
+    TurnOutput,
     stored_message_dict,
 )
 from sessions_app.compaction import coverage_map
@@ -151,7 +152,7 @@ class SessionMessagesApi(SessionApiView):
     @extend_schema(
         operation_id="messages_create",
         request=MessagePostInput,
-        responses={201: MessagesCreatedOutput},
+        responses={201: TurnOutput, 200: CompactCommandOutput},
         parameters=[IDEMPOTENCY_HEADER],
     )
     def post(self, request: Request, session_id: int) -> Response:

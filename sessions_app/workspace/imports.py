@@ -12,7 +12,7 @@ entries and the silent flag are kept, so ``import(export(x))`` recreates ``x``.
 
 from __future__ import annotations
 
-import json
+import stat
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +29,8 @@ from django.db import transaction
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
 from memory_app.paths import ROOT_FILES, InvalidPath, validate_memory_path
-from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
+from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
@@ -111,7 +112,7 @@ def read_workspace(directory: Path) -> Workspace:
     notes: list[str] = []
     documents = _read_documents(directory)
     sessions = _read_sessions(directory, notes)
-    assistant = _read_assistant_file(directory / "assistant.json")
+    assistant = _read_assistant_file(directory, directory / "assistant.json")
     has_store = (directory / "sessions" / "sessions.json").is_file()
     if not documents and not sessions and assistant is None and not has_store:
         raise WorkspaceImportError(
@@ -126,46 +127,66 @@ def read_workspace(directory: Path) -> Workspace:
     )
 
 
-def _read_text(file: Path, name: str, *, limit: int) -> str:
-    data = file.read_bytes()
-    if len(data) > limit:
-        raise WorkspaceImportError(f"{name} is {len(data)} bytes; the limit is {limit}")
+def _read_text(directory: Path, file: Path, name: str, *, limit: int) -> str:
+    """Read a workspace file as UTF-8 text, refusing what could reach outside it or cannot be stored."""
+    _check_inside(directory, file, name)
     try:
-        return data.decode("utf-8")
+        info = file.stat()
+    except OSError as error:
+        raise WorkspaceImportError(f"{name} cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceImportError(f"{name} is not a regular file")
+    size = info.st_size
+    if size > limit:
+        raise WorkspaceImportError(f"{name} is {size} bytes; the limit is {limit}")
+    try:
+        text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
         raise WorkspaceImportError(f"{name} is not UTF-8 text (byte {error.start})") from None
+    reason = unstorable_text(text)
+    if reason is not None:
+        raise WorkspaceImportError(f"{name} {reason}")
+    return text
 
 
-def _inside(directory: Path, file: Path) -> bool:
-    return directory.resolve() in file.resolve().parents
+def _read_json(directory: Path, file: Path, name: str, *, limit: int) -> Any:
+    try:
+        return loads_checked(_read_text(directory, file, name, limit=limit))
+    except JsonInputError as error:
+        raise WorkspaceImportError(f"{name}: {error.message}") from None
+    except ValueError as error:
+        raise WorkspaceImportError(f"{name} is not valid JSON ({error})") from None
+
+
+def _check_inside(directory: Path, file: Path, name: str) -> None:
+    """Refuse a file or folder whose real path (symlinks followed) leaves the workspace."""
+    if directory.resolve() not in file.resolve().parents:
+        raise WorkspaceImportError(f"{name} points outside the workspace (a symlink?); nothing was imported")
 
 
 def _read_documents(directory: Path) -> dict[str, str]:
     memory_dir = directory / "memory"
     files = [directory / name for name in ROOT_FILES]
-    files += sorted(memory_dir.rglob("*.md")) if memory_dir.is_dir() else []
+    if memory_dir.is_dir():
+        _check_inside(directory, memory_dir, "memory/")
+        files += sorted(memory_dir.rglob("*.md"))
     documents: dict[str, str] = {}
     for file in files:
-        if not file.is_file():
+        if not file.exists() and not file.is_symlink():
             continue
         name = file.relative_to(directory).as_posix()
-        if not _inside(directory, file):
-            raise WorkspaceImportError(f"{name} points outside the workspace")
         try:
             path = validate_memory_path(name)
         except InvalidPath as error:
             raise WorkspaceImportError(f"{name}: not a valid memory path ({error})") from None
-        documents[path] = _read_text(file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
+        documents[path] = _read_text(directory, file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
     return documents
 
 
-def _read_store(file: Path) -> dict[str, dict[str, Any]]:
-    if not file.is_file():
+def _read_store(directory: Path, file: Path) -> dict[str, dict[str, Any]]:
+    if not file.exists() and not file.is_symlink():
         return {}
-    try:
-        store = json.loads(_read_text(file, "sessions/sessions.json", limit=2**31))
-    except ValueError as error:
-        raise WorkspaceImportError(f"sessions/sessions.json is not valid JSON ({error})") from None
+    store = _read_json(directory, file, "sessions/sessions.json", limit=settings.MAX_IMPORT_FILE_BYTES)
     if not isinstance(store, dict) or not all(isinstance(v, dict) for v in store.values()):
         raise WorkspaceImportError("sessions/sessions.json must map session keys to objects")
     return store
@@ -175,7 +196,8 @@ def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
     sessions_dir = directory / "sessions"
     if not sessions_dir.is_dir():
         return []
-    store = _read_store(sessions_dir / "sessions.json")
+    _check_inside(directory, sessions_dir, "sessions/")
+    store = _read_store(directory, sessions_dir / "sessions.json")
     used: dict[str, str] = {}  # file name -> key
     sessions = []
     for key, entry in store.items():
@@ -188,13 +210,13 @@ def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
             )
         else:
             used[filename] = key
-            sessions.append(_read_session(sessions_dir, _check_key(key), filename, entry))
+            sessions.append(_read_session(directory, _check_key(key), filename, entry))
     keys = {session.key for session in sessions}
     for file in sorted(sessions_dir.glob("*.jsonl")):
         if file.name not in used:  # a transcript sessions.json does not list: keep it under its file name
             key = _unique_key(_check_key(unquote(file.name[: -len(".jsonl")])), keys, notes)
             keys.add(key)
-            sessions.append(_read_session(sessions_dir, key, file.name, {}))
+            sessions.append(_read_session(directory, key, file.name, {}))
     return sessions
 
 
@@ -208,8 +230,8 @@ def _store_file(sessions_dir: Path, entry: dict[str, Any]) -> str | None:
         candidates.append(f"{entry['sessionId'].strip()}.jsonl")
     for name in candidates:
         file = sessions_dir / name
-        if name.endswith(".jsonl") and file.is_file() and _inside(sessions_dir, file):
-            return name
+        if name.endswith(".jsonl") and (file.exists() or file.is_symlink()):
+            return name  # _read_session refuses it if it leaves the workspace
     return None
 
 
@@ -231,9 +253,9 @@ def _unique_key(key: str, taken: set[str], notes: list[str]) -> str:
     return f"{key}-{number}"
 
 
-def _read_session(sessions_dir: Path, key: str, filename: str, store: dict[str, Any]) -> SessionFile:
+def _read_session(directory: Path, key: str, filename: str, store: dict[str, Any]) -> SessionFile:
     source = f"sessions/{filename}"
-    text = _read_text(sessions_dir / filename, source, limit=2**31)
+    text = _read_text(directory, directory / source, source, limit=settings.MAX_IMPORT_FILE_BYTES)
     try:
         transcript = parse_transcript(text, source=source)
     except TranscriptError as error:
@@ -252,13 +274,10 @@ def _validated(entry: ParsedEntry, source: str) -> MessageInput:
         raise WorkspaceImportError(f"{source} line {entry.line}: {error.message}{hint}") from None
 
 
-def _read_assistant_file(file: Path) -> dict[str, Any] | None:
-    if not file.is_file():
+def _read_assistant_file(directory: Path, file: Path) -> dict[str, Any] | None:
+    if not file.exists() and not file.is_symlink():
         return None
-    try:
-        data = json.loads(_read_text(file, "assistant.json", limit=settings.MAX_REQUEST_BYTES))
-    except ValueError as error:
-        raise WorkspaceImportError(f"assistant.json is not valid JSON ({error})") from None
+    data = _read_json(directory, file, "assistant.json", limit=settings.MAX_REQUEST_BYTES)
     if not isinstance(data, dict):
         raise WorkspaceImportError("assistant.json must be a JSON object")
     return _assistant_fields(data)
@@ -335,6 +354,10 @@ def _save_assistant(
         assistant = Assistant(team=team, slug=slug, name=slug)
     for name, value in (fields or {}).items():
         setattr(assistant, name, value)
+    try:
+        check_fits_window(validate_settings(assistant.settings), context_window=assistant.context_window)
+    except SettingsError as error:
+        raise WorkspaceImportError(f"assistant.json: {error}") from None
     assistant.save()
     return assistant
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from openclaw_site.json_input import JsonInputError, loads_checked
 from sessions_app.messages import MESSAGE_FIELDS, MessageError, epoch_ms, parse_timestamp, text_of
 from sessions_app.silent import is_silent_reply_text
 
@@ -129,7 +130,9 @@ def _json_rows(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads_checked(line)
+        except JsonInputError as error:
+            raise TranscriptError(source, number, error.message) from None
         except json.JSONDecodeError as error:
             raise TranscriptError(source, number, f"not valid JSON ({error.msg})") from None
         if not isinstance(data, dict):

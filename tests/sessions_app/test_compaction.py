@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -11,6 +10,7 @@ from django.utils import timezone
 
 from memory_app.models import MemoryDocument
 from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.locks import session_lock
 from sessions_app.compaction import (
     NOT_A_COMMAND,
     CompactionBusy,
@@ -18,6 +18,7 @@ from sessions_app.compaction import (
     CompactionPreview,
     CompactionRefused,
     compact_session,
+    compaction_lock_name,
     coverage_map,
     parse_compact_command,
 )
@@ -276,13 +277,14 @@ def test_threshold_trigger_that_is_not_due_does_nothing(llm, world):
     assert not CompactionRun.objects.exists() and llm.chat_requests == []
 
 
-def test_a_stale_run_is_expired_and_a_live_one_blocks(llm, world):
+def test_a_live_run_blocks_and_one_whose_worker_died_is_taken_over(llm, world):
     session = long_session(world)
     live = CompactionRun.objects.create(session=session, trigger="manual", state="summarizing")
-    with pytest.raises(CompactionBusy) as busy:
+    # Its worker is alive: it holds the lock.
+    with session_lock(compaction_lock_name(session.pk)), pytest.raises(CompactionBusy) as busy:
         compact_session(session_id=session.pk, trigger="manual")
     assert busy.value.run.pk == live.pk
-    CompactionRun.objects.filter(pk=live.pk).update(updated_at=timezone.now() - timedelta(hours=2))
+    # The worker died (its lock went with its connection): the next compaction takes over at once.
     llm.default_chat = router()
     run = compact_session(session_id=session.pk, trigger="manual")
     live.refresh_from_db()

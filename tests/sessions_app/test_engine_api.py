@@ -7,6 +7,8 @@ import json
 import pytest
 
 from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.locks import session_lock
+from sessions_app.compaction import compaction_lock_name
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.api_support import API, assert_error
@@ -165,11 +167,12 @@ def test_compact_endpoint_errors(api, world, llm, session):
 
     busy_session = long_session(world)
     CompactionRun.objects.create(session=busy_session, trigger="threshold", state="summarizing")
-    assert_error(
-        api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"),
-        409,
-        "compaction_in_progress",
-    )
+    with session_lock(compaction_lock_name(busy_session.pk)):
+        assert_error(
+            api.post(f"{API}/sessions/{busy_session.pk}/compact/", {}, format="json"),
+            409,
+            "compaction_in_progress",
+        )
     CompactionRun.objects.filter(session=busy_session).update(state="failed")
 
     llm.default_chat = router(summary=lambda request: error_reply(500, "summariser down"))

@@ -207,11 +207,27 @@ def test_a_failed_flush_is_recorded_and_can_run_again(llm, session):
     llm.queue(error_reply(500, "upstream exploded"))
     outcome = run_memory_flush(session_id=session.pk, now=NOW)
     assert outcome.status == "failed" and "upstream exploded" in outcome.reason
-    error_row = Message.objects.get(session=session, stop_reason="error")
-    assert error_row.flush_turn and error_row.silent and error_row.error_message == "upstream exploded"
+    # The first call failed: the prompt was never stored, the transcript is as it was.
+    assert outcome.stored == () and not outcome.wrote
+    assert not Message.objects.filter(session=session, flush_turn=True).exists()
     assert Session.objects.get(pk=session.pk).memory_flush_compaction_count is None  # claim released
     llm.queue(text_reply("NO_REPLY"))
     assert run_memory_flush(session_id=session.pk, now=NOW).label == "flushed"
+
+
+@pytest.mark.django_db
+def test_a_flush_failing_after_a_tool_call_lists_what_it_stored(llm, session):
+    llm.queue(tool_call_reply([("read", {"path": "MEMORY.md"})]), error_reply(500, "upstream exploded"))
+    outcome = run_memory_flush(session_id=session.pk, now=NOW)
+    rows = list(Message.objects.filter(session=session, flush_turn=True).order_by("seq"))
+    assert [(row.role, row.stop_reason) for row in rows] == [
+        ("user", ""),
+        ("assistant", "toolUse"),
+        ("toolResult", ""),
+        ("assistant", "error"),
+    ]
+    assert outcome.status == "failed" and outcome.stored == tuple(row.entry_id for row in rows)
+    assert outcome.as_dict()["stored"] == [row.entry_id for row in rows]
 
 
 @pytest.mark.django_db
