@@ -91,9 +91,7 @@ def build_assistant(world):
         },
         {"role": "user", "content": "NO_REPLY"},  # a visible message that merely says the token
     )
-    from tests.sessions_app.test_exports import add_compaction
-
-    add_compaction(main, first_kept=rows[3])
+    factories.add_compaction(main, first_kept=rows[3])
     factories.add_messages(main, {"role": "user", "content": "after the compaction"})
     main.refresh_from_db()  # appends advanced last_seq in the database
     main.total_tokens, main.total_tokens_fresh, main.compaction_count = 5000, True, 1
