@@ -9,9 +9,11 @@ into its 404 error body (`openclaw_site.api.base.TeamApiView`).
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.db.models import QuerySet
 
-from openclaw_site.models import ApiKey, Assistant, TaskRecord, Team
+from openclaw_site.models import ApiKey, Assistant, TaskRecord, Team, UsageRecord
 
 
 class NotFound(Exception):
@@ -72,3 +74,24 @@ def task_record_get(*, team: Team, task_id: str) -> TaskRecord:
 def task_record_list(*, team: Team) -> QuerySet[TaskRecord]:
     """Return the team's background tasks, newest first."""
     return TaskRecord.objects.filter(team=team).order_by("-created_at", "-id")
+
+
+def usage_records(
+    *,
+    team: Team,
+    assistant: Assistant | None = None,
+    session_id: int | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> QuerySet[UsageRecord]:
+    """Return the team's usage records, narrowed to an assistant, a session or days (inclusive)."""
+    records = UsageRecord.objects.filter(team=team)
+    if assistant is not None:
+        records = records.filter(assistant=assistant)
+    if session_id is not None:
+        records = records.filter(session_id=session_id)
+    if since is not None:
+        records = records.filter(created_at__date__gte=since)
+    if until is not None:
+        records = records.filter(created_at__date__lte=until)
+    return records

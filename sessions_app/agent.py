@@ -23,7 +23,9 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.models import UsagePurpose
 from openclaw_site.tasks import TaskQueue, enqueue
+from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
@@ -410,6 +412,13 @@ class _Turn:
 
     def _record_success(self, session: Session, context: ModelContext, completion: Completion) -> None:
         """Keep the session's usage figures, the model's calibration and the cache touch current."""
+        record_usage(
+            assistant=session.assistant,
+            purpose=UsagePurpose.TURN,
+            model=completion.model,
+            usage=completion.usage,
+            session_id=self.session_id,
+        )
         usage = usage_dict(completion)
         if usage is not None:
             Session.objects.filter(pk=self.session_id).update(

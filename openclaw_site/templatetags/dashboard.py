@@ -123,3 +123,12 @@ def fallback_text(code: str) -> str:
     if head == "fulltext_failed":
         return f"keyword search failed ({detail}): vectors only"
     return _FALLBACKS.get(code, code)
+
+
+@register.filter
+def money(value: Any) -> str:
+    """A cost in US dollars: $0 for nothing, four decimals below a cent, two above."""
+    amount = float(value or 0)
+    if amount == 0:
+        return "$0"
+    return f"${amount:.4f}" if abs(amount) < 0.01 else f"${amount:,.2f}"

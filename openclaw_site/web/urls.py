@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from memory_app.web import views as memory
+from openclaw_site.web import usage
 from openclaw_site.web import views as site
 from sessions_app.web import views as sessions
 
@@ -14,6 +15,8 @@ urlpatterns = [
     path("keys/", site.api_keys, name="api-keys"),
     path("keys/<int:pk>/revoke/", site.api_key_revoke, name="api-key-revoke"),
     path("jobs/", site.jobs_page, name="jobs"),
+    path("usage/", usage.usage_page, name="usage"),
+    path("usage/export.csv", usage.usage_csv, name="usage-csv"),
     path("assistants/new/", site.assistant_create, name="assistant-new"),
     path("assistants/<slug:slug>/", site.assistant_detail, name="assistant"),
     path("assistants/<slug:slug>/settings/", site.assistant_settings, name="assistant-settings"),
