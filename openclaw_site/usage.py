@@ -55,6 +55,18 @@ def cost_of(price: ModelPrice | None, usage: Usage) -> Decimal:
     return spent / MILLION
 
 
+def openclaw_cost(model: str, usage: Usage) -> dict[str, float]:
+    """Return Pi's AgentMessage ``usage.cost`` (dollars per kind of token) at the model's price."""
+    price = price_for(model)
+    parts = {
+        "input": cost_of(price, Usage(input=usage.input)),
+        "output": cost_of(price, Usage(output=usage.output)),
+        "cacheRead": cost_of(price, Usage(cache_read=usage.cache_read)),
+        "cacheWrite": cost_of(price, Usage(cache_write=usage.cache_write)),
+    }
+    return {**{k: float(v) for k, v in parts.items()}, "total": float(sum(parts.values()))}
+
+
 def record_usage(
     *,
     assistant: Assistant,

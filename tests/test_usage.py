@@ -112,6 +112,8 @@ def test_turn_flush_and_compaction_each_record_their_tokens(llm, world, priced):
     assert (turn.calls, turn.input_tokens, turn.output_tokens) == (1, 1200, 30)
     assert turn.cost == Decimal("0.0027")  # 1200 × $2 + 30 × $10 per million
     assert all(row.input_tokens > 0 for row in rows.values())
+    reply = session.messages.filter(role="assistant").order_by("-seq").first()
+    assert reply.usage["cost"]["total"] == pytest.approx(0.0027)  # the AgentMessage says it too
 
 
 def test_an_embedding_pass_records_its_estimated_tokens(world, fake_embeddings):
