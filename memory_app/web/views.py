@@ -27,6 +27,7 @@ from memory_app.selectors import (
     deleted_document_list,
     document_find,
     document_get,
+    document_get_by_id,
     document_list,
     revision_before,
     revision_get,
@@ -140,6 +141,14 @@ def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dic
         elif revision.session_pk:
             links[revision.pk] = reverse("session", args=[revision.session_pk])
     return links
+
+
+@require_GET
+@team_view
+def memory_document_by_id(request: WebRequest, slug: str, pk: int) -> HttpResponse:
+    """Go to the document a job worked on (the Jobs page knows its id, not its path)."""
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    return redirect(document_url(assistant, document_get_by_id(assistant=assistant, pk=pk).path))
 
 
 @require_GET

@@ -26,6 +26,9 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
     path("assistants/<slug:slug>/memory/reindex/", memory.memory_reindex, name="memory-reindex"),
     path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
+    path(
+        "assistants/<slug:slug>/memory/id/<int:pk>/", memory.memory_document_by_id, name="memory-document-id"
+    ),
     path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
     path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),
     path(

@@ -7,6 +7,7 @@ member; writes check the role first (`WebContext.require`) and change nothing wh
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.db.models import Count, Max
 from django.http import Http404, HttpResponse
@@ -18,7 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from openclaw_site import jobs, services
 from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
-from openclaw_site.models import Assistant, Role, Team
+from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
 from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
@@ -198,10 +199,36 @@ def api_key_revoke(request: WebRequest, pk: int) -> HttpResponse:
     return redirect("api-keys")
 
 
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "Any state"), *TaskState.choices], required=False)
+    kind = forms.CharField(required=False, max_length=64)
+    assistant = forms.SlugField(required=False)
+
+
 @require_GET
 @team_view
 def jobs_page(request: WebRequest) -> HttpResponse:
-    """Recent background tasks of the team with state, duration and error text."""
-    rows = jobs.team_jobs(request.web.team)
-    active = jobs.worth_polling(rows)
-    return render_page(request, "site/jobs.html", {"jobs": rows, "active": active}, partial="job-table")
+    """The team's background tasks grouped by job, failures first, filtered and paginated."""
+    team = request.web.team
+    form = JobFilterForm(request.GET)
+    data = form.cleaned_data if form.is_valid() else {}
+    slug = data.get("assistant")
+    where = jobs.JobFilter(
+        state=data.get("state", ""),
+        kind=data.get("kind", ""),
+        assistant=assistant_get(team=team, slug=slug) if slug else None,
+    )
+    page, rows = jobs.job_page(team, where, number=request.GET.get("page", 1))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "jobs": rows,
+        "page": page,
+        "where": where,
+        "query": query.urlencode(),
+        "kinds": [(kind, jobs.kind_label(kind)) for kind in jobs.team_kinds(team)],
+        "states": TaskState.choices,
+        "assistants": assistant_list(team=team),
+        "active": jobs.worth_polling(rows),
+    }
+    return render_page(request, "site/jobs.html", context, partial="job-table")
