@@ -127,6 +127,8 @@ class Assistant(models.Model):
         max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW
     )
     settings = models.JSONField(default=default_settings)
+    # Archived assistants keep everything and still answer the API; the dashboard lists them apart.
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

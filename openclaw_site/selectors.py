@@ -45,9 +45,12 @@ def assistant_get(*, team: Team, slug: str) -> Assistant:
     return assistant
 
 
-def assistant_list(*, team: Team) -> QuerySet[Assistant]:
-    """Return the team's assistants by slug."""
-    return Assistant.objects.filter(team=team).select_related("team").order_by("slug")
+def assistant_list(*, team: Team, archived: bool | None = None) -> QuerySet[Assistant]:
+    """Return the team's assistants by slug; only the archived or the active ones when asked."""
+    assistants = Assistant.objects.filter(team=team).select_related("team").order_by("slug")
+    if archived is not None:
+        assistants = assistants.filter(archived_at__isnull=not archived)
+    return assistants
 
 
 def api_key_get(*, team: Team, pk: int) -> ApiKey:

@@ -299,6 +299,36 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
         ) from None
 
 
+def retry_turn(*, session_id: int) -> TurnResult:
+    """Run the turn again on the user message whose turn failed (the session's last visible row).
+
+    Nothing new is stored for the user: the failed call's error message stays in the transcript
+    as a record, and the model, which never sees error messages, answers the same prompt again.
+    """
+    model = get_chat_model("chat")
+    if model is None:
+        raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503)
+    try:
+        with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            return _Turn(session_id, model, _failed_turn_prompt(session_id)).run()
+    except LockTimeout:
+        raise TurnError("turn_in_progress", "Another turn is running in this session.", status=409) from None
+
+
+def _failed_turn_prompt(session_id: int) -> Message:
+    """Return the user message of the session's failed last turn, or refuse with 409."""
+    rows = Message.objects.filter(session_id=session_id, flush_turn=False).order_by("-seq")
+    last = rows.first()
+    if last is None or last.role != "assistant" or last.stop_reason != "error":
+        raise TurnError(
+            "nothing_to_retry", "The last turn did not fail; there is nothing to retry.", status=409
+        )
+    prompt = rows.filter(seq__lt=last.seq, role="user").first()
+    if prompt is None:
+        raise TurnError("nothing_to_retry", "The failed turn has no user message to answer.", status=409)
+    return prompt
+
+
 class _Turn:
     """One assistant turn: model calls, tool rounds and overflow recovery."""
 

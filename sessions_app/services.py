@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant
@@ -49,6 +50,15 @@ def session_update(*, session: Session, title: str) -> Session:
     locked = Session.objects.select_for_update().get(pk=session.pk)
     locked.title = title
     locked.save(update_fields=["title", "updated_at"])
+    return locked
+
+
+@transaction.atomic
+def session_archive(*, session: Session, archived: bool) -> Session:
+    """Archive a session (kept whole, hidden from the dashboard's list) or bring it back."""
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    locked.archived_at = timezone.now() if archived else None
+    locked.save(update_fields=["archived_at", "updated_at"])
     return locked
 
 

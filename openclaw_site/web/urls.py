@@ -8,6 +8,7 @@ from memory_app.web import views as memory
 from openclaw_site.web import usage
 from openclaw_site.web import views as site
 from sessions_app.web import views as sessions
+from sessions_app.web import workspace
 
 urlpatterns = [
     path("", site.home, name="home"),
@@ -19,6 +20,11 @@ urlpatterns = [
     path("usage/export.csv", usage.usage_csv, name="usage-csv"),
     path("assistants/new/", site.assistant_create, name="assistant-new"),
     path("assistants/<slug:slug>/", site.assistant_detail, name="assistant"),
+    path("assistants/<slug:slug>/rename/", site.assistant_rename, name="assistant-rename"),
+    path("assistants/<slug:slug>/archive/", site.assistant_archive, name="assistant-archive"),
+    path("assistants/<slug:slug>/delete/", site.assistant_delete, name="assistant-delete"),
+    path("assistants/<slug:slug>/export.zip", workspace.workspace_export, name="workspace-export"),
+    path("workspace/import/", workspace.workspace_import, name="workspace-import"),
     path("assistants/<slug:slug>/settings/", site.assistant_settings, name="assistant-settings"),
     # Memory: the action comes before the document path, which may contain slashes.
     path("assistants/<slug:slug>/memory/", memory.memory_index, name="memory"),
@@ -31,6 +37,7 @@ urlpatterns = [
     ),
     path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
     path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),
+    path("assistants/<slug:slug>/memory/rename/<path:path>", memory.memory_rename, name="memory-rename"),
     path(
         "assistants/<slug:slug>/memory/status/<path:path>",
         memory.memory_index_status,
@@ -51,6 +58,10 @@ urlpatterns = [
     path("sessions/<int:pk>/chat/", sessions.session_chat, name="session-chat"),
     path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
     path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),
+    path("sessions/<int:pk>/rename/", sessions.session_rename, name="session-rename"),
+    path("sessions/<int:pk>/archive/", sessions.session_archive, name="session-archive"),
+    path("sessions/<int:pk>/delete/", sessions.session_delete, name="session-delete"),
+    path("sessions/<int:pk>/retry/", sessions.session_retry, name="session-retry"),
     path("sessions/<int:pk>/messages/<int:seq>/", sessions.session_message, name="session-message"),
     path(
         "sessions/<int:pk>/compactions/<str:entry_id>/",

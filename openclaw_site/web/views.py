@@ -32,9 +32,9 @@ def _redirect(request: WebRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
-def _assistants(team: Team) -> list[Assistant]:
+def _assistants(team: Team, *, archived: bool) -> list[Assistant]:
     return list(
-        assistant_list(team=team)
+        assistant_list(team=team, archived=archived)
         .annotate(
             session_count=Count("sessions", distinct=True),
             last_activity=Max("sessions__updated_at"),
@@ -47,10 +47,15 @@ def _assistants(team: Team) -> list[Assistant]:
 @require_GET
 @team_view
 def home(request: WebRequest) -> HttpResponse:
-    """The team's assistants with their session counts and last activity."""
-    return render_page(
-        request, "site/home.html", {"assistants": _assistants(request.web.team)}, partial="assistant-list"
-    )
+    """The team's assistants with their session counts and last activity; archived ones on request."""
+    archived = request.GET.get("archived") == "1"
+    team = request.web.team
+    context = {
+        "assistants": _assistants(team, archived=archived),
+        "archived_count": assistant_list(team=team, archived=True).count(),
+        "showing_archived": archived,
+    }
+    return render_page(request, "site/home.html", context, partial="assistant-list")
 
 
 @require_POST
@@ -232,3 +237,45 @@ def jobs_page(request: WebRequest) -> HttpResponse:
         "active": jobs.worth_polling(rows),
     }
     return render_page(request, "site/jobs.html", context, partial="job-table")
+
+
+class AssistantRenameForm(forms.Form):
+    name = forms.CharField(max_length=200, label="New name")
+
+
+@require_POST
+@team_view
+def assistant_rename(request: WebRequest, slug: str) -> HttpResponse:
+    """Rename an assistant (admins); the slug, which URLs, keys' clients and exports use, stays."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    form = AssistantRenameForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A name is needed (at most 200 characters).")
+    else:
+        services.assistant_update(assistant=assistant, name=form.cleaned_data["name"])
+        messages.success(request, f"Renamed to {form.cleaned_data['name']}.")
+    return _redirect(request, reverse("assistant", args=[assistant.slug]))
+
+
+@require_POST
+@team_view
+def assistant_archive(request: WebRequest, slug: str) -> HttpResponse:
+    """Archive an assistant or bring it back (admins); nothing is deleted."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    archived = request.POST.get("archived") != "0"
+    services.assistant_archive(assistant=assistant, archived=archived)
+    messages.success(request, f"{'Archived' if archived else 'Restored'} {assistant.name}.")
+    return _redirect(request, reverse("assistant", args=[assistant.slug]))
+
+
+@require_POST
+@team_view
+def assistant_delete(request: WebRequest, slug: str) -> HttpResponse:
+    """Delete an assistant with its sessions, memory and exported files (admins)."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    services.assistant_delete(assistant=assistant)
+    messages.success(request, f"Deleted {assistant.name}, its sessions, memory and exported files.")
+    return _redirect(request, reverse("home"))

@@ -404,5 +404,17 @@ def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
     return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 
 
+def retry(*, session: Session) -> ChatOutcome:
+    """Run the session's failed last turn again (`agent.retry_turn`)."""
+    from sessions_app.agent import TurnError, retry_turn
+
+    try:
+        result = retry_turn(session_id=session.pk)
+    except TurnError as error:
+        return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+    notice = "The assistant chose not to reply (NO_REPLY)." if result.silent else ""
+    return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
+
+
 def max_message_bytes() -> int:
     return django_settings.MAX_MESSAGE_BYTES
