@@ -171,7 +171,9 @@ def rename_document(*, document: MemoryDocument, new_path: str, provenance: Prov
         path=new_path,
         content=document.content,
         action=RevisionAction.RENAME,
-        provenance=replace(provenance, note=provenance.note or f"renamed from {old_path}"),
+        provenance=replace(
+            provenance, note=" · ".join(filter(None, [f"renamed from {old_path}", provenance.note]))
+        ),
     )
     _notify(document.assistant, old_path, None)
     _notify(document.assistant, new_path, document.pk)

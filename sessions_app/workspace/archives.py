@@ -23,6 +23,7 @@ from sessions_app.workspace.storage import LocalExportStorage, UnsafeName, clean
 MAX_ARCHIVE_FILES = 20_000
 MAX_UNPACKED_BYTES = 500_000_000
 _COPY_CHUNK = 1 << 20
+WORKSPACE_FOLDERS = frozenset({"memory", "sessions"})  # a workspace's own folders, never a wrapper
 
 
 def workspace_zip(assistant: Assistant) -> IO[bytes]:
@@ -88,8 +89,8 @@ def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, bu
 
 
 def _workspace_root(directory: Path) -> Path:
-    """The unpacked workspace: the top of the zip, or its one folder when that is all it holds."""
+    """The unpacked workspace: the top of the zip, or the one folder that wraps it (a zipped directory)."""
     entries = [entry for entry in directory.iterdir() if entry.name != "__MACOSX"]
-    if len(entries) == 1 and entries[0].is_dir():
+    if len(entries) == 1 and entries[0].is_dir() and entries[0].name not in WORKSPACE_FOLDERS:
         return entries[0]
     return directory
