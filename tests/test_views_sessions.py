@@ -44,7 +44,7 @@ def test_session_list_shows_the_assistants_sessions(world):
     assert response.status_code == 200 and is_full_page(response)
     content = response.content.decode()
     assert "Launch plan" in content and "Their plan" not in content
-    assert re.search(r'<td class="num">2</td>', content)
+    assert re.search(r'<td class="num" data-label="Messages">2</td>', content)
     assert "Start session" not in content  # viewers read only
     partial = signed_in(world.vera).get("/assistants/helper/sessions/", **HX)
     assert not is_full_page(partial) and b'id="session-list"' in partial.content
