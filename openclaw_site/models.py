@@ -46,6 +46,8 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the user last switched to this team: the one they sign in to next time.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

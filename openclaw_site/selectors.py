@@ -13,7 +13,7 @@ from datetime import date
 
 from django.db.models import QuerySet
 
-from openclaw_site.models import ApiKey, Assistant, TaskRecord, Team, UsageRecord
+from openclaw_site.models import ApiKey, Assistant, Membership, TaskRecord, Team, UsageRecord
 
 
 class NotFound(Exception):
@@ -98,3 +98,16 @@ def usage_records(
     if until is not None:
         records = records.filter(created_at__date__lte=until)
     return records
+
+
+def membership_list(*, team: Team) -> QuerySet[Membership]:
+    """Return the team's members with their users, admins first."""
+    return Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
+
+
+def membership_get(*, team: Team, pk: int) -> Membership:
+    """Return the team's membership ``pk``, or raise NotFound."""
+    membership = Membership.objects.filter(team=team, pk=pk).select_related("user", "team").first()
+    if membership is None:
+        raise NotFound("member")
+    return membership

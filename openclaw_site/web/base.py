@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, cast
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
@@ -99,9 +100,50 @@ def team_view(
         try:
             return view(web_request, *args, **kwargs)
         except NotFound as missing:
-            raise Http404(str(missing)) from None
+            owner = _other_team_showing(view, web_request, args, kwargs)
+            if owner is None:
+                raise Http404(str(missing)) from None
+            return render(
+                request, "404.html", {"switch_to": owner, "next": request.get_full_path()}, status=404
+            )
 
     return wrapper
+
+
+def _other_team_showing(
+    view: Callable[..., HttpResponse], request: WebRequest, args: Any, kwargs: Any
+) -> Membership | None:
+    """Return the user's other team in which this GET finds what it looks for, or None.
+
+    A bookmarked URL of the team the user is not working in answers 404 with the offer to switch.
+    The view runs once per other team inside a transaction that is rolled back, so nothing it
+    might write stays and nothing it might queue is sent (tasks go out after a commit only).
+    """
+    if request.method != "GET":
+        return None
+    current = request.web
+    try:
+        for membership in current.memberships:
+            if membership.team_id == current.team.pk:
+                continue
+            request.web = WebContext(
+                team=membership.team, role=membership.role, memberships=current.memberships
+            )
+            if _answers(view, request, args, kwargs):
+                return membership
+    finally:
+        request.web = current
+    return None
+
+
+def _answers(view: Callable[..., HttpResponse], request: WebRequest, args: Any, kwargs: Any) -> bool:
+    with transaction.atomic():
+        try:
+            return view(request, *args, **kwargs).status_code < 400
+        except Exception:  # NotFound, PermissionDenied, anything: not this team's page
+            return False
+        finally:
+            transaction.set_rollback(True)
 
 
 def render_page(

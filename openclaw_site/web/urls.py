@@ -5,14 +5,18 @@ from __future__ import annotations
 from django.urls import path
 
 from memory_app.web import views as memory
-from openclaw_site.web import usage
+from openclaw_site.web import teams, usage
 from openclaw_site.web import views as site
 from sessions_app.web import views as sessions
 from sessions_app.web import workspace
 
 urlpatterns = [
     path("", site.home, name="home"),
-    path("team/", site.switch_team, name="switch-team"),
+    path("team/", teams.switch_team, name="switch-team"),
+    path("team/members/", teams.team_members, name="team"),
+    path("team/members/<int:pk>/role/", teams.member_role, name="member-role"),
+    path("team/members/<int:pk>/remove/", teams.member_remove, name="member-remove"),
+    path("teams/new/", teams.team_new, name="team-new"),
     path("keys/", site.api_keys, name="api-keys"),
     path("keys/<int:pk>/revoke/", site.api_key_revoke, name="api-key-revoke"),
     path("jobs/", site.jobs_page, name="jobs"),

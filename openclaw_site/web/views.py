@@ -10,14 +10,13 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.db.models import Count, Max
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site import jobs, services
-from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
@@ -56,19 +55,6 @@ def home(request: WebRequest) -> HttpResponse:
         "showing_archived": archived,
     }
     return render_page(request, "site/home.html", context, partial="assistant-list")
-
-
-@require_POST
-@team_view
-def switch_team(request: WebRequest) -> HttpResponse:
-    """Make another of the user's teams the active one (the REST API reads the same session key)."""
-    slug = request.POST.get("team", "")
-    membership = next((m for m in request.web.memberships if m.team.slug == slug), None)
-    if membership is None:
-        raise Http404("You are not a member of that team.")
-    request.session[TEAM_SESSION_KEY] = membership.team_id
-    messages.success(request, f"Now working in {membership.team.name}.")
-    return _redirect(request, reverse("home"))
 
 
 @require_http_methods(["GET", "POST"])
