@@ -14,6 +14,9 @@ from memory_app.models import MemoryDocument
 from openclaw_site.models import Membership, TaskRecord, TaskState, Team
 from sessions_app.models import Session
 from tests import factories
+from tests.chat_requests import SUMMARY_TEXT, router
+from tests.fake_openai import text_reply
+from tests.messages import chatter
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -136,3 +139,35 @@ def test_markdown_is_rendered_and_its_script_stays_inert(page, live_server, worl
     page.get_by_role("link", name="Raw").click()
     expect(page.locator(".code-view")).to_contain_text("# Launch")
     expect(page.locator(".view-switch [aria-current=page]")).to_have_text("Raw")
+
+
+def test_the_usage_page_splits_a_chats_tokens_by_purpose(page, live_server, world, sign_in, llm):
+    world.assistant.settings["compaction"].update({"keepRecentTokens": 40, "recentTurnsPreserve": 0})
+    world.assistant.save()
+    llm.default_chat = router(
+        chat=lambda request: text_reply("Noted.", usage={"prompt_tokens": 3000, "completion_tokens": 40}),
+        summary=SUMMARY_TEXT,
+        flush="NO_REPLY",
+    )
+    session = factories.make_session(world.assistant, title="Costs")
+    factories.add_messages(session, *chatter(6, words=40))
+    sign_in(page, "bob")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    box = page.get_by_label(re.compile("Message to"))
+    box.fill("Dana owns the marketing page.")
+    box.press("Enter")
+    expect(page.locator("#transcript")).to_contain_text("Noted.")
+    box.fill("/compact")
+    box.press("Enter")
+    expect(page.locator(".compaction-card")).to_have_count(1)
+
+    page.get_by_role("link", name="Usage").click()
+    by_purpose = page.locator("[data-usage=usage-purpose]")
+    expect(by_purpose.locator("tr", has_text="Turns")).to_contain_text("3k")
+    expect(by_purpose.locator("tr", has_text="Memory flushes")).to_be_visible()
+    expect(by_purpose.locator("tr", has_text="Compaction summaries")).to_be_visible()
+    expect(page.locator(".usage-chart svg rect.seg-compaction")).to_have_count(1)
+    expect(page.locator("[data-usage=usage-sessions]")).to_contain_text(f"Session {session.pk}")
+    page.locator("#usage-days").select_option("7")
+    expect(page).to_have_url(re.compile(r"days=7"))
+    expect(page.locator(".usage-chart svg g")).to_have_count(7)
