@@ -125,7 +125,7 @@ def resolve_user_team(user: User, *, requested_slug: str | None, session_team_id
     # A new sign-in lands in the team the user last worked in (the first by slug if none yet).
     used = [m for m in memberships if m.last_used_at is not None]
     if used:
-        return max(used, key=lambda m: m.last_used_at)
+        return max(used, key=lambda m: m.last_used_at or m.created_at)
     return memberships[0] if memberships else None
 
 

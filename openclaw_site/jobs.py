@@ -36,7 +36,7 @@ _STATE_RANK = Case(
     output_field=IntegerField(),
 )
 
-STATE_WORDS = {
+STATE_WORDS: dict[str, str] = {
     TaskState.QUEUED: "waiting",
     TaskState.RUNNING: "running",
     TaskState.SUCCEEDED: "done",

@@ -149,7 +149,7 @@ _SUMS = {
 }
 
 
-def _row(key: Any, values: dict[str, Any]) -> UsageRow:
+def _row(key: Any, values: Any) -> UsageRow:
     return UsageRow(key=key, **{name: values[name] for name in _SUMS})
 
 

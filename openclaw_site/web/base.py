@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -29,6 +30,7 @@ from openclaw_site.selectors import NotFound
 _RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 
 P = ParamSpec("P")
+R = TypeVar("R", bound=HttpResponseBase)
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,13 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
 
 
 def team_view(
-    view: Callable[Concatenate[WebRequest, P], HttpResponse],
-) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+    view: Callable[Concatenate[WebRequest, P], R],
+) -> Callable[Concatenate[HttpRequest, P], R | HttpResponse]:
     """Require sign-in and a team; put the WebContext on ``request.web``; a NotFound is a 404."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> R | HttpResponse:
         context = web_context_for(request)
         if context is None:
             return render(request, "no_team.html", status=403)
@@ -111,7 +113,7 @@ def team_view(
 
 
 def _other_team_showing(
-    view: Callable[..., HttpResponse], request: WebRequest, args: Any, kwargs: Any
+    view: Callable[..., HttpResponseBase], request: WebRequest, args: Any, kwargs: Any
 ) -> Membership | None:
     """Return the user's other team in which this GET finds what it looks for, or None.
 
@@ -136,7 +138,7 @@ def _other_team_showing(
     return None
 
 
-def _answers(view: Callable[..., HttpResponse], request: WebRequest, args: Any, kwargs: Any) -> bool:
+def _answers(view: Callable[..., HttpResponseBase], request: WebRequest, args: Any, kwargs: Any) -> bool:
     with transaction.atomic():
         try:
             return view(request, *args, **kwargs).status_code < 400

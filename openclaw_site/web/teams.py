@@ -6,9 +6,12 @@ Team admins add, re-role and remove members; everyone sees who is in the team.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.validators import validate_slug
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -131,16 +134,17 @@ class NewTeamForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def team_new(request: HttpRequest) -> HttpResponse:
     """Create a team; its creator is its first admin and works in it from now on."""
+    user = cast(User, request.user)  # login_required let only a signed-in user through
     form = NewTeamForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             team = teams.team_create(
-                name=form.cleaned_data["name"], slug=form.cleaned_data["slug"], creator=request.user
+                name=form.cleaned_data["name"], slug=form.cleaned_data["slug"], creator=user
             )
         except ApiError as error:
             form.add_error("slug", error.message)
         else:
-            membership = Membership.objects.get(team=team, user=request.user)
+            membership = Membership.objects.get(team=team, user=user)
             request.session[TEAM_SESSION_KEY] = team.pk
             teams.remember_team(membership)
             messages.success(request, f"Created {team.name}. Add its members here.")

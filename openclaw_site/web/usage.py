@@ -12,6 +12,7 @@ from datetime import date, timedelta
 from django import forms
 from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -25,7 +26,7 @@ PERIODS = [(7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days")]
 
 class UsageFilterForm(forms.Form):
     assistant = forms.SlugField(required=False)
-    days = forms.TypedChoiceField(choices=PERIODS, coerce=int, required=False, empty_value=30)
+    days = forms.TypedChoiceField(choices=PERIODS, coerce=int, required=False, empty_value=None)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def usage_page(request: WebRequest) -> HttpResponse:
 
 @require_GET
 @team_view
-def usage_csv(request: WebRequest) -> HttpResponse:
+def usage_csv(request: WebRequest) -> HttpResponseBase:
     """The records behind the page, one line per model call, as a CSV download."""
     scope = _scope(request)
     response = StreamingHttpResponse(

@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import messages
 from django.core.validators import validate_slug
 from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -26,7 +27,7 @@ UNPROCESSABLE = 422
 
 @require_GET
 @team_view
-def workspace_export(request: WebRequest, slug: str) -> HttpResponse:
+def workspace_export(request: WebRequest, slug: str) -> HttpResponseBase:
     """The assistant's workspace (MEMORY.md, memory/, sessions/, assistant.json) as a zip download."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     name = f"{request.web.team.slug}-{assistant.slug}-{timezone.now():%Y%m%d-%H%M}.zip"
