@@ -166,6 +166,18 @@ def test_usage_page_full_and_htmx(world, priced):
     assert client.get("/usage/?assistant=rival").status_code == 404
 
 
+def test_a_sessions_page_and_its_usage_filter_show_its_own_spending(world, priced):
+    session = factories.make_session(world.assistant)
+    spend(world.assistant, "turn", 2000, session_id=session.pk)
+    spend(world.assistant, "turn", 9000, session_id=session.pk + 1000)
+    client = signed_in(world.vera)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "Spent in this session: <strong>2.2k</strong>" in page
+    assert f'href="/usage/?session={session.pk}"' in page
+    filtered = client.get(f"/usage/?session={session.pk}", **HX).content.decode()
+    assert f"session {session.pk}" in filtered and "9.9k" not in filtered and "2.2k" in filtered
+
+
 def test_usage_csv_lists_the_calls(world, priced):
     spend(world.assistant, "turn", 1000, session_id=5)
     response = signed_in(world.bob).get("/usage/export.csv?days=7")

@@ -27,6 +27,7 @@ PERIODS = [(7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days")]
 class UsageFilterForm(forms.Form):
     assistant = forms.SlugField(required=False)
     days = forms.TypedChoiceField(choices=PERIODS, coerce=int, required=False, empty_value=None)
+    session = forms.IntegerField(required=False, min_value=1)
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,18 @@ class UsageScope:
     """What the page shows: the team's records of one assistant (or all) over the last days."""
 
     assistant: Assistant | None
+    session_id: int | None
     first: date
     last: date
     days: int
 
     def records(self, request: WebRequest) -> QuerySet[UsageRecord]:
         return usage_records(
-            team=request.web.team, assistant=self.assistant, since=self.first, until=self.last
+            team=request.web.team,
+            assistant=self.assistant,
+            session_id=self.session_id,
+            since=self.first,
+            until=self.last,
         )
 
 
@@ -52,6 +58,7 @@ def _scope(request: WebRequest) -> UsageScope:
     last = timezone.localdate()
     return UsageScope(
         assistant=assistant_get(team=request.web.team, slug=slug) if slug else None,
+        session_id=data.get("session"),
         first=last - timedelta(days=days - 1),
         last=last,
         days=days,

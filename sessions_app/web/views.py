@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from openclaw_site import usage
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
-from openclaw_site.selectors import assistant_get
+from openclaw_site.selectors import assistant_get, usage_records
 from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from sessions_app import selectors, services
 from sessions_app.models import CompactionRun, Message, Session
@@ -99,6 +100,7 @@ def _page_context(request: WebRequest, session: Session) -> dict[str, Any]:
         "runs": _runs(session),
         "model": pages.model_status(session.assistant),
         "memory_writes": _memory_writes(session),
+        "spent": usage.totals(usage_records(team=request.web.team, session_id=session.pk)),
     }
 
 
