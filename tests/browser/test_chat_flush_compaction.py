@@ -133,13 +133,3 @@ def test_chat_until_flush_and_compaction(page, live_server, world, sign_in, llm)
     expect(view.locator(".ctx-user")).to_have_count(2)
     expect(view.locator(".ctx-user").first).to_contain_text("TODO: write the browser tests")
     page.locator(f"#c-{entry.entry_id}").scroll_into_view_if_needed()
-
-    # The usage page splits the chat's tokens by purpose: the turns, the flush, the summary.
-    page.get_by_role("link", name="Usage").click()
-    by_purpose = page.locator("[data-usage=usage-purpose]")
-    for purpose in ("Turns", "Memory flushes", "Compaction summaries"):
-        expect(by_purpose).to_contain_text(purpose)
-    turns = sum(PROMPT_TOKENS) + 20 * len(PROMPT_TOKENS)
-    expect(by_purpose.locator("tr", has_text="Turns")).to_contain_text(f"{turns / 1000:.1f}k")
-    expect(page.locator(".usage-chart svg rect.seg-flush")).to_have_count(1)
-    expect(page.locator("[data-usage=usage-sessions]")).to_contain_text(f"Session {session.pk}")
