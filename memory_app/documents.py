@@ -6,7 +6,7 @@ functions, so the reindex and the export are triggered whoever saved (docs/desig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
@@ -201,6 +201,41 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
     return revision
 
 
+class PathTaken(Exception):
+    """Another document of the assistant already has the path a rename asked for."""
+
+
+@transaction.atomic
+def rename_document(*, document: MemoryDocument, new_path: str, provenance: Provenance) -> MemoryDocument:
+    """Move a document to ``new_path``; its revisions move with it, and a ``rename`` revision says so.
+
+    The old path's file and index rows go, the new path's are written (the usual notifications).
+    """
+    new_path = validate_memory_path(new_path)
+    document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
+    old_path = document.path
+    if new_path == old_path:
+        return document
+    if MemoryDocument.objects.filter(assistant_id=document.assistant_id, path=new_path).exists():
+        raise PathTaken(new_path)
+    MemoryRevision.objects.filter(document=document).update(path=new_path)
+    document.path = new_path
+    document.save(update_fields=["path", "updated_at"])
+    _revision(
+        document,
+        assistant=document.assistant,
+        path=new_path,
+        content=document.content,
+        action=RevisionAction.RENAME,
+        provenance=replace(
+            provenance, note=" · ".join(filter(None, [f"renamed from {old_path}", provenance.note]))
+        ),
+    )
+    _notify(document.assistant, old_path, None)
+    _notify(document.assistant, new_path, document.pk)
+    return document
+
+
 @transaction.atomic
 def revert_document(
     *, document: MemoryDocument, revision: MemoryRevision, provenance: Provenance
@@ -236,6 +271,7 @@ def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[s
 
 __all__ = [
     "Author",
+    "PathTaken",
     "Provenance",
     "StaleWrite",
     "WorkspaceNotWritable",
@@ -246,6 +282,7 @@ __all__ = [
     "daily_note_path",
     "delete_document",
     "read_lines",
+    "rename_document",
     "revert_document",
     "write_document",
 ]

@@ -41,10 +41,13 @@ from memory_app.models import (
 )
 from memory_app.snippets import chunk_line_numbers
 from memory_app.textsearch import TS_CONFIG, index_text
+from memory_app.tokens import estimate_text_tokens
 from memory_app.vectors import ensure_vector_index
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import Assistant
+from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.tasks import TaskOwner, enqueue
+from openclaw_site.usage import record_usage
+from providers.chat import Usage
 from providers.embeddings import Embedder, get_embedder
 from providers.errors import ProviderError
 
@@ -220,6 +223,7 @@ class _Vectors:
     embedded: int = 0
     cache_hits: int = 0
     error: str | None = None
+    tokens: int = 0  # estimated: embedders report no usage
 
 
 def embed_with_cache(
@@ -248,6 +252,7 @@ def embed_with_cache(
         _store_cache(embedder, group, vectors)
         result.by_hash.update(zip(group, vectors))
         result.embedded += len(group)
+        result.tokens += sum(estimate_text_tokens(texts_by_hash[h]) for h in group)
         if progress is not None:
             progress({"embedded": result.embedded, "to_embed": len(missing)})
     return result
@@ -464,6 +469,13 @@ def index_entries(
     prepared = {id(e): prepare_chunks(e, config.chunking_for(search, e.source, embedder)) for e in todo}
     texts = {p.chunk.hash: p.chunk.text for pieces in prepared.values() for p in pieces}
     vectors = embed_with_cache(embedder, texts, progress=progress)
+    if embedder is not None and vectors.embedded:
+        record_usage(
+            assistant=assistant,
+            purpose=UsagePurpose.EMBEDDING,
+            model=embedder.model,
+            usage=Usage(input=vectors.tokens, total=vectors.tokens),
+        )
     outcome.embedded, outcome.cache_hits, outcome.embedding_error = (
         vectors.embedded,
         vectors.cache_hits,

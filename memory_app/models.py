@@ -55,6 +55,7 @@ class RevisionAction(models.TextChoices):
     APPEND = "append"
     DELETE = "delete"
     REVERT = "revert"
+    RENAME = "rename"
 
 
 class MemoryRevision(models.Model):

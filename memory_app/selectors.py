@@ -37,6 +37,14 @@ def current_revision_id(*, document: MemoryDocument) -> int | None:
     )
 
 
+def document_get_by_id(*, assistant: Assistant, pk: int) -> MemoryDocument:
+    """Return the assistant's document ``pk`` (a job names documents by id), or raise NotFound."""
+    document = MemoryDocument.objects.filter(assistant=assistant, pk=pk).only("pk", "path").first()
+    if document is None:
+        raise NotFound("memory document", within=None)
+    return document
+
+
 def document_list(*, assistant: Assistant) -> QuerySet[MemoryDocument]:
     """Return the assistant's documents by path, without their texts."""
     return MemoryDocument.objects.filter(assistant=assistant).defer("content").order_by("path")

@@ -13,7 +13,17 @@ from django.template.response import TemplateResponse
 
 from openclaw_site import services
 from openclaw_site.assistant_settings import SettingsError, validate_settings
-from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Membership, Scope, TaskRecord, Team
+from openclaw_site.models import (
+    API_KEY_PREFIX,
+    ApiKey,
+    Assistant,
+    Membership,
+    ModelPrice,
+    Scope,
+    TaskRecord,
+    Team,
+    UsageRecord,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -168,3 +178,34 @@ class TaskRecordAdmin(ReadOnlyAdmin):
     list_display = ["task_id", "team", "kind", "state", "progress", "created_at", "finished_at"]
     list_filter = ["state", "kind", "team"]
     search_fields = ["task_id", "q_task_id", "kind"]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; a change applies to calls from then on (openclaw_site.usage)."""
+
+    list_display = [
+        "model",
+        "input_per_mtok",
+        "output_per_mtok",
+        "cache_read_per_mtok",
+        "cache_write_per_mtok",
+        "updated_at",
+    ]
+    search_fields = ["model"]
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = [
+        "created_at",
+        "team",
+        "assistant",
+        "purpose",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+    ]
+    list_filter = ["purpose", "team"]
+    search_fields = ["model", "assistant__slug"]

@@ -131,6 +131,10 @@ def resolve_user_team(user: User, *, requested_slug: str | None, session_team_id
         chosen = next((m for m in memberships if m.team_id == session_team_id), None)
         if chosen is not None:
             return chosen
+    # A new sign-in lands in the team the user last worked in (the first by slug if none yet).
+    used = [m for m in memberships if m.last_used_at is not None]
+    if used:
+        return max(used, key=lambda m: m.last_used_at or m.created_at)
     return memberships[0] if memberships else None
 
 

@@ -46,6 +46,8 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the user last switched to this team: the one they sign in to next time.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -127,6 +129,8 @@ class Assistant(models.Model):
         max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW
     )
     settings = models.JSONField(default=default_settings)
+    # Archived assistants keep everything and still answer the API; the dashboard lists them apart.
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -255,3 +259,73 @@ class TaskRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.task_id} ({self.state})"
+
+
+class UsagePurpose(models.TextChoices):
+    """Why a model was called: the ledger's split of where the tokens went."""
+
+    TURN = "turn", "Turns"
+    FLUSH = "flush", "Memory flushes"
+    COMPACTION = "compaction", "Compaction summaries"
+    EMBEDDING = "embedding", "Embeddings"
+
+
+class ModelPrice(models.Model):
+    """What a model costs, in US dollars per million tokens of each kind (docs/design.md, Usage and cost).
+
+    ``model`` matches a call's model name exactly or as its longest prefix, so ``gpt-4o-mini``
+    prices ``gpt-4o-mini-2024-07-18``. Defaults for common models come from a data migration;
+    admins edit them in Django admin. A model without a price costs 0 and is shown as unpriced.
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    input_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    output_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    cache_read_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    cache_write_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class UsageRecord(models.Model):
+    """The tokens of one model call (or one embedding pass) and what they cost when they were spent.
+
+    Written through `openclaw_site.usage.record_usage` only. The session is an id, not a foreign
+    key: this layer knows nothing of sessions (docs/architecture.md, Layers), and a deleted
+    session's or assistant's spending stays in the team's totals.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_records")
+    assistant = models.ForeignKey(
+        Assistant, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    session_id = models.BigIntegerField(null=True, blank=True)
+    purpose = models.CharField(max_length=16, choices=UsagePurpose.choices)
+    model = models.CharField(max_length=200)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    priced = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["team", "created_at"], name="usage_team_created"),
+            models.Index(fields=["session_id"], name="usage_session"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(purpose__in=UsagePurpose.values), name="usage_purpose_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} {self.model} ({self.team_id})"

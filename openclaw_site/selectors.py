@@ -9,9 +9,11 @@ into its 404 error body (`openclaw_site.api.base.TeamApiView`).
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.db.models import QuerySet
 
-from openclaw_site.models import ApiKey, Assistant, TaskRecord, Team
+from openclaw_site.models import ApiKey, Assistant, Membership, TaskRecord, Team, UsageRecord
 
 
 class NotFound(Exception):
@@ -43,9 +45,12 @@ def assistant_get(*, team: Team, slug: str) -> Assistant:
     return assistant
 
 
-def assistant_list(*, team: Team) -> QuerySet[Assistant]:
-    """Return the team's assistants by slug."""
-    return Assistant.objects.filter(team=team).select_related("team").order_by("slug")
+def assistant_list(*, team: Team, archived: bool | None = None) -> QuerySet[Assistant]:
+    """Return the team's assistants by slug; only the archived or the active ones when asked."""
+    assistants = Assistant.objects.filter(team=team).select_related("team").order_by("slug")
+    if archived is not None:
+        assistants = assistants.filter(archived_at__isnull=not archived)
+    return assistants
 
 
 def api_key_get(*, team: Team, pk: int) -> ApiKey:
@@ -72,3 +77,37 @@ def task_record_get(*, team: Team, task_id: str) -> TaskRecord:
 def task_record_list(*, team: Team) -> QuerySet[TaskRecord]:
     """Return the team's background tasks, newest first."""
     return TaskRecord.objects.filter(team=team).order_by("-created_at", "-id")
+
+
+def usage_records(
+    *,
+    team: Team,
+    assistant: Assistant | None = None,
+    session_id: int | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> QuerySet[UsageRecord]:
+    """Return the team's usage records, narrowed to an assistant, a session or days (inclusive)."""
+    records = UsageRecord.objects.filter(team=team)
+    if assistant is not None:
+        records = records.filter(assistant=assistant)
+    if session_id is not None:
+        records = records.filter(session_id=session_id)
+    if since is not None:
+        records = records.filter(created_at__date__gte=since)
+    if until is not None:
+        records = records.filter(created_at__date__lte=until)
+    return records
+
+
+def membership_list(*, team: Team) -> QuerySet[Membership]:
+    """Return the team's members with their users, admins first."""
+    return Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
+
+
+def membership_get(*, team: Team, pk: int) -> Membership:
+    """Return the team's membership ``pk``, or raise NotFound."""
+    membership = Membership.objects.filter(team=team, pk=pk).select_related("user", "team").first()
+    if membership is None:
+        raise NotFound("member")
+    return membership

@@ -94,6 +94,14 @@ def assistant_delete(*, assistant: Assistant) -> None:
 
 
 @transaction.atomic
+def assistant_archive(*, assistant: Assistant, archived: bool) -> Assistant:
+    """Archive an assistant (kept whole, listed apart) or bring it back."""
+    Assistant.objects.filter(pk=assistant.pk).update(archived_at=timezone.now() if archived else None)
+    assistant.refresh_from_db(fields=["archived_at"])
+    return assistant
+
+
+@transaction.atomic
 def api_key_create(
     *, team: Team, name: str, scopes: list[str], expires_at: datetime | None = None, created_by: Any = None
 ) -> tuple[ApiKey, str]:

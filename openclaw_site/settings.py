@@ -208,6 +208,11 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+# Set-password links for new team members and password resets: printed on the console unless an
+# EMAIL_BACKEND (e.g. django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST) is set.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or "django.core.mail.backends.console.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST") or "localhost"
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "openclaw@localhost"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 

@@ -23,7 +23,9 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.models import UsagePurpose
 from openclaw_site.tasks import TaskQueue, enqueue
+from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
@@ -297,6 +299,36 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
         ) from None
 
 
+def retry_turn(*, session_id: int) -> TurnResult:
+    """Run the turn again on the user message whose turn failed (the session's last visible row).
+
+    Nothing new is stored for the user: the failed call's error message stays in the transcript
+    as a record, and the model, which never sees error messages, answers the same prompt again.
+    """
+    model = get_chat_model("chat")
+    if model is None:
+        raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503)
+    try:
+        with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            return _Turn(session_id, model, _failed_turn_prompt(session_id)).run()
+    except LockTimeout:
+        raise TurnError("turn_in_progress", "Another turn is running in this session.", status=409) from None
+
+
+def _failed_turn_prompt(session_id: int) -> Message:
+    """Return the user message of the session's failed last turn, or refuse with 409."""
+    rows = Message.objects.filter(session_id=session_id, flush_turn=False).order_by("-seq")
+    last = rows.first()
+    if last is None or last.role != "assistant" or last.stop_reason != "error":
+        raise TurnError(
+            "nothing_to_retry", "The last turn did not fail; there is nothing to retry.", status=409
+        )
+    prompt = rows.filter(seq__lt=last.seq, role="user").first()
+    if prompt is None:
+        raise TurnError("nothing_to_retry", "The failed turn has no user message to answer.", status=409)
+    return prompt
+
+
 class _Turn:
     """One assistant turn: model calls, tool rounds and overflow recovery."""
 
@@ -410,6 +442,13 @@ class _Turn:
 
     def _record_success(self, session: Session, context: ModelContext, completion: Completion) -> None:
         """Keep the session's usage figures, the model's calibration and the cache touch current."""
+        record_usage(
+            assistant=session.assistant,
+            purpose=UsagePurpose.TURN,
+            model=completion.model,
+            usage=completion.usage,
+            session_id=self.session_id,
+        )
         usage = usage_dict(completion)
         if usage is not None:
             Session.objects.filter(pk=self.session_id).update(

@@ -25,6 +25,8 @@ from django.utils import timezone as dj_timezone
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.models import UsagePurpose
+from openclaw_site.usage import record_usage
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
 from sessions_app.context import (
@@ -514,7 +516,15 @@ def _summarizer(session: Session, run: CompactionRun, model: Any):
         if time.monotonic() > deadline:
             raise SummaryError(f"compaction timed out after {compaction.timeout_seconds} s")
         _heartbeat(run)
-        return model.complete(messages=chat, model=model_name, max_tokens=max_tokens).text
+        completion = model.complete(messages=chat, model=model_name, max_tokens=max_tokens)
+        record_usage(
+            assistant=session.assistant,
+            purpose=UsagePurpose.COMPACTION,
+            model=completion.model,
+            usage=completion.usage,
+            session_id=session.pk,
+        )
+        return completion.text
 
     return summarize
 

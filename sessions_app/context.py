@@ -12,7 +12,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
@@ -287,6 +287,7 @@ class SystemPrompt:
 
     text: str
     memory_paths: tuple[str, ...]
+    memory_text: str = ""  # the injected memory files' part of ``text`` (for the context breakdown)
 
 
 def build_system_prompt(
@@ -304,10 +305,14 @@ def build_system_prompt(
     parts = [(assistant.system_prompt or "").strip() or DEFAULT_SYSTEM_PROMPT]
     parts.append(MEMORY_GUIDANCE.format(search_hint=SEARCH_HINT if "memory_search" in tool_names else ""))
     parts.append(f"Time zone: {assistant_zone(assistant).key}")
+    memory = [f"## {path}\n\n{trim_injected_file(content, path)}" for path, content in injected]
     if injected:
-        parts.append(MEMORY_FILES_HEADER)
-        parts += [f"## {path}\n\n{trim_injected_file(content, path)}" for path, content in injected]
-    return SystemPrompt(text="\n\n".join(parts), memory_paths=tuple(path for path, _ in injected))
+        parts += [MEMORY_FILES_HEADER, *memory]
+    return SystemPrompt(
+        text="\n\n".join(parts),
+        memory_paths=tuple(path for path, _ in injected),
+        memory_text="\n\n".join(memory),
+    )
 
 
 def trim_injected_file(content: str, path: str, *, max_chars: int = MAX_INJECTED_FILE_CHARS) -> str:
@@ -437,6 +442,47 @@ class ModelContext:
     def prompt_estimate(self) -> int:
         """Return the request estimate corrected by the model's calibration ratio."""
         return corrected_estimate(self.raw_prompt_estimate, self.ratio)
+
+    def breakdown(self, *, context_window: int) -> ContextBreakdown:
+        """Split the request's estimate into its parts (corrected like `prompt_estimate`) and the free rest."""
+        summaries = [m for m in self.agent_messages if m.get("role") == "compactionSummary"]
+        others = [m for m in self.agent_messages if m.get("role") != "compactionSummary"]
+        memory = estimate_text_tokens(self.system_prompt.memory_text) if self.system_prompt.memory_text else 0
+        tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
+        raw = {
+            "system_prompt": max(0, estimate_text_tokens(self.system_prompt.text) - memory),
+            "memory_files": memory,
+            "tools": tools,
+            "summary": estimate_messages_tokens(summaries),
+            "messages": estimate_messages_tokens(others),
+        }
+        parts = {name: corrected_estimate(tokens, self.ratio) for name, tokens in raw.items()}
+        return ContextBreakdown(context_window=context_window, **parts)
+
+
+@dataclass(frozen=True)
+class ContextBreakdown:
+    """Where a session's window goes: the estimated tokens of each part of the next request."""
+
+    context_window: int
+    system_prompt: int
+    memory_files: int
+    tools: int
+    summary: int
+    messages: int
+
+    PARTS: ClassVar[tuple[str, ...]] = ("system_prompt", "memory_files", "tools", "summary", "messages")
+
+    @property
+    def used(self) -> int:
+        return sum(getattr(self, name) for name in self.PARTS)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.context_window - self.used)
+
+    def as_dict(self) -> dict[str, int]:
+        return {**{name: getattr(self, name) for name in self.PARTS}, "free": self.free}
 
 
 def build_model_context(

@@ -25,7 +25,8 @@ from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
 from openclaw_site.assistant_settings import MemoryFlushSettings
-from openclaw_site.models import WorkspaceAccess
+from openclaw_site.models import UsagePurpose, WorkspaceAccess
+from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.openai_chat import to_openai_messages
@@ -471,6 +472,13 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
                 name = session.assistant.model or model.name
                 stored += _store(session, [error_assistant_input(error, model_name=name)])
             raise FlushTurnFailed(error, stored=tuple(row.entry_id for row in stored)) from error
+        record_usage(
+            assistant=session.assistant,
+            purpose=UsagePurpose.FLUSH,
+            model=completion.model,
+            usage=completion.usage,
+            session_id=session.pk,
+        )
         new_rows = _store(session, [*([] if stored else [prompt]), assistant_input(completion)])
         if not stored:
             turn = []

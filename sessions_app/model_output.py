@@ -7,20 +7,19 @@ from typing import Any
 
 from django.db import transaction
 
+from openclaw_site.usage import openclaw_cost
 from providers.chat import Completion, ToolCall
 from providers.errors import ProviderError
 from sessions_app.messages import MAX_USAGE_FIGURE, MessageInput
 from sessions_app.models import Message
 from sessions_app.transcript import append_messages
 
-# Pi's AgentMessage `usage.cost`: we do not price calls, so every figure is 0.
-ZERO_COST = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
 API_NAME = "openai-completions"
 PROVIDER_NAME = "openai"
 
 
 def usage_dict(completion: Completion) -> dict[str, Any] | None:
-    """Return a completion's usage in OpenClaw's shape, cost included.
+    """Return a completion's usage in OpenClaw's shape, cost included (at the model's price).
 
     Figures are clamped to 0..MAX_USAGE_FIGURE, the bound an ingested message must keep: a model
     server reporting absurd counts must not break the session's token arithmetic (docs/design.md,
@@ -29,7 +28,7 @@ def usage_dict(completion: Completion) -> dict[str, Any] | None:
     if completion.usage is None:
         return None
     usage = {key: _bounded(value) for key, value in completion.usage.to_openclaw().items()}
-    return {**usage, "cost": dict(ZERO_COST)}
+    return {**usage, "cost": openclaw_cost(completion.model, completion.usage)}
 
 
 def _bounded(value: Any) -> Any:

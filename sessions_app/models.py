@@ -38,6 +38,8 @@ class Session(models.Model):
     # UTF-8 size of every message's stored content (the force-flush measure), kept up to date by
     # each append so that no turn adds up the whole history (docs/design.md §D11).
     transcript_bytes = models.BigIntegerField(default=0)
+    # Archived sessions keep their transcript and export; the dashboard's list hides them by default.
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

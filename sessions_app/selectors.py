@@ -41,11 +41,16 @@ def session_owner(*, session: Session) -> TaskOwner:
     )
 
 
-def session_list(*, assistant: Assistant) -> QuerySet[Session]:
-    """Return the assistant's sessions with their message counts, latest activity first."""
+def session_list(*, assistant: Assistant, archived: bool | None = None) -> QuerySet[Session]:
+    """Return the assistant's sessions with their message counts, latest activity first.
+
+    ``archived``: only the archived (True) or the other (False) sessions; None, all of them.
+    """
+    sessions = Session.objects.filter(assistant=assistant)
+    if archived is not None:
+        sessions = sessions.filter(archived_at__isnull=not archived)
     return (
-        Session.objects.filter(assistant=assistant)
-        .select_related("assistant")
+        sessions.select_related("assistant")
         .annotate(message_count=Count("messages"))
         .order_by("-updated_at", "-id")
     )

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant
@@ -87,6 +88,15 @@ def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> lis
     rows = append_messages(session_id=session_id, messages=messages)
     schedule_maintenance(session_id)
     return rows
+
+
+@transaction.atomic
+def session_archive(*, session: Session, archived: bool) -> Session:
+    """Archive a session (kept whole, hidden from the dashboard's list) or bring it back."""
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    locked.archived_at = timezone.now() if archived else None
+    locked.save(update_fields=["archived_at", "updated_at"])
+    return locked
 
 
 @transaction.atomic

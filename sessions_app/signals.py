@@ -81,6 +81,21 @@ def assistant_saved(sender: Any, instance: Assistant, **kwargs: Any) -> None:
     )
 
 
+def assistant_deleted(sender: Any, instance: Assistant, origin: Any = None, **kwargs: Any) -> None:
+    # The files go with the assistant. A deleted team takes its task records too, so only an
+    # assistant's own delete can queue the removal (the record names the team, not the assistant).
+    deleted = origin.model if isinstance(origin, QuerySet) else type(origin)
+    if origin is not None and deleted is not Assistant:
+        return
+    enqueue(
+        "sessions_app.tasks.remove_workspace",
+        instance.team.slug,
+        instance.slug,
+        owner=TaskOwner(team_id=instance.team_id),
+        task_name=f"remove-workspace-{instance.pk}",
+    )
+
+
 def connect() -> None:
     """Connect the receivers (called once from SessionsAppConfig.ready)."""
     from django.db.models.signals import post_delete, post_save
@@ -92,3 +107,4 @@ def connect() -> None:
     post_delete.connect(session_deleted, sender=Session, dispatch_uid="sessions_app.export_session_deleted")
     post_save.connect(compaction_saved, sender=CompactionEntry, dispatch_uid="sessions_app.export_compaction")
     post_save.connect(assistant_saved, sender=Assistant, dispatch_uid="sessions_app.export_assistant")
+    post_delete.connect(assistant_deleted, sender=Assistant, dispatch_uid="sessions_app.remove_workspace")

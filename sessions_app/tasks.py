@@ -40,6 +40,11 @@ def export_assistant(assistant_id: int) -> None:
     exports.export_assistant(assistant_id)
 
 
+def remove_workspace(team_slug: str, assistant_slug: str) -> None:
+    """Remove a deleted assistant's files from the export mirror."""
+    exports.remove_workspace(team_slug, assistant_slug)
+
+
 def transcript_changed(session_id: int) -> None:
     """Note new transcript content: the indexer runs once the delta thresholds are reached."""
     from sessions_app.indexing import note_transcript_change

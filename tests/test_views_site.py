@@ -425,7 +425,7 @@ def test_jobs_page_lists_only_the_teams_tasks(world, django_capture_on_commit_ca
     response = signed_in(world.vera).get("/jobs/")
     assert response.status_code == 200
     content = response.content.decode()
-    assert content.count("Export session") == 2 and "Transcript changed" not in content
+    assert content.count("<strong>Export session</strong>") == 2 and "Transcript changed" not in content
     assert "OSError: disk full" in content and "badge-failed" in content
     partial = signed_in(world.vera).get("/jobs/", **HX)
     assert not is_full_page(partial) and b'id="job-table"' in partial.content

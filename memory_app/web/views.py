@@ -20,13 +20,22 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memory_app.documents import Provenance, StaleWrite, delete_document, revert_document, write_document
+from memory_app.documents import (
+    PathTaken,
+    Provenance,
+    StaleWrite,
+    delete_document,
+    rename_document,
+    revert_document,
+    write_document,
+)
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
 from memory_app.selectors import (
     deleted_document_list,
     document_find,
     document_get,
+    document_get_by_id,
     document_list,
     revision_before,
     revision_get,
@@ -144,6 +153,14 @@ def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dic
 
 @require_GET
 @team_view
+def memory_document_by_id(request: WebRequest, slug: str, pk: int) -> HttpResponse:
+    """Go to the document a job worked on (the Jobs page knows its id, not its path)."""
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    return redirect(document_url(assistant, document_get_by_id(assistant=assistant, pk=pk).path))
+
+
+@require_GET
+@team_view
 def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """Read a document with line numbers (a cited range highlighted) and its revisions."""
     assistant = assistant_get(team=request.web.team, slug=slug)
@@ -158,6 +175,8 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
             "document": document,
             "lines": _numbered_lines(document.content, highlight),
             "highlight": highlight,
+            # Markdown is shown rendered; the raw lines (which citations point at) one click away.
+            "raw": bool(highlight) or request.GET.get("view") == "raw",
             "revisions": revisions,
             "revision_links": revision_links(assistant, revisions),
             "tab": "memory",
@@ -298,6 +317,30 @@ def memory_delete(request: WebRequest, slug: str, path: str) -> HttpResponse:
     delete_document(document=document, provenance=_provenance(request))
     messages.success(request, f"Deleted {path}. Its revisions are kept under Deleted documents.")
     return _redirect(request, reverse("memory", args=[assistant.slug]))
+
+
+class RenameDocumentForm(forms.Form):
+    path = forms.CharField(max_length=255, label="New path")
+
+
+@require_POST
+@team_view
+def memory_rename(request: WebRequest, slug: str, path: str) -> HttpResponse:
+    """Move a document to another path (members); its revisions go with it."""
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    document = document_get(assistant=assistant, path=path)
+    request.web.require(Role.MEMBER)
+    form = RenameDocumentForm(request.POST)
+    new_path = form.cleaned_data["path"].strip() if form.is_valid() else ""
+    try:
+        document = rename_document(document=document, new_path=new_path, provenance=_provenance(request))
+    except InvalidPath as error:
+        messages.error(request, f"Not renamed: {new_path or 'an empty path'} is not a memory path ({error}).")
+    except PathTaken:
+        messages.error(request, f"Not renamed: {new_path} already exists.")
+    else:
+        messages.success(request, f"Renamed {path} to {document.path}; its revisions moved with it.")
+    return _redirect(request, document_url(assistant, document.path))
 
 
 # --- revisions --------------------------------------------------------------------------------

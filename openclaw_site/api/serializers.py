@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, Team, WorkspaceAccess
+from openclaw_site.usage import GROUPINGS
 
 
 def _check_timezone(value: str) -> None:
@@ -134,3 +135,34 @@ class TaskOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class UsageQueryInput(StrictSerializer):
+    """The query of ``GET /usage/``: which breakdown, narrowed to an assistant, a session or days."""
+
+    by = serializers.ChoiceField(choices=sorted(GROUPINGS), required=False, help_text="Default: purpose.")
+    assistant = serializers.SlugField(required=False, help_text="An assistant's slug.")
+    session = serializers.IntegerField(required=False, min_value=1, help_text="A session's id.")
+    since = serializers.DateField(required=False, help_text="First day (UTC), inclusive.")
+    until = serializers.DateField(required=False, help_text="Last day (UTC), inclusive.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"since": ["since is after until."]})
+        return attrs
+
+
+class UsageFiguresOutput(serializers.Serializer):
+    """The summed figures of one group of `GET /usage/` (or of everything, as ``totals``)."""
+
+    key = serializers.CharField(
+        allow_null=True, help_text="The group: a purpose, slug, session id, model or day."
+    )
+    calls = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cache_read_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.CharField(help_text="US dollars, a decimal string.")
+    unpriced_calls = serializers.IntegerField(help_text="Calls of models without a price (counted at 0).")

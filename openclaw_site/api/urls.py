@@ -10,4 +10,5 @@ urlpatterns = [
     path("api-keys/", views.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<int:key_id>/", views.ApiKeyRevokeApi.as_view(), name="api-key"),
     path("tasks/<str:task_id>/", views.TaskDetailApi.as_view(), name="api-task"),
+    path("usage/", views.UsageApi.as_view(), name="api-usage"),
 ]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from openclaw_site import services
+from openclaw_site import services, usage
 from openclaw_site.api import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
 from openclaw_site.api.base import TeamApiView, validated
 from openclaw_site.api.serializers import (
@@ -18,10 +18,19 @@ from openclaw_site.api.serializers import (
     AssistantOutput,
     AssistantUpdateInput,
     TaskOutput,
+    UsageFiguresOutput,
+    UsageQueryInput,
 )
 from openclaw_site.auth import check_scope
 from openclaw_site.models import Scope
-from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list, task_record_get
+from openclaw_site.selectors import (
+    api_key_get,
+    api_key_list,
+    assistant_get,
+    assistant_list,
+    task_record_get,
+    usage_records,
+)
 from openclaw_site.tasks import task_read_scopes, task_status
 
 ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
@@ -124,3 +133,36 @@ class TaskDetailApi(TeamApiView):
         record = task_record_get(team=self.team, task_id=task_id)
         check_scope(self.team_context, task_read_scopes(record.kind))
         return Response(TaskOutput(task_status(record)).data)
+
+
+UsageReport = inline_serializer(
+    "UsageReport",
+    {"by": serializers.CharField(), "totals": UsageFiguresOutput(), "rows": UsageFiguresOutput(many=True)},
+)
+
+
+class UsageApi(TeamApiView):
+    """``GET /usage/``: the team's tokens and cost, totalled and broken down (docs/design.md, Usage and cost)."""
+
+    read_scope = ASSISTANT_READ_SCOPES
+
+    @extend_schema(
+        operation_id="usage_retrieve",
+        parameters=[UsageQueryInput],
+        responses={200: UsageReport, 400: OpenApiResponse(description="a bad parameter")},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(UsageQueryInput, request.query_params.dict())
+        slug = query.get("assistant")
+        records = usage_records(
+            team=self.team,
+            assistant=assistant_get(team=self.team, slug=slug) if slug else None,
+            session_id=query.get("session"),
+            since=query.get("since"),
+            until=query.get("until"),
+        )
+        by = query.get("by", "purpose")
+        rows = usage.breakdown(records, by)
+        return Response(
+            {"by": by, "totals": usage.totals(records).as_dict(), "rows": [row.as_dict() for row in rows]}
+        )

@@ -123,3 +123,58 @@ def fallback_text(code: str) -> str:
     if head == "fulltext_failed":
         return f"keyword search failed ({detail}): vectors only"
     return _FALLBACKS.get(code, code)
+
+
+@register.filter
+def money(value: Any) -> str:
+    """A cost in US dollars: $0 for nothing, four decimals below a cent, two above."""
+    amount = float(value or 0)
+    if amount == 0:
+        return "$0"
+    return f"${amount:.4f}" if abs(amount) < 0.01 else f"${amount:,.2f}"
+
+
+@register.filter
+def model_name(assistant: Any) -> str:
+    """The model an assistant's turns use: its own, else the server's LLM_MODEL."""
+    from django.conf import settings
+
+    return str(getattr(assistant, "model", "") or settings.LLM_MODEL or "no model configured")
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    """Render Markdown as sanitized HTML (openclaw_site.markdown: nothing executable survives)."""
+    from openclaw_site.markdown import render_markdown
+
+    return mark_safe(render_markdown(text))
+
+
+_STATUS_WORDS = {
+    "flushed": "memory flushed",
+    "flushed(offline)": "memory flushed offline (no model)",
+    "flush_skipped": "flush skipped",
+    "flushing": "flushing memory",
+    "summarizing": "summarising",
+    "pending": "waiting",
+}
+_REASON_WORDS = {
+    "already-flushed": "already flushed this cycle",
+    "read-only": "the workspace is read-only",
+    "disabled": "the flush is turned off",
+}
+_CODED = re.compile(r"^flush_(\w+)\((.*)\)$")
+
+
+@register.filter
+def status_words(code: str) -> str:
+    """A run state or flush outcome in words: ``flush_skipped(already-flushed)`` → "flush skipped:
+    already flushed this cycle"."""
+    code = code or ""
+    if code in _STATUS_WORDS:
+        return _STATUS_WORDS[code]
+    coded = _CODED.match(code)
+    if coded:
+        status, reason = coded.groups()
+        return f"flush {status.replace('_', ' ')}: {_REASON_WORDS.get(reason, reason.replace('-', ' '))}"
+    return code.replace("_", " ")

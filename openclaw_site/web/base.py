@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -28,6 +30,7 @@ from openclaw_site.selectors import NotFound
 _RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 
 P = ParamSpec("P")
+R = TypeVar("R", bound=HttpResponseBase)
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,13 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
 
 
 def team_view(
-    view: Callable[Concatenate[WebRequest, P], HttpResponse],
-) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+    view: Callable[Concatenate[WebRequest, P], R],
+) -> Callable[Concatenate[HttpRequest, P], R | HttpResponse]:
     """Require sign-in and a team; put the WebContext on ``request.web``; a NotFound is a 404."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> R | HttpResponse:
         context = web_context_for(request)
         if context is None:
             return render(request, "no_team.html", status=403)
@@ -99,9 +102,50 @@ def team_view(
         try:
             return view(web_request, *args, **kwargs)
         except NotFound as missing:
-            raise Http404(str(missing)) from None
+            owner = _other_team_showing(view, web_request, args, kwargs)
+            if owner is None:
+                raise Http404(str(missing)) from None
+            return render(
+                request, "404.html", {"switch_to": owner, "next": request.get_full_path()}, status=404
+            )
 
     return wrapper
+
+
+def _other_team_showing(
+    view: Callable[..., HttpResponseBase], request: WebRequest, args: Any, kwargs: Any
+) -> Membership | None:
+    """Return the user's other team in which this GET finds what it looks for, or None.
+
+    A bookmarked URL of the team the user is not working in answers 404 with the offer to switch.
+    The view runs once per other team inside a transaction that is rolled back, so nothing it
+    might write stays and nothing it might queue is sent (tasks go out after a commit only).
+    """
+    if request.method != "GET":
+        return None
+    current = request.web
+    try:
+        for membership in current.memberships:
+            if membership.team_id == current.team.pk:
+                continue
+            request.web = WebContext(
+                team=membership.team, role=membership.role, memberships=current.memberships
+            )
+            if _answers(view, request, args, kwargs):
+                return membership
+    finally:
+        request.web = current
+    return None
+
+
+def _answers(view: Callable[..., HttpResponseBase], request: WebRequest, args: Any, kwargs: Any) -> bool:
+    with transaction.atomic():
+        try:
+            return view(request, *args, **kwargs).status_code < 400
+        except Exception:  # NotFound, PermissionDenied, anything: not this team's page
+            return False
+        finally:
+            transaction.set_rollback(True)
 
 
 def render_page(

@@ -5,17 +5,30 @@ from __future__ import annotations
 from django.urls import path
 
 from memory_app.web import views as memory
+from openclaw_site.web import teams, usage
 from openclaw_site.web import views as site
 from sessions_app.web import views as sessions
+from sessions_app.web import workspace
 
 urlpatterns = [
     path("", site.home, name="home"),
-    path("team/", site.switch_team, name="switch-team"),
+    path("team/", teams.switch_team, name="switch-team"),
+    path("team/members/", teams.team_members, name="team"),
+    path("team/members/<int:pk>/role/", teams.member_role, name="member-role"),
+    path("team/members/<int:pk>/remove/", teams.member_remove, name="member-remove"),
+    path("teams/new/", teams.team_new, name="team-new"),
     path("keys/", site.api_keys, name="api-keys"),
     path("keys/<int:pk>/revoke/", site.api_key_revoke, name="api-key-revoke"),
     path("jobs/", site.jobs_page, name="jobs"),
+    path("usage/", usage.usage_page, name="usage"),
+    path("usage/export.csv", usage.usage_csv, name="usage-csv"),
     path("assistants/new/", site.assistant_create, name="assistant-new"),
     path("assistants/<slug:slug>/", site.assistant_detail, name="assistant"),
+    path("assistants/<slug:slug>/rename/", site.assistant_rename, name="assistant-rename"),
+    path("assistants/<slug:slug>/archive/", site.assistant_archive, name="assistant-archive"),
+    path("assistants/<slug:slug>/delete/", site.assistant_delete, name="assistant-delete"),
+    path("assistants/<slug:slug>/export.zip", workspace.workspace_export, name="workspace-export"),
+    path("workspace/import/", workspace.workspace_import, name="workspace-import"),
     path("assistants/<slug:slug>/settings/", site.assistant_settings, name="assistant-settings"),
     # Memory: the action comes before the document path, which may contain slashes.
     path("assistants/<slug:slug>/memory/", memory.memory_index, name="memory"),
@@ -23,8 +36,12 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
     path("assistants/<slug:slug>/memory/reindex/", memory.memory_reindex, name="memory-reindex"),
     path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
+    path(
+        "assistants/<slug:slug>/memory/id/<int:pk>/", memory.memory_document_by_id, name="memory-document-id"
+    ),
     path("assistants/<slug:slug>/memory/edit/<path:path>", memory.memory_edit, name="memory-edit"),
     path("assistants/<slug:slug>/memory/delete/<path:path>", memory.memory_delete, name="memory-delete"),
+    path("assistants/<slug:slug>/memory/rename/<path:path>", memory.memory_rename, name="memory-rename"),
     path(
         "assistants/<slug:slug>/memory/status/<path:path>",
         memory.memory_index_status,
@@ -45,6 +62,10 @@ urlpatterns = [
     path("sessions/<int:pk>/chat/", sessions.session_chat, name="session-chat"),
     path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
     path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),
+    path("sessions/<int:pk>/rename/", sessions.session_rename, name="session-rename"),
+    path("sessions/<int:pk>/archive/", sessions.session_archive, name="session-archive"),
+    path("sessions/<int:pk>/delete/", sessions.session_delete, name="session-delete"),
+    path("sessions/<int:pk>/retry/", sessions.session_retry, name="session-retry"),
     path("sessions/<int:pk>/messages/<int:seq>/", sessions.session_message, name="session-message"),
     path(
         "sessions/<int:pk>/compactions/<str:entry_id>/",

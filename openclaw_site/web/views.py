@@ -7,18 +7,18 @@ member; writes check the role first (`WebContext.require`) and change nothing wh
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.db.models import Count, Max
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site import jobs, services
-from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
-from openclaw_site.models import Assistant, Role, Team
+from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
 from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
@@ -31,9 +31,9 @@ def _redirect(request: WebRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
-def _assistants(team: Team) -> list[Assistant]:
+def _assistants(team: Team, *, archived: bool) -> list[Assistant]:
     return list(
-        assistant_list(team=team)
+        assistant_list(team=team, archived=archived)
         .annotate(
             session_count=Count("sessions", distinct=True),
             last_activity=Max("sessions__updated_at"),
@@ -46,23 +46,15 @@ def _assistants(team: Team) -> list[Assistant]:
 @require_GET
 @team_view
 def home(request: WebRequest) -> HttpResponse:
-    """The team's assistants with their session counts and last activity."""
-    return render_page(
-        request, "site/home.html", {"assistants": _assistants(request.web.team)}, partial="assistant-list"
-    )
-
-
-@require_POST
-@team_view
-def switch_team(request: WebRequest) -> HttpResponse:
-    """Make another of the user's teams the active one (the REST API reads the same session key)."""
-    slug = request.POST.get("team", "")
-    membership = next((m for m in request.web.memberships if m.team.slug == slug), None)
-    if membership is None:
-        raise Http404("You are not a member of that team.")
-    request.session[TEAM_SESSION_KEY] = membership.team_id
-    messages.success(request, f"Now working in {membership.team.name}.")
-    return _redirect(request, reverse("home"))
+    """The team's assistants with their session counts and last activity; archived ones on request."""
+    archived = request.GET.get("archived") == "1"
+    team = request.web.team
+    context = {
+        "assistants": _assistants(team, archived=archived),
+        "archived_count": assistant_list(team=team, archived=True).count(),
+        "showing_archived": archived,
+    }
+    return render_page(request, "site/home.html", context, partial="assistant-list")
 
 
 @require_http_methods(["GET", "POST"])
@@ -204,10 +196,78 @@ def api_key_revoke(request: WebRequest, pk: int) -> HttpResponse:
     return redirect("api-keys")
 
 
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "Any state"), *TaskState.choices], required=False)
+    kind = forms.CharField(required=False, max_length=64)
+    assistant = forms.SlugField(required=False)
+
+
 @require_GET
 @team_view
 def jobs_page(request: WebRequest) -> HttpResponse:
-    """Recent background tasks of the team with state, duration and error text."""
-    rows = jobs.team_jobs(request.web.team)
-    active = jobs.worth_polling(rows)
-    return render_page(request, "site/jobs.html", {"jobs": rows, "active": active}, partial="job-table")
+    """The team's background tasks grouped by job, failures first, filtered and paginated."""
+    team = request.web.team
+    form = JobFilterForm(request.GET)
+    data = form.cleaned_data if form.is_valid() else {}
+    slug = data.get("assistant")
+    where = jobs.JobFilter(
+        state=data.get("state", ""),
+        kind=data.get("kind", ""),
+        assistant=assistant_get(team=team, slug=slug) if slug else None,
+    )
+    page, rows = jobs.job_page(team, where, number=request.GET.get("page", 1))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "jobs": rows,
+        "page": page,
+        "where": where,
+        "query": query.urlencode(),
+        "kinds": [(kind, jobs.kind_label(kind)) for kind in jobs.team_kinds(team)],
+        "states": TaskState.choices,
+        "assistants": assistant_list(team=team),
+        "active": jobs.worth_polling(rows),
+    }
+    return render_page(request, "site/jobs.html", context, partial="job-table")
+
+
+class AssistantRenameForm(forms.Form):
+    name = forms.CharField(max_length=200, label="New name")
+
+
+@require_POST
+@team_view
+def assistant_rename(request: WebRequest, slug: str) -> HttpResponse:
+    """Rename an assistant (admins); the slug, which URLs, keys' clients and exports use, stays."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    form = AssistantRenameForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A name is needed (at most 200 characters).")
+    else:
+        services.assistant_update(assistant=assistant, name=form.cleaned_data["name"])
+        messages.success(request, f"Renamed to {form.cleaned_data['name']}.")
+    return _redirect(request, reverse("assistant", args=[assistant.slug]))
+
+
+@require_POST
+@team_view
+def assistant_archive(request: WebRequest, slug: str) -> HttpResponse:
+    """Archive an assistant or bring it back (admins); nothing is deleted."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    archived = request.POST.get("archived") != "0"
+    services.assistant_archive(assistant=assistant, archived=archived)
+    messages.success(request, f"{'Archived' if archived else 'Restored'} {assistant.name}.")
+    return _redirect(request, reverse("assistant", args=[assistant.slug]))
+
+
+@require_POST
+@team_view
+def assistant_delete(request: WebRequest, slug: str) -> HttpResponse:
+    """Delete an assistant with its sessions, memory and exported files (admins)."""
+    request.web.require(Role.ADMIN)
+    assistant = assistant_get(team=request.web.team, slug=slug)
+    services.assistant_delete(assistant=assistant)
+    messages.success(request, f"Deleted {assistant.name}, its sessions, memory and exported files.")
+    return _redirect(request, reverse("home"))

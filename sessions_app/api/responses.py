@@ -90,6 +90,8 @@ def context_payload(session: Session) -> dict[str, Any]:
         "compaction_threshold": figures.thresholds.compaction_threshold,
         "tokens": figures.as_dict(),
         "pruning": context.pruning.as_dict(),
+        # Estimated tokens per part of the request, and what is left of the window.
+        "breakdown": context.breakdown(context_window=figures.thresholds.context_window).as_dict(),
     }
 
 

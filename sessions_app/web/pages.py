@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings as django_settings
 
@@ -71,6 +71,26 @@ class Gauge:
     flush_pending: bool = False
     compaction_pending: bool = False
     compaction_running: bool = False
+    breakdown: Any = None  # sessions_app.context.ContextBreakdown of the next request
+
+    BREAKDOWN_LABELS: ClassVar[dict[str, str]] = {
+        "system_prompt": "System prompt",
+        "memory_files": "Memory files",
+        "tools": "Tool definitions",
+        "summary": "Summary",
+        "messages": "Messages",
+        "free": "Free",
+    }
+
+    @property
+    def parts(self) -> list[tuple[str, str, int, float]]:
+        """(key, label, tokens, percent of the window) of each part of the window, free space last."""
+        if self.breakdown is None or not self.window:
+            return []
+        return [
+            (key, self.BREAKDOWN_LABELS[key], tokens, min(100.0, 100.0 * tokens / self.window))
+            for key, tokens in self.breakdown.as_dict().items()
+        ]
 
     @property
     def percent(self) -> float:
@@ -118,7 +138,8 @@ def gauge(session: Session) -> Gauge:
     A due flush or compaction has been queued by the turn that crossed the threshold
     (`agent.schedule_maintenance`); the page polls until a worker has done it.
     """
-    from sessions_app.context import token_figures
+    from sessions_app.agent import turn_tools
+    from sessions_app.context import build_model_context, token_figures
     from sessions_app.flush import skip_reason
     from sessions_app.models import ACTIVE_RUN_STATES
 
@@ -137,6 +158,10 @@ def gauge(session: Session) -> Gauge:
         compaction_running=CompactionRun.objects.filter(
             session=session, state__in=ACTIVE_RUN_STATES
         ).exists(),
+        # The same split GET /sessions/{id}/context/ reports as "breakdown".
+        breakdown=build_model_context(session, tools=turn_tools()).breakdown(
+            context_window=limits.context_window
+        ),
     )
 
 
@@ -401,6 +426,18 @@ def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
     notice = (
         "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
     )
+    return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
+
+
+def retry(*, session: Session) -> ChatOutcome:
+    """Run the session's failed last turn again (`agent.retry_turn`)."""
+    from sessions_app.agent import TurnError, retry_turn
+
+    try:
+        result = retry_turn(session_id=session.pk)
+    except TurnError as error:
+        return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+    notice = "The assistant chose not to reply (NO_REPLY)." if result.silent else ""
     return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 
 

@@ -19,11 +19,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from openclaw_site import usage
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
-from openclaw_site.selectors import assistant_get
+from openclaw_site.selectors import assistant_get, usage_records
 from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
-from sessions_app import selectors
+from sessions_app import selectors, services
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.web import pages
 from sessions_app.web.transcript import build_transcript, compaction_cards, covered_messages, message_view
@@ -70,12 +71,15 @@ def session_list(request: WebRequest, slug: str) -> HttpResponse:
             else:
                 return _redirect(request, reverse("session", args=[session.pk]))
         status = UNPROCESSABLE
+    archived = request.GET.get("archived") == "1"
     return render_page(
         request,
         "sessions/list.html",
         {
             "assistant": assistant,
-            "sessions": selectors.session_list(assistant=assistant),
+            "sessions": selectors.session_list(assistant=assistant, archived=archived),
+            "archived_count": selectors.session_list(assistant=assistant, archived=True).count(),
+            "showing_archived": archived,
             "form": form,
             "tab": "sessions",
         },
@@ -96,6 +100,7 @@ def _page_context(request: WebRequest, session: Session) -> dict[str, Any]:
         "runs": _runs(session),
         "model": pages.model_status(session.assistant),
         "memory_writes": _memory_writes(session),
+        "spent": usage.totals(usage_records(team=request.web.team, session_id=session.pk)),
     }
 
 
@@ -326,3 +331,70 @@ def session_compact(request: WebRequest, pk: int) -> HttpResponse:
     session.refresh_from_db()
     context = _page_context(request, session) | {"compact_result": result}
     return render_page(request, "sessions/session.html", context, partial="compact-result")
+
+
+# --- everyday actions: rename, archive, delete, retry -------------------------------------------
+
+
+class RenameSessionForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False, strip=True)
+
+
+@require_POST
+@team_view
+def session_rename(request: WebRequest, pk: int) -> HttpResponse:
+    """Give a session a new title (members); an htmx request gets the page's toolbar back."""
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    request.web.require(Role.MEMBER)
+    form = RenameSessionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A title has at most 200 characters.")
+        return _redirect(request, reverse("session", args=[session.pk]))
+    session = services.session_update(session=session, title=form.cleaned_data["title"])
+    if is_htmx(request):
+        return render_page(request, "sessions/session.html", {"session": session}, partial="session-toolbar")
+    messages.success(request, "Renamed the session.")
+    return redirect("session", pk=session.pk)
+
+
+@require_POST
+@team_view
+def session_archive(request: WebRequest, pk: int) -> HttpResponse:
+    """Archive a session or bring it back (members); its transcript and export stay."""
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    request.web.require(Role.MEMBER)
+    archived = request.POST.get("archived") != "0"
+    services.session_archive(session=session, archived=archived)
+    messages.success(request, "Archived the session." if archived else "Restored the session.")
+    return _redirect(request, reverse("session", args=[session.pk]))
+
+
+@require_POST
+@team_view
+def session_delete(request: WebRequest, pk: int) -> HttpResponse:
+    """Delete a session with its transcript, compactions and exported file (members)."""
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    request.web.require(Role.MEMBER)
+    services.session_delete(session=session)
+    messages.success(request, f"Deleted {session.title or 'the session'}.")
+    return _redirect(request, reverse("sessions", args=[session.assistant.slug]))
+
+
+@require_POST
+@team_view
+def session_retry(request: WebRequest, pk: int) -> HttpResponse:
+    """Run a failed turn again on its user message (members); answers like the chat box does."""
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    request.web.require(Role.MEMBER)
+    outcome = pages.retry(session=session)
+    if not is_htmx(request):
+        (messages.error if outcome.error else messages.info)(
+            request, outcome.error or outcome.notice or "Retried."
+        )
+        return redirect(reverse("session", args=[session.pk]) + "#composer")
+    session.refresh_from_db()
+    context = _page_context(request, session) | {
+        "composer_error": outcome.error,
+        "composer_notice": outcome.notice,
+    }
+    return render_page(request, "sessions/session.html", context, partial="chat-result")

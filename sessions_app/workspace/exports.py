@@ -411,6 +411,14 @@ def export_assistant_metadata(assistant_id: int, *, storage: ExportStorage | Non
     return True
 
 
+def remove_workspace(team_slug: str, assistant_slug: str, *, storage: ExportStorage | None = None) -> bool:
+    """Remove a deleted assistant's workspace from the mirror; False if an assistant has its name again."""
+    if Assistant.objects.filter(team__slug=team_slug, slug=assistant_slug).exists():
+        return False
+    (storage or export_storage()).remove_tree(f"{team_slug}/{assistant_slug}")
+    return True
+
+
 def export_assistant(
     assistant_id: int, *, storage: ExportStorage | None = None, base: str | None = None
 ) -> ExportSummary:

@@ -10,6 +10,7 @@ Pure: no Django import.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,8 @@ class ExportStorage(Protocol):
     def listdir(self, name: str) -> tuple[list[str], list[str]]: ...
 
     def remove_empty_dirs(self, name: str, *, stop_at: str) -> None: ...
+
+    def remove_tree(self, name: str) -> None: ...
 
 
 class UnsafeName(ValueError):
@@ -156,6 +159,12 @@ class LocalExportStorage:
             except OSError:  # not empty (or already gone): stop climbing
                 return
             directory = directory.parent
+
+    def remove_tree(self, name: str) -> None:
+        """Remove the directory ``name`` with everything in it (never the root itself)."""
+        directory = self.path(name)
+        if directory != self.root and directory.is_dir():
+            shutil.rmtree(directory)
 
 
 def _fsync_directory(directory: Path) -> None:

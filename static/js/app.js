@@ -85,6 +85,18 @@
     if (body && window.htmx) window.htmx.trigger(body, "load-context");
   }, true);
 
+  // The session page opens at its latest message (unless a link points at one), and a tab row
+  // wider than the screen shows its active tab.
+  document.addEventListener("DOMContentLoaded", function () {
+    var transcript = document.getElementById("transcript");
+    if (transcript && !location.hash && transcript.lastElementChild) {
+      transcript.lastElementChild.scrollIntoView({block: "end"});
+    }
+    document.querySelectorAll(".tabs [aria-current=page], .mainnav [aria-current=page]").forEach(function (tab) {
+      tab.scrollIntoView({block: "nearest", inline: "nearest"});
+    });
+  });
+
   // The team switcher submits on change (its button stays for keyboards and no-JS).
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.requestSubmit();

@@ -1,5 +1,5 @@
 """Every page fits a 375 px phone and a 1440 px desktop: nothing scrolls sideways but wide tables
-(inside their own scroll box), and every form control has a label."""
+(inside their own scroll box), the active tab is in view, and every form control has a label."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import re
 
 import pytest
 
+from openclaw_site import usage
+from openclaw_site.models import TaskRecord
+from providers.chat import Usage
 from tests import factories
 from tests.browser.conftest import SCREENSHOTS
 
@@ -34,6 +37,22 @@ def pages(world):
         world.acme, ["sessions:read", "memory:read"], name="Nightly export to the data lake"
     )
     revision = document.revisions.first()
+    usage.record_usage(
+        assistant=world.assistant,
+        purpose="turn",
+        model="gpt-4o-mini-2024-07-18",
+        usage=Usage(input=120_000, output=900),
+        session_id=session.pk,
+    )
+    TaskRecord.objects.create(
+        task_id="f" * 32,
+        team=world.acme,
+        assistant=world.assistant,
+        kind="export_session",
+        state="failed",
+        error="OSError: [Errno 28] No space left on device: " + "/var/exports/acme/helper" * 8,
+        object_ids={"session": session.pk},
+    )
     return [
         "/",
         "/keys/",
@@ -51,7 +70,20 @@ def pages(world):
         f"/sessions/{session.pk}/",
         f"/sessions/{session.pk}/context/",
         f"/sessions/{session.pk}/compact/",
+        "/usage/",
+        "/usage/?assistant=helper&days=7",
+        "/jobs/?state=failed",
+        "/team/members/",
+        "/teams/new/",
+        "/workspace/import/",
+        "/accounts/password_change/",
     ]
+
+
+ACTIVE_TABS_OUTSIDE = """() => [...document.querySelectorAll('.tabs [aria-current=page], .mainnav [aria-current=page]')]
+  .filter(el => { const r = el.getBoundingClientRect();
+                  return r.width === 0 || r.left < 0 || r.right > document.documentElement.clientWidth; })
+  .map(el => el.textContent.trim())"""
 
 
 @pytest.mark.parametrize("width", [375, 1440])
@@ -66,6 +98,7 @@ def test_pages_fit_the_screen_and_label_every_control(page, live_server, world, 
         )
         assert overflow <= 0, f"{path} scrolls sideways by {overflow} px at {width} px"
         assert page.evaluate(UNLABELLED) == [], path
+        assert page.evaluate(ACTIVE_TABS_OUTSIDE) == [], f"{path}: the active tab is out of view"
         if width == 375:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^\w]+", "_", path).strip("_") or "home"
@@ -73,3 +106,22 @@ def test_pages_fit_the_screen_and_label_every_control(page, live_server, world, 
                 content=".topbar, .composer, .session-side, .sticky-actions { position: static !important; }"
             )
             page.screenshot(path=str(SCREENSHOTS / f"phone_{name}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("persona", ["vera", "alice"])
+def test_the_keys_table_fits_a_phone_for_every_role(page, live_server, world, sign_in, pages, persona):
+    page.set_viewport_size({"width": 375, "height": 900})
+    sign_in(page, persona)
+    page.goto(f"{live_server.url}/keys/")
+    clipped = page.evaluate(
+        "[...document.querySelectorAll('#key-table .table-wrap')].map(w => w.scrollWidth - w.clientWidth)"
+    )
+    assert clipped and max(clipped) <= 0
+    for label in ("Last used", "Status"):
+        cell = page.locator(f"#key-table td[data-label='{label}']").first
+        box = cell.bounding_box()
+        assert cell.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= 375, label
+    if persona == "alice":
+        revoke = page.get_by_role("button", name="Revoke")
+        revoke.scroll_into_view_if_needed()
+        assert revoke.is_visible() and revoke.bounding_box()["x"] + revoke.bounding_box()["width"] <= 375

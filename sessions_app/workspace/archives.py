@@ -1,0 +1,96 @@
+"""A workspace as one zip file: the dashboard's export download and import upload.
+
+The download is `export_assistant` written to a temporary directory (the same files as
+`manage.py export_workspace --out DIR`), zipped. The upload is unpacked into a temporary
+directory with every name checked (no absolute paths, no '..', no links, bounded sizes) and
+handed to `imports.import_workspace`, so an upload passes exactly the checks of
+`manage.py import_workspace` and a broken one changes nothing.
+"""
+
+from __future__ import annotations
+
+import stat
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import IO
+
+from openclaw_site.models import Assistant
+from sessions_app.workspace.exports import export_assistant
+from sessions_app.workspace.imports import ImportReport, WorkspaceImportError, import_workspace
+from sessions_app.workspace.storage import LocalExportStorage, UnsafeName, clean_name
+
+MAX_ARCHIVE_FILES = 20_000
+MAX_UNPACKED_BYTES = 500_000_000
+_COPY_CHUNK = 1 << 20
+WORKSPACE_FOLDERS = frozenset({"memory", "sessions"})  # a workspace's own folders, never a wrapper
+
+
+def workspace_zip(assistant: Assistant) -> IO[bytes]:
+    """Return a temporary file holding the assistant's workspace as a zip, positioned at its start."""
+    archive_file = tempfile.TemporaryFile()  # noqa: SIM115  (returned open; FileResponse closes it)
+    with tempfile.TemporaryDirectory() as directory:
+        export_assistant(assistant.pk, storage=LocalExportStorage(directory), base="")
+        with zipfile.ZipFile(archive_file, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for file in sorted(Path(directory).rglob("*")):
+                if file.is_file():
+                    archive.write(file, file.relative_to(directory).as_posix())
+    archive_file.seek(0)
+    return archive_file
+
+
+def import_zip(upload: IO[bytes], *, team_slug: str, assistant_slug: str, replace: bool) -> ImportReport:
+    """Import a zipped workspace (its files at the top, or inside one folder) like `import_workspace`."""
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        _unpack(upload, root)
+        return import_workspace(
+            directory=_workspace_root(root),
+            team_slug=team_slug,
+            assistant_slug=assistant_slug,
+            replace=replace,
+        )
+
+
+def _unpack(upload: IO[bytes], target: Path) -> None:
+    try:
+        archive = zipfile.ZipFile(upload)
+    except zipfile.BadZipFile:
+        raise WorkspaceImportError("the upload is not a zip file") from None
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_ARCHIVE_FILES:
+            raise WorkspaceImportError(f"the zip holds {len(members)} files; at most {MAX_ARCHIVE_FILES}")
+        budget = MAX_UNPACKED_BYTES
+        for member in members:
+            budget -= _extract(archive, member, target, budget)
+
+
+def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, budget: int) -> int:
+    """Write one member under ``target`` and return its size; refuse unsafe names and oversize data."""
+    if stat.S_ISLNK(member.external_attr >> 16):
+        raise WorkspaceImportError(f"{member.filename}: links are not allowed in a workspace")
+    try:
+        name = clean_name(member.filename.replace("\\", "/"))
+    except UnsafeName:
+        raise WorkspaceImportError(f"{member.filename}: a path outside the workspace") from None
+    if not name:
+        return 0
+    destination = target / name
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with archive.open(member) as source, destination.open("wb") as sink:
+        while chunk := source.read(_COPY_CHUNK):
+            written += len(chunk)
+            if written > budget:
+                raise WorkspaceImportError(f"the zip unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+            sink.write(chunk)
+    return written
+
+
+def _workspace_root(directory: Path) -> Path:
+    """The unpacked workspace: the top of the zip, or the one folder that wraps it (a zipped directory)."""
+    entries = [entry for entry in directory.iterdir() if entry.name != "__MACOSX"]
+    if len(entries) == 1 and entries[0].is_dir() and entries[0].name not in WORKSPACE_FOLDERS:
+        return entries[0]
+    return directory
