@@ -13,7 +13,7 @@ from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.models import Membership, Team
 from tests import factories
 from tests.browser.conftest import PASSWORD
-from tests.views_support import HX, is_full_page, signed_in
+from tests.views_support import HX, is_full_page, signed_in, signs_in
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def test_a_new_person_gets_an_account_and_a_set_password_link(world, django_capt
         {"new_password1": "a-long-new-secret-9", "new_password2": "a-long-new-secret-9"},
     )
     assert done.status_code == 302
-    assert client.login(username="dana", password="a-long-new-secret-9")
+    assert signs_in(client, "dana", "a-long-new-secret-9")
     assert "Helper" in client.get("/").content.decode()
 
 
@@ -149,7 +149,7 @@ def test_password_change_through_djangos_views(world):
         follow=True,
     )
     assert "Password changed" in done.content.decode()
-    assert client.login(username="bob", password="another-long-pw-42")
+    assert signs_in(client, "bob", "another-long-pw-42")
 
 
 def test_password_reset_mails_a_link(world):

@@ -1,4 +1,5 @@
-"""Helpers shared by the dashboard view tests: a signed-in client and how to tell an htmx partial."""
+"""Helpers shared by the dashboard view tests: a signed-in client, signing in through the form, and
+how to tell an htmx partial."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ def signed_in(user: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def signs_in(client: Client, username: str, password: str) -> bool:
+    """Sign ``client`` in through the form (django-axes counts sign-ins per request); tell whether
+    it was accepted."""
+    response = client.post("/accounts/login/", {"username": username, "password": password})
+    return response.status_code == 302
 
 
 def is_full_page(response: Any) -> bool:
