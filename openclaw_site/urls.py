@@ -1,4 +1,4 @@
-"""URL routes: the REST API under /api/v1/, health, admin, and the htmx dashboard."""
+"""URL routes: the REST API under /api/v1/, the OpenAI-compatible /v1/, health, admin, and the htmx dashboard."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
+    path("v1/", include("integrations.openai_urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("openclaw_site.web.urls")),

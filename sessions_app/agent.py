@@ -309,6 +309,19 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
     return finished_turn(stream_turn(session_id=session_id, inputs=[message]))
 
 
+def require_chat_model() -> ChatModel:
+    """Return the chat model, or raise the TurnError that says none is configured."""
+    model = get_chat_model("chat")
+    if model is None:
+        raise TurnError(
+            "model_not_configured",
+            MODEL_NOT_CONFIGURED,
+            status=503,
+            details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]},
+        )
+    return model
+
+
 def finished_turn(events: Iterator[TurnEvent]) -> TurnResult:
     """Run a streamed turn to its end and return its result."""
     for event in events:
@@ -335,14 +348,7 @@ def stream_turn(
             "A turn runs on a user message or on tool results.",
             status=400,
         )
-    model = get_chat_model("chat")
-    if model is None:
-        raise TurnError(
-            "model_not_configured",
-            MODEL_NOT_CONFIGURED,
-            status=503,
-            details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]},
-        )
+    model = require_chat_model()
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
@@ -352,8 +358,12 @@ def stream_turn(
             last = (
                 rows[-1] if rows else Message.objects.filter(session_id=session_id).order_by("-seq").first()
             )
-            if last is None:
-                raise TurnError("nothing_to_answer", "The session holds no message to answer.", status=400)
+            if last is None or (not rows and last.role == "assistant"):
+                raise TurnError(
+                    "nothing_to_answer",
+                    "Every message is already in the session and answered; send a new message.",
+                    status=400,
+                )
             yield from _Turn(session_id, model, last, client_tools=client_tools).events()
     except LockTimeout:
         raise TurnError(

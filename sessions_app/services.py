@@ -56,3 +56,17 @@ def session_update(*, session: Session, title: str) -> Session:
 def session_delete(*, session: Session) -> None:
     """Delete a session with its transcript and compaction history."""
     Session.objects.filter(pk=session.pk).delete()
+
+
+def session_get_or_create(*, assistant: Assistant, key: str | None) -> Session:
+    """Return the assistant's session ``key``, creating it (a random key when None) if it is new."""
+    if key:
+        existing = Session.objects.filter(assistant=assistant, key=key).first()
+        if existing is not None:
+            return existing
+    try:
+        return session_create(assistant=assistant, key=key)
+    except ApiError as error:
+        if error.code != "session_exists":
+            raise
+        return Session.objects.get(assistant=assistant, key=key)  # created meanwhile by another request
