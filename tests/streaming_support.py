@@ -25,14 +25,20 @@ def wait_for(probe: Callable[[], T | None], *, seconds: float = WAIT_SECONDS) ->
 
 def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, Any]]:
     """Read server-sent events from lines of text: (event name, JSON data) pairs."""
+    for event, data in raw_sse_events(lines):
+        yield event, json.loads(data)
+
+
+def raw_sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Read server-sent events from lines of text: (event name, data) pairs, as EventSource does."""
     event, data = "message", []
     for line in lines:
         if line.startswith("event:"):
             event = line[6:].strip()
         elif line.startswith("data:"):
-            data.append(line[5:].strip())
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
         elif not line.strip() and data:
-            yield event, json.loads("\n".join(data))
+            yield event, "\n".join(data)
             event, data = "message", []
 
 
