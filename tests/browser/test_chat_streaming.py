@@ -15,6 +15,7 @@ from tests import factories
 from tests.fake_openai import chunked_reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+TURN_MS = 20_000  # a streamed turn lasts seconds; the shared test machine may be slow
 
 # Records every text the live reply shows, so a test can tell what was ever on screen.
 WATCH_LIVE_REPLY = """() => {
@@ -48,9 +49,9 @@ def test_the_reply_grows_on_the_page_before_the_turn_completes(page, live_server
     send(page, "Show me streaming")
 
     live = page.locator("#live-reply")
-    expect(live).to_contain_text("The reply grows")
+    expect(live).to_contain_text("The reply grows", timeout=TURN_MS)
     assert "word." not in live.inner_text()  # still arriving
-    expect(page.locator("#transcript")).to_contain_text("The reply grows word by word.")
+    expect(page.locator("#transcript")).to_contain_text("The reply grows word by word.", timeout=TURN_MS)
     expect(page.locator("#live-turn")).to_have_count(0)
     expect(page.locator("#transcript")).to_contain_text("Show me streaming")
 
@@ -62,7 +63,7 @@ def test_a_streamed_no_reply_never_shows_on_the_page(page, live_server, world, s
 
     send(page, "Nothing to say?")
 
-    expect(page.locator("#composer-notice")).to_contain_text("chose not to reply")
+    expect(page.locator("#composer-notice")).to_contain_text("chose not to reply", timeout=TURN_MS)
     expect(page.locator("#live-turn")).to_have_count(0)
     seen = page.evaluate("window.seenReplies")
     assert seen and not any(text.strip() for text in seen)
