@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -24,3 +25,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("openclaw_site.web.urls")),
 ]
+# DEBUG only (empty otherwise): uvicorn, unlike runserver, serves no static files itself.
+urlpatterns += staticfiles_urlpatterns()
