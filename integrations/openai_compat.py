@@ -1,8 +1,8 @@
 """`POST /v1/chat/completions` and `GET /v1/models`: the OpenAI-compatible endpoint (docs/design.md, OpenAI-compatible endpoint).
 
 An OpenAI client points its `base_url` at `http://host/v1` and uses a team API key. `model` is
-an assistant's slug; the session is named by the `X-Session-Key` header, `user` or
-`metadata.session_key` (a new session otherwise, its key in the answer's `X-Session-Key`). The
+an assistant's slug; the session is named by the `X-Session-Key` header, `user`,
+`metadata.session_key` or Open WebUI's `X-OpenWebUI-Chat-Id` (a new session otherwise, its key in the answer's `X-Session-Key`). The
 messages the session does not hold yet (`sessions_app.history.unseen_messages`) are appended and
 the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
 model and a call of one ends the turn as `tool_calls`.
@@ -58,6 +58,8 @@ from sessions_app.models import Session
 from sessions_app.services import session_get_or_create
 
 SESSION_KEY_HEADER = "X-Session-Key"
+# Open WebUI names its chat in this header when ENABLE_FORWARD_USER_INFO_HEADERS is on.
+OPEN_WEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,13 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
 
 def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
     metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
-    for candidate in (request.headers.get(SESSION_KEY_HEADER), body.get("user"), metadata.get("session_key")):
+    candidates = (
+        request.headers.get(SESSION_KEY_HEADER),
+        body.get("user"),
+        metadata.get("session_key"),
+        request.headers.get(OPEN_WEBUI_CHAT_HEADER),
+    )
+    for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
             return candidate.strip()
     return None

@@ -184,3 +184,13 @@ def test_a_client_that_leaves_mid_stream_leaves_the_cut_reply_stored_as_aborted(
         model="helper", messages=[{"role": "user", "content": "still there?"}], user="cut"
     )
     assert again.choices[0].message.content == "back again"  # the turn's lock was released
+
+
+def test_open_webuis_chat_header_names_the_session(client, llm) -> None:
+    for text in ("one", "two"):
+        client.chat.completions.create(
+            model="helper",
+            messages=[{"role": "user", "content": text}],
+            extra_headers={"X-OpenWebUI-Chat-Id": "c0ffee-chat"},
+        )
+    assert roles("c0ffee-chat") == ["user", "assistant", "user", "assistant"]
