@@ -9,7 +9,7 @@ is `providers.openai_chat.OpenAIChatModel`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -98,7 +98,7 @@ class ChatModel(Protocol):
         tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
-    ) -> Iterator[StreamEvent]: ...
+    ) -> Generator[StreamEvent, None, None]: ...
 
 
 _cache: dict[str, ChatModel | None] = {}

@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, cast
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -82,13 +82,13 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
 
 
 def team_view(
-    view: Callable[Concatenate[WebRequest, P], HttpResponse],
-) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+    view: Callable[Concatenate[WebRequest, P], HttpResponseBase],
+) -> Callable[Concatenate[HttpRequest, P], HttpResponseBase]:
     """Require sign-in and a team; put the WebContext on ``request.web``; a NotFound is a 404."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponseBase:
         context = web_context_for(request)
         if context is None:
             return render(request, "no_team.html", status=403)
