@@ -9,7 +9,9 @@ with the scripted OpenAI-compatible model of tests/fake_openai.py streaming ever
 `--reply-seconds` (docs/design.md, Streaming). It measures `GET /healthz` and a memory search
 from one sequential client, first on an idle server and then while `--streams` clients each
 stream a turn (`POST /sessions/{id}/messages/` with "respond": true, "stream": true), and prints
-each figure beside its target. Nothing here is a test: figures are printed, never asserted.
+each figure beside its target. The model and the streaming clients run in processes of their
+own, so that the timed client shares no interpreter lock with them. Nothing here is a test:
+figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -59,6 +62,28 @@ def slow_model(reply_seconds: float) -> Any:
     return answer
 
 
+def serve_model(reply_seconds: float, ports: Any, stop: Any) -> None:
+    """Run the scripted model in this (child) process until `stop` is set."""
+    fake = FakeOpenAI(default_chat=slow_model(reply_seconds)).start()
+    ports.put(fake.base_url)
+    stop.wait()
+    fake.stop()
+
+
+def stream_turns(port: int, key: str, session_ids: list[int], results: Any) -> None:
+    """Stream one turn per session, all at once, from this (child) process; report their timings."""
+    timings: list[dict[str, float]] = []
+    threads = [
+        threading.Thread(target=stream_turn, args=(port, key, session_id, timings), daemon=True)
+        for session_id in session_ids
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results.put(timings)
+
+
 def stream_turn(port: int, key: str, session_id: int, into: list[dict[str, float]]) -> None:
     """Stream one turn; record seconds to the first delta and to `done`."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -97,9 +122,17 @@ def probe(api: Api, port: int, seconds: float) -> dict[str, list[float]]:
     return times
 
 
+class _ModelAddress:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+
 def run(database_url: str, *, streams: int, reply_seconds: float) -> dict[str, Any]:
-    fake = FakeOpenAI(default_chat=slow_model(reply_seconds)).start()
-    env = child_env(database_url, fake)
+    spawn = multiprocessing.get_context("spawn")
+    ports, stop = spawn.Queue(), spawn.Event()
+    model = spawn.Process(target=serve_model, args=(reply_seconds, ports, stop), daemon=True)
+    model.start()
+    env = child_env(database_url, _ModelAddress(ports.get(timeout=60)))  # type: ignore[arg-type]
     key = setup_team(env)
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
@@ -116,18 +149,14 @@ def run(database_url: str, *, streams: int, reply_seconds: float) -> dict[str, A
         sessions = [api.ok("POST", "/assistants/bench/sessions/", {})[0]["id"] for _ in range(streams)]
         probe(api, port, WARM_UP_SECONDS)  # first requests load code, the embedder client, connections
         idle = probe(api, port, IDLE_PROBE_SECONDS)
-        results: list[dict[str, float]] = []
-        threads = [
-            threading.Thread(target=stream_turn, args=(port, key, session_id, results), daemon=True)
-            for session_id in sessions
-        ]
+        timings = spawn.Queue()
+        clients = spawn.Process(target=stream_turns, args=(port, key, sessions, timings), daemon=True)
         started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        busy = probe(api, port, reply_seconds * 0.8)
-        for thread in threads:
-            thread.join(timeout=reply_seconds * 10)
+        clients.start()
+        busy = probe(api, port, reply_seconds)
+        results: list[dict[str, float]] = timings.get(timeout=reply_seconds * 20)
         wall = time.perf_counter() - started
+        clients.join(timeout=30)
         done = [r["done_s"] for r in results if r["done_s"] > 0]
         return {
             "streams": streams,
@@ -145,7 +174,8 @@ def run(database_url: str, *, streams: int, reply_seconds: float) -> dict[str, A
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-        fake.stop()
+        stop.set()
+        model.join(timeout=30)
 
 
 def report(figures: dict[str, Any]) -> None:
