@@ -194,3 +194,21 @@ def test_open_webuis_chat_header_names_the_session(client, llm) -> None:
             extra_headers={"X-OpenWebUI-Chat-Id": "c0ffee-chat"},
         )
     assert roles("c0ffee-chat") == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_streamed_client_tool_call_arrives_as_tool_call_chunks(client, llm) -> None:
+    llm.queue(tool_call_reply([("get_weather", {"city": "Oslo"})]))
+
+    stream = client.chat.completions.create(
+        model="helper",
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+        stream=True,
+        user="streamed-tools",
+    )
+    chunks = [chunk for chunk in stream if chunk.choices]
+
+    calls = [call for chunk in chunks for call in chunk.choices[0].delta.tool_calls or []]
+    assert [(call.index, call.function.name) for call in calls] == [(0, "get_weather")]
+    assert '"Oslo"' in (calls[0].function.arguments or "")
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"

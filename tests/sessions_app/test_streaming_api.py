@@ -124,3 +124,21 @@ def test_the_schema_documents_the_event_stream(api: Any) -> None:
     schema = api.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
     responses = schema["paths"]["/api/v1/sessions/{session_id}/messages/"]["post"]["responses"]
     assert "text/event-stream" in responses["200"]["content"]
+
+
+def test_a_model_stream_that_breaks_off_ends_with_an_error_event(api: Any, llm: Any, session: Any) -> None:
+    llm.queue(chunked_reply("Half ", "a ", "reply", cut_after=2))
+
+    response = api.post(
+        f"/api/v1/sessions/{session.pk}/messages/",
+        {"role": "user", "content": "hello", "respond": True, "stream": True},
+        format="json",
+    )
+
+    events = list(sse_events(django_stream_lines(response)))
+    assert [name for name, _ in events] == ["started", "delta", "delta", "error"]
+    assert "".join(data["text"] for name, data in events if name == "delta") == "Half a"  # what was shown
+    error = events[-1][1]["error"]
+    assert error["code"] == "model_error"
+    assert [m["role"] for m in error["details"]["messages"]] == ["user", "assistant"]
+    assert Message.objects.get(session=session, role="assistant").stop_reason == "error"
