@@ -17,7 +17,8 @@ from typing import Any
 import httpx2
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion
 
 from providers.chat import Completion, StopReason, StreamEvent, TextDelta, ToolCall, Usage
 from providers.errors import ProviderError, provider_error_from
@@ -125,7 +126,9 @@ class OpenAIChatModel:
                 body=request,
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=openai.Stream[ChatCompletionChunk],
+                # Chunks stay plain JSON: building the SDK's model of each chunk cost more CPU
+                # than the rest of a streamed turn (bench/streams.py).
+                stream_cls=openai.Stream[object],
             ),
             backoff=self.backoff,
             sleep=self._sleep,
@@ -142,10 +145,12 @@ class OpenAIChatModel:
         yield reply.completion()
 
 
-def _chunks_or_provider_error(chunks: openai.Stream[ChatCompletionChunk]) -> Iterator[ChatCompletionChunk]:
+def _chunks_or_provider_error(chunks: openai.Stream[object]) -> Iterator[dict[str, Any]]:
     """Iterate a stream, turning a cut connection or an error event into a ProviderError."""
     try:
-        yield from chunks
+        for chunk in chunks:
+            if isinstance(chunk, dict):
+                yield chunk
     except openai.OpenAIError as exc:
         raise provider_error_from(exc) from exc
     except httpx2.TimeoutException as exc:
@@ -163,34 +168,36 @@ class _PartialToolCall:
 
 @dataclass
 class StreamedReply:
-    """A reply put together from `chat.completion.chunk`s (OpenAI's streaming format)."""
+    """A reply put together from `chat.completion.chunk`s (OpenAI's streaming format, as JSON)."""
 
     model: str
     text: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
-    usage: Any = None
+    usage: dict[str, Any] | None = None
     tool_calls: dict[int, _PartialToolCall] = field(default_factory=dict)
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
+    def add(self, chunk: dict[str, Any]) -> str:
         """Take one chunk in; return the text it adds."""
-        self.model = chunk.model or self.model
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        if not chunk.choices:
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
             return ""
-        choice = chunk.choices[0]
-        self.finish_reason = choice.finish_reason or self.finish_reason
-        delta = choice.delta
-        self.reasoning += _reasoning_text(delta)
-        for call in delta.tool_calls or ():
-            partial = self.tool_calls.setdefault(call.index, _PartialToolCall())
-            partial.id = call.id or partial.id
-            if call.function is not None:
-                partial.name = call.function.name or partial.name
-                partial.arguments += call.function.arguments or ""
-        self.text += delta.content or ""
-        return delta.content or ""
+        choice = choices[0]
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = choice.get("delta") or {}
+        self.reasoning += _reasoning_text_of(delta)
+        for call in delta.get("tool_calls") or ():
+            partial = self.tool_calls.setdefault(int(call.get("index", 0)), _PartialToolCall())
+            partial.id = call.get("id") or partial.id
+            function = call.get("function") or {}
+            partial.name = function.get("name") or partial.name
+            partial.arguments += function.get("arguments") or ""
+        text = delta.get("content") or ""
+        self.text += text
+        return str(text)
 
     def completion(self) -> Completion:
         """Return the whole reply, as `completion_from` would have for the same answer."""
@@ -205,7 +212,7 @@ class StreamedReply:
         return Completion(
             text=self.text,
             tool_calls=calls,
-            usage=usage_from(self.usage),
+            usage=usage_from(CompletionUsage.model_validate(self.usage) if self.usage else None),
             stop_reason=_stop_reason(self.finish_reason, has_tool_calls=bool(calls)),
             model=self.model,
             thinking=self.reasoning,
@@ -281,11 +288,14 @@ def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReas
 
 
 def _reasoning_text(message: Any) -> str:
+    return _reasoning_text_of(message.model_extra or {})
+
+
+def _reasoning_text_of(fields: dict[str, Any]) -> str:
     # Pi reads the first of these non-standard fields that OpenAI-compatible servers use.
-    extra = message.model_extra or {}
     for key in ("reasoning_content", "reasoning", "reasoning_text"):
-        if isinstance(extra.get(key), str) and extra[key]:
-            return str(extra[key])
+        if isinstance(fields.get(key), str) and fields[key]:
+            return str(fields[key])
     return ""
 
 
