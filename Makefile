@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps redis-deps migrate bench bench-sessions eval clean-db
+.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps redis-deps migrate bench bench-sessions bench-streams eval clean-db
 
 setup: $(STAMP)
 
@@ -74,6 +74,11 @@ bench: migrate
 # TCP PostgreSQL and Redis. Prints each figure beside its target.
 bench-sessions: dev-setup redis-deps migrate
 	$(PY) bench/sessions.py $(BENCH_ARGS)
+
+# 50 streamed turns of a model that takes 10 s per reply while /healthz and a search are timed
+# (ASGI under gunicorn with uvicorn workers, as production runs). Prints each figure beside its target.
+bench-streams: dev-setup migrate
+	$(PY) bench/streams.py $(BENCH_ARGS)
 
 eval: dev-setup migrate
 	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json

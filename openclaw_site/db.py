@@ -82,36 +82,43 @@ def shared_buffers_mb() -> int:
     return max(128, min(1024, total // 8 // (1024 * 1024)))
 
 
+# Every open stream holds two connections for its turn (the turn's advisory lock and its queries,
+# docs/design.md, Streaming); PostgreSQL's default of 100 would refuse the 50th concurrent stream.
+EMBEDDED_MAX_CONNECTIONS = 300
+
+
 def _tune(socket_dir: str) -> bool:
-    """Set the embedded server's shared_buffers (`shared_buffers_mb`); return whether it needs a
-    restart to apply (ALTER SYSTEM keeps it in the data directory for later starts)."""
+    """Set the embedded server's shared_buffers (`shared_buffers_mb`) and max_connections; return
+    whether it needs a restart to apply (ALTER SYSTEM keeps them in the data directory)."""
     import psycopg
 
-    want = shared_buffers_mb()
+    # pg_settings counts shared_buffers in 8 kB pages.
+    wanted = {
+        "shared_buffers": (shared_buffers_mb() * 128, f"{shared_buffers_mb()}MB"),
+        "max_connections": (EMBEDDED_MAX_CONNECTIONS, str(EMBEDDED_MAX_CONNECTIONS)),
+    }
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
-        row = _shared_buffers_row(
-            conn.execute(
-                "SELECT setting::bigint * 8 / 1024, pending_restart FROM pg_settings "
-                "WHERE name = 'shared_buffers'"
-            ).fetchone()
-        )
-        if row[0] == want and not row[1]:
+
+        def current() -> dict[str, tuple[int, bool]]:
+            rows = conn.execute(
+                "SELECT name, setting::bigint, pending_restart FROM pg_settings WHERE name = ANY(%s)",
+                [list(wanted)],
+            ).fetchall()
+            found = {name: (int(setting), bool(pending)) for name, setting, pending in rows}
+            if set(found) != set(wanted):
+                raise RuntimeError(
+                    f"The embedded PostgreSQL reports none of {sorted(set(wanted) - set(found))}."
+                )
+            return found
+
+        before = current()
+        if all(before[name] == (want, False) for name, (want, _) in wanted.items()):
             return False
-        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(want)}MB'")
+        for name, (_, value) in wanted.items():
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
         conn.execute("SELECT pg_reload_conf()")
-        row = _shared_buffers_row(
-            conn.execute(
-                "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
-            ).fetchone()
-        )
-        return row[0] != want
-
-
-def _shared_buffers_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
-    """Return the pg_settings row of shared_buffers (every PostgreSQL server has one)."""
-    if row is None:
-        raise RuntimeError("The embedded PostgreSQL reports no shared_buffers setting.")
-    return row
+        after = current()
+        return any(after[name][0] != want for name, (want, _) in wanted.items())
 
 
 def is_running(pgdata: Path) -> bool:

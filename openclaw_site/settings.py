@@ -51,6 +51,8 @@ try:
     LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0, minimum=0.1)
     LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
     LLM_MAX_TOOL_ROUNDS = env_int("LLM_MAX_TOOL_ROUNDS", 8, minimum=1)
+    # Threads that run streamed turns under ASGI (openclaw_site/streaming.py): one per open stream.
+    STREAM_WORKERS = env_int("STREAM_WORKERS", 64, minimum=1)
 
     # Embeddings: auto = local sentence-transformers, else the remote endpoint, else text-only.
     EMBEDDING_PROVIDER = env_choice("EMBEDDING_PROVIDER", "auto", ("auto", "local", "openai", "none"))

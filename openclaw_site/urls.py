@@ -1,8 +1,9 @@
-"""URL routes: the REST API under /api/v1/, health, admin, and the htmx dashboard."""
+"""URL routes: the REST API under /api/v1/, the OpenAI-compatible /v1/, health, admin, and the htmx dashboard."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -19,7 +20,10 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
+    path("v1/", include("integrations.openai_urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("openclaw_site.web.urls")),
 ]
+# DEBUG only (empty otherwise): uvicorn, unlike runserver, serves no static files itself.
+urlpatterns += staticfiles_urlpatterns()

@@ -9,13 +9,15 @@ is `providers.openai_chat.OpenAIChatModel`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-StopReason = Literal["stop", "toolUse", "length", "error"]
+# "aborted": the reply was cut while streaming (the client went away); Pi's stop reason for it.
+StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,22 @@ class Completion:
     thinking: str = ""
 
 
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's text as the model streams it."""
+
+    text: str
+
+
+StreamEvent = TextDelta | Completion
+
+
 class ChatModel(Protocol):
-    """A chat model: takes OpenAI-format messages, returns a Completion or raises ProviderError."""
+    """A chat model: takes OpenAI-format messages, returns a Completion or raises ProviderError.
+
+    `stream` yields the reply's text as it arrives and ends with the same Completion `complete`
+    returns (usage included); closing the iterator early closes the connection.
+    """
 
     name: str
     offline: bool
@@ -74,6 +90,15 @@ class ChatModel(Protocol):
         model: str | None = None,
         max_tokens: int | None = None,
     ) -> Completion: ...
+
+    def stream(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Generator[StreamEvent, None, None]: ...
 
 
 _cache: dict[str, ChatModel | None] = {}

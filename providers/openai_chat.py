@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat model (`/chat/completions`, non-streaming) and its message format.
+"""The OpenAI-compatible chat model (`/chat/completions`, whole or streamed) and its message format.
 
 `OpenAIChatModel` is the default `CHAT_MODEL_BACKEND`. Its API errors become `ProviderError`
 (providers.errors) and are retried on the one schedule (providers.retry). Messages are converted
@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
+import openai
 from django.conf import settings
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion
 
-from providers.chat import Completion, StopReason, ToolCall, Usage
-from providers.errors import ProviderError, malformed_response_error
+from providers.chat import Completion, StopReason, StreamEvent, TextDelta, ToolCall, Usage
+from providers.errors import ProviderError, malformed_response_error, provider_error_from
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
 
@@ -37,7 +41,7 @@ DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
 class OpenAIChatModel:
-    """A chat model behind any OpenAI-compatible `/chat/completions` endpoint (non-streaming)."""
+    """A chat model behind any OpenAI-compatible `/chat/completions` endpoint."""
 
     offline = False
 
@@ -102,6 +106,121 @@ class OpenAIChatModel:
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
             raise malformed_response_error(exc) from exc  # a 200 whose JSON is not a completion
 
+    def stream(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Generator[StreamEvent, None, None]:
+        """Stream one chat request: text deltas, then the Completion (usage from the last chunk).
+
+        Opening the stream is retried like `complete`; once text has arrived a failure is not
+        retried (the caller has shown it) and becomes a ProviderError.
+        """
+        request = _request_body(
+            model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
+        )
+        request.update(stream=True, stream_options={"include_usage": True})
+        chunks = call_with_retries(
+            lambda: self._client.post(
+                "/chat/completions",
+                body=request,
+                cast_to=ChatCompletion,
+                stream=True,
+                # Chunks stay plain JSON: building the SDK's model of each chunk cost more CPU
+                # than the rest of a streamed turn (bench/streams.py).
+                stream_cls=openai.Stream[object],
+            ),
+            backoff=self.backoff,
+            sleep=self._sleep,
+            what="model call",
+        )
+        reply = StreamedReply(model=request["model"])
+        try:
+            for chunk in _chunks_or_provider_error(chunks):
+                text = reply.add(chunk)
+                if text:
+                    yield TextDelta(text)
+        finally:
+            chunks.close()
+        yield reply.completion()
+
+
+def _chunks_or_provider_error(chunks: openai.Stream[object]) -> Iterator[dict[str, Any]]:
+    """Iterate a stream, turning a cut connection or an error event into a ProviderError."""
+    try:
+        for chunk in chunks:
+            if isinstance(chunk, dict):
+                yield chunk
+    except openai.OpenAIError as exc:
+        raise provider_error_from(exc) from exc
+    except httpx2.TimeoutException as exc:
+        raise ProviderError("Request timed out.", is_timeout=True) from exc
+    except httpx2.HTTPError as exc:
+        raise ProviderError(f"The model's stream broke off: {exc}", is_connection_error=True) from exc
+
+
+@dataclass
+class _PartialToolCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class StreamedReply:
+    """A reply put together from `chat.completion.chunk`s (OpenAI's streaming format, as JSON)."""
+
+    model: str
+    text: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    tool_calls: dict[int, _PartialToolCall] = field(default_factory=dict)
+
+    def add(self, chunk: dict[str, Any]) -> str:
+        """Take one chunk in; return the text it adds."""
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = choice.get("delta") or {}
+        self.reasoning += _reasoning_text_of(delta)
+        for call in delta.get("tool_calls") or ():
+            partial = self.tool_calls.setdefault(int(call.get("index", 0)), _PartialToolCall())
+            partial.id = call.get("id") or partial.id
+            function = call.get("function") or {}
+            partial.name = function.get("name") or partial.name
+            partial.arguments += function.get("arguments") or ""
+        text = delta.get("content") or ""
+        self.text += text
+        return str(text)
+
+    def completion(self) -> Completion:
+        """Return the whole reply, as `completion_from` would have for the same answer."""
+        if self.finish_reason is None:
+            raise ProviderError(
+                "The model's stream ended before the reply was complete.", is_connection_error=True
+            )
+        calls = tuple(
+            _parsed_tool_call(call.id, call.name, call.arguments)
+            for _, call in sorted(self.tool_calls.items())
+        )
+        return Completion(
+            text=self.text,
+            tool_calls=calls,
+            usage=usage_from(CompletionUsage.model_validate(self.usage) if self.usage else None),
+            stop_reason=_stop_reason(self.finish_reason, has_tool_calls=bool(calls)),
+            model=self.model,
+            thinking=self.reasoning,
+        )
+
 
 def _request_body(
     *,
@@ -146,16 +265,17 @@ def completion_from(response: Any, *, requested_model: str) -> Completion:
 
 
 def _tool_call(call: Any) -> ToolCall:
-    function = call.function
+    return _parsed_tool_call(call.id, call.function.name, call.function.arguments)
+
+
+def _parsed_tool_call(call_id: str, name: str, arguments_json: str | None) -> ToolCall:
     try:
-        arguments = json.loads(function.arguments or "{}")
+        arguments = json.loads(arguments_json or "{}")
     except json.JSONDecodeError:
         # Pi's parseStreamingJson answers {} for unparsable arguments; the tool then reports
         # the missing parameters to the model, which can try again.
         arguments = {}
-    return ToolCall(
-        id=call.id, name=function.name, arguments=arguments if isinstance(arguments, dict) else {}
-    )
+    return ToolCall(id=call_id, name=name, arguments=arguments if isinstance(arguments, dict) else {})
 
 
 def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
@@ -171,11 +291,14 @@ def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReas
 
 
 def _reasoning_text(message: Any) -> str:
+    return _reasoning_text_of(message.model_extra or {})
+
+
+def _reasoning_text_of(fields: dict[str, Any]) -> str:
     # Pi reads the first of these non-standard fields that OpenAI-compatible servers use.
-    extra = message.model_extra or {}
     for key in ("reasoning_content", "reasoning", "reasoning_text"):
-        if isinstance(extra.get(key), str) and extra[key]:
-            return str(extra[key])
+        if isinstance(fields.get(key), str) and fields[key]:
+            return str(fields[key])
     return ""
 
 

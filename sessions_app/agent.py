@@ -9,11 +9,18 @@ soon as it exists, each in its own transaction, so a failure loses nothing that 
 
 With no model configured, `run_turn` refuses before storing anything (a rejected request changes
 nothing): the client can store the message without `respond`, or retry once a model is set.
+
+The turn is one loop, `stream_turn`, that yields what happens as it happens (docs/design.md,
+Streaming): the reply's text as the model streams it (held back while it may still become
+NO_REPLY), each tool call and stored result, and the finished turn. `run_turn` consumes the same
+events and returns the result. A consumer that stops listening (a client gone) closes the
+generator: what the model had generated is stored with stopReason `aborted`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -26,7 +33,7 @@ from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import UsagePurpose
 from openclaw_site.tasks import TaskQueue, enqueue
 from openclaw_site.usage import record_usage
-from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
+from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
 from sessions_app.compaction import (
@@ -54,12 +61,7 @@ from sessions_app.model_output import (
 )
 from sessions_app.models import CompactionRun, Message, RunState, Session
 from sessions_app.selectors import session_owner
-from sessions_app.silent import (
-    is_silent_reply_text,
-    starts_with_silent_token,
-    strip_leading_silent_token,
-    strip_silent_token,
-)
+from sessions_app.silent import ReplyStream, streamable_text, visible_reply_text
 from sessions_app.thresholds import prompt_tokens_of
 
 logger = logging.getLogger(__name__)
@@ -132,6 +134,48 @@ class TurnResult:
     silent: bool = False
     compactions: list[CompactionRun] = field(default_factory=list)
     scheduled: dict[str, bool] = field(default_factory=dict)
+    # Calls of tools the caller supplied (the OpenAI-compatible endpoint): the turn stops there
+    # and the caller answers them in its next request.
+    client_tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """The turn's input is stored (the user message, or a client's tool results)."""
+
+    inputs: list[Message]
+
+
+@dataclass(frozen=True)
+class ReplyDelta:
+    """More of the reply's visible text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCalled:
+    """The model called a tool (ours run next; the caller's end the turn)."""
+
+    call: ToolCall
+    client: bool = False
+
+
+@dataclass(frozen=True)
+class ToolResultStored:
+    """One of our tools answered; its toolResult message is stored."""
+
+    message: Message
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """The turn is over: everything it stored, the reply and the token figures' scheduling."""
+
+    result: TurnResult
+
+
+TurnEvent = TurnStarted | ReplyDelta | ToolCalled | ToolResultStored | TurnFinished
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -220,19 +264,6 @@ def _tool_result_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-# --- replies and NO_REPLY (docs/openclaw-behaviour.md §2.6) -----------------------------------------
-
-
-def visible_reply_text(text: str) -> str | None:
-    """Return what the user sees of a final reply, or None when it is silent (NO_REPLY)."""
-    if is_silent_reply_text(text):
-        return None
-    visible = strip_silent_token(text)
-    if starts_with_silent_token(visible):
-        visible = strip_leading_silent_token(visible)
-    return visible if visible.strip() else (None if text.strip() else "")
-
-
 # --- scheduling after a turn or an ingest ------------------------------------------------------
 
 
@@ -277,6 +308,11 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
         raise TurnError(
             "respond_needs_user_message", '"respond" runs a turn on a user message only.', status=400
         )
+    return finished_turn(stream_turn(session_id=session_id, inputs=[message]))
+
+
+def require_chat_model() -> ChatModel:
+    """Return the chat model, or raise the TurnError that says none is configured."""
     model = get_chat_model("chat")
     if model is None:
         raise TurnError(
@@ -285,12 +321,52 @@ def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
             status=503,
             details={"settings": ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"]},
         )
+    return model
+
+
+def finished_turn(events: Iterator[TurnEvent]) -> TurnResult:
+    """Run a streamed turn to its end and return its result."""
+    for event in events:
+        if isinstance(event, TurnFinished):
+            return event.result
+    raise RuntimeError("A turn ended without finishing.")
+
+
+def stream_turn(
+    *,
+    session_id: int,
+    inputs: Sequence[MessageInput],
+    client_tools: Sequence[dict[str, Any]] = (),
+) -> Iterator[TurnEvent]:
+    """Store the turn's input and run the turn, yielding its events; raise TurnError when it fails.
+
+    `inputs` ends with a user message or tool results (the answers to a caller's tool calls);
+    empty, the turn answers what the session already ends with (a retried request).
+    `client_tools` are offered to the model beside ours; calling one ends the turn.
+    """
+    if inputs and inputs[-1].role not in ("user", "toolResult"):
+        raise TurnError(
+            "respond_needs_user_message",
+            "A turn runs on a user message or on tool results.",
+            status=400,
+        )
+    model = require_chat_model()
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
-            [user_row] = store_messages(session_id, [message])
-            return _Turn(session_id, model, user_row).run()
+            rows = store_messages(session_id, list(inputs)) if inputs else []
+            yield TurnStarted(rows)
+            last = (
+                rows[-1] if rows else Message.objects.filter(session_id=session_id).order_by("-seq").first()
+            )
+            if last is None or (not rows and last.role == "assistant"):
+                raise TurnError(
+                    "nothing_to_answer",
+                    "Every message is already in the session and answered; send a new message.",
+                    status=400,
+                )
+            yield from _Turn(session_id, model, last, client_tools=client_tools).events()
     except LockTimeout:
         raise TurnError(
             "turn_in_progress",
@@ -305,12 +381,10 @@ def retry_turn(*, session_id: int) -> TurnResult:
     Nothing new is stored for the user: the failed call's error message stays in the transcript
     as a record, and the model, which never sees error messages, answers the same prompt again.
     """
-    model = get_chat_model("chat")
-    if model is None:
-        raise TurnError("model_not_configured", MODEL_NOT_CONFIGURED, status=503)
+    model = require_chat_model()
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
-            return _Turn(session_id, model, _failed_turn_prompt(session_id)).run()
+            return finished_turn(_Turn(session_id, model, _failed_turn_prompt(session_id)).events())
     except LockTimeout:
         raise TurnError("turn_in_progress", "Another turn is running in this session.", status=409) from None
 
@@ -332,9 +406,18 @@ def _failed_turn_prompt(session_id: int) -> Message:
 class _Turn:
     """One assistant turn: model calls, tool rounds and overflow recovery."""
 
-    def __init__(self, session_id: int, model: ChatModel, user_row: Message) -> None:
+    def __init__(
+        self,
+        session_id: int,
+        model: ChatModel,
+        user_row: Message,
+        *,
+        client_tools: Sequence[dict[str, Any]] = (),
+    ) -> None:
         self.session_id = session_id
         self.model = model
+        self.client_tools = list(client_tools)
+        self.client_tool_names = {tool["name"] for tool in self.client_tools}
         self.result = TurnResult(user_message=user_row)
         self.overflow_attempts = 0
         self.skip_next_touch = False
@@ -343,26 +426,45 @@ class _Turn:
     def session(self) -> Session:
         return Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
 
-    def run(self) -> TurnResult:
+    def events(self) -> Iterator[TurnEvent]:
         self._before_first_call()
         rounds_left = django_settings.LLM_MAX_TOOL_ROUNDS
         while True:
-            completion = self._call(with_tools=rounds_left > 0)
+            reply = ReplyStream()
+            completion = yield from self._call(with_tools=rounds_left > 0, reply=reply)
             final = not completion.tool_calls or rounds_left <= 0
-            self._store_assistant(completion, final=final)
+            assistant_row = self._store_assistant(completion, final=final)
+            rest = reply.settle(visible_reply_text(completion.text))
+            if rest:
+                yield ReplyDelta(rest)
             if final:
                 break
             rounds_left -= 1
+            ours = [call for call in completion.tool_calls if call.name not in self.client_tool_names]
+            theirs = tuple(call for call in completion.tool_calls if call.name in self.client_tool_names)
+            for call in completion.tool_calls:
+                yield ToolCalled(call, client=call in theirs)
             session = self.session()
-            results = [self._tool_result(call, session) for call in completion.tool_calls]
-            self.result.messages += store_messages(self.session_id, results)
+            results = store_messages(self.session_id, [self._tool_result(call, session) for call in ours])
+            self.result.messages += results
+            for row in results:
+                yield ToolResultStored(row)
+            if theirs:
+                self._hand_over(assistant_row, completion, theirs)
+                break
         after = schedule_maintenance(self.session_id)
         self.result.scheduled = {
             key: bool(value) or bool(self.result.scheduled.get(key))
             for key, value in after.items()
             if key in ("compaction", "flush")
         }
-        return self.result
+        yield TurnFinished(self.result)
+
+    def _hand_over(self, row: Message, completion: Completion, calls: tuple[ToolCall, ...]) -> None:
+        """End the turn on the caller's tool calls: the message that made them is the reply."""
+        self.result.client_tool_calls = calls
+        self.result.reply = row
+        self.result.reply_text = visible_reply_text(completion.text) or ""
 
     @staticmethod
     def _tool_result(call: ToolCall, session: Session) -> MessageInput:
@@ -394,26 +496,54 @@ class _Turn:
 
     # -- one model call, with overflow recovery --
 
-    def _call(self, *, with_tools: bool) -> Completion:
+    def _call(self, *, with_tools: bool, reply: ReplyStream) -> Generator[TurnEvent, None, Completion]:
         while True:
             session = self.session()
-            context = build_model_context(session, tools=turn_tools() if with_tools else [])
+            tools = [*turn_tools(), *self.client_tools] if with_tools else []
+            context = build_model_context(session, tools=tools)
             if context.pruning.changed and context.pruning.mode == "cache-ttl":
                 # Once per TTL window (docs/openclaw-behaviour.md §3.2).
                 record_cache_touch(self.session_id, at=context.now)
             self.call_started_at = dj_timezone.now()
             try:
-                completion = self.model.complete(
-                    messages=context.openai_messages,
-                    tools=context.tools or None,
-                    model=session.assistant.model or None,
-                )
+                completion = yield from self._streamed_call(context, session, reply)
             except ProviderError as error:
                 if error.is_context_overflow and self._recover_from_overflow(error):
                     continue
                 self._fail(error, session=session)
             self._record_success(session, context, completion)
             return completion
+
+    def _streamed_call(
+        self, context: ModelContext, session: Session, reply: ReplyStream
+    ) -> Generator[TurnEvent, None, Completion]:
+        """Call the model streaming; yield the text that may be shown; store a cut reply as aborted."""
+        stream = self.model.stream(
+            messages=context.openai_messages,
+            tools=context.tools or None,
+            model=session.assistant.model or None,
+        )
+        try:
+            for event in stream:
+                if not isinstance(event, TextDelta):
+                    return event
+                shown = reply.add(event.text)
+                if shown:
+                    yield ReplyDelta(shown)
+        except GeneratorExit:  # the consumer went away mid-reply
+            self._store_cut_reply(reply, model_name=session.assistant.model or self.model.name)
+            raise
+        finally:
+            stream.close()
+        raise ProviderError("The model's stream ended without a reply.")
+
+    def _store_cut_reply(self, reply: ReplyStream, *, model_name: str) -> None:
+        """Store what the model generated before the listener left, with stopReason `aborted`."""
+        cut = Completion(text=reply.text, tool_calls=(), usage=None, stop_reason="aborted", model=model_name)
+        silent = not streamable_text(reply.text)  # nobody saw any of it
+        store_messages(
+            self.session_id, [assistant_input(cut, silent=silent, started_at=self.call_started_at)]
+        )
 
     def _recover_from_overflow(self, error: ProviderError) -> bool:
         """Compact (trigger overflow) and tell whether the call should be retried (docs/openclaw-behaviour.md §1.4 T3)."""
@@ -467,7 +597,7 @@ class _Turn:
         else:
             record_cache_touch(self.session_id, at=dj_timezone.now())
 
-    def _store_assistant(self, completion: Completion, *, final: bool) -> None:
+    def _store_assistant(self, completion: Completion, *, final: bool) -> Message:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
         silent = final and not completion.tool_calls and visible is None
         [row] = store_messages(
@@ -478,6 +608,7 @@ class _Turn:
             self.result.silent = silent
             self.result.reply = None if silent else row
             self.result.reply_text = None if silent else (visible or "")
+        return row
 
     def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
         """Store the failed call as an assistant error message and raise the matching TurnError."""

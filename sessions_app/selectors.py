@@ -74,3 +74,8 @@ def compaction_run_list(*, session: Session) -> QuerySet[CompactionRun]:
     return (
         CompactionRun.objects.filter(session=session).select_related("entry").order_by("-created_at", "-id")
     )
+
+
+def session_by_key(*, assistant: Assistant, key: str) -> Session | None:
+    """Return the assistant's session named ``key``, or None."""
+    return Session.objects.filter(assistant=assistant, key=key).select_related("assistant").first()

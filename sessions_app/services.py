@@ -57,8 +57,10 @@ def session_create(*, assistant: Assistant, key: str | None = None, title: str =
 
 
 @transaction.atomic
-def session_get_or_create(*, assistant: Assistant, key: str) -> tuple[Session, bool]:
-    """Return the assistant's session ``key``, creating it if needed; the flag says it was created."""
+def session_get_or_create(*, assistant: Assistant, key: str | None) -> tuple[Session, bool]:
+    """Return the assistant's session ``key``, creating it if needed (a random key when None); the
+    flag says it was created."""
+    key = key or new_session_key()
     check_session_key(key)
     session = Session.objects.filter(assistant=assistant, key=key).first()
     if session is not None:

@@ -3,7 +3,11 @@
 The OpenAI path is tested with the real `openai` client against this server, never a mock
 (docs/architecture.md, Tests). Chat replies are popped from a queue (`FakeOpenAI.queue`); when the queue is
 empty `default_chat` answers. Embeddings are deterministic hashed bags of words, so texts that
-share words are similar. Non-streaming only: our client never streams.
+share words are similar. A request with `"stream": true` gets the same reply as server-sent
+`chat.completion.chunk`s, in OpenAI's format: the text in the reply's `chunks` (word by word when
+it names none), `chunk_delay_seconds` between them, the tool calls, the finish reason, a usage
+chunk when `stream_options.include_usage` asks, then `data: [DONE]`; `cut_after` ends the stream
+after that many text chunks, as a dropped connection does.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class Reply:
     delay_seconds: float = 0.0
     then: Reply | None = None
     raw_body: bytes | None = None  # sent as is with `status` (a truncated or malformed answer)
+    chunks: tuple[str, ...] | None = None
+    chunk_delay_seconds: float = 0.0
+    cut_after: int | None = None
 
 
 ChatHandler = Callable[[dict[str, Any]], Reply | str]
@@ -64,6 +71,23 @@ def text_reply(
     if reasoning is not None:
         message["reasoning_content"] = reasoning
     return Reply(message=message, finish_reason=finish_reason, usage=usage)
+
+
+def chunked_reply(
+    *chunks: str,
+    chunk_delay_seconds: float = 0.0,
+    cut_after: int | None = None,
+    usage: dict[str, int] | None = None,
+) -> Reply:
+    """Script a text answer streamed in exactly these pieces (a whole answer when not streamed)."""
+    message = {"role": "assistant", "content": "".join(chunks)}
+    return Reply(
+        message=message,
+        usage=usage,
+        chunks=tuple(chunks),
+        chunk_delay_seconds=chunk_delay_seconds,
+        cut_after=cut_after,
+    )
 
 
 def tool_call_reply(
@@ -276,8 +300,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/chat/completions"):
             reply = self.fake.next_chat_reply(body)
             reply = self._after_delay(reply, lambda: self.fake.default_chat_reply(body))
-            ready = reply.error is None and reply.raw_body is None
-            self._answer(reply, _chat_body(reply, body) if ready else {})
+            if body.get("stream") and reply.error is None and reply.raw_body is None:
+                self._stream(reply, body)
+            else:
+                ready = reply.error is None and reply.raw_body is None
+                self._answer(reply, _chat_body(reply, body) if ready else {})
         elif self.path.endswith("/embeddings"):
             reply = self._after_delay(self.fake.next_embedding_reply() or Reply(), Reply)
             self._answer(reply, self._embeddings_body(body) if reply.error is None else {})
@@ -297,6 +324,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(reply)
         else:
             self._send_json(200, payload)
+
+    def _stream(self, reply: Reply, request: dict[str, Any]) -> None:
+        whole = _chat_body(reply, request)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for index, event in enumerate(_stream_events(reply, whole, request)):
+                if index and reply.chunk_delay_seconds and event is not None:
+                    self.fake.sleep(reply.chunk_delay_seconds)
+                if event is None:  # cut here
+                    return
+                self.wfile.write(b"data: " + json.dumps(event).encode("utf-8") + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # The client stopped reading (a disconnect test).
 
     def _embeddings_body(self, request: dict[str, Any]) -> dict[str, Any]:
         texts = request.get("input")
@@ -348,6 +394,42 @@ def _chat_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
         "usage": _usage(reply, request, message),
     }
+
+
+def _stream_events(
+    reply: Reply, whole: dict[str, Any], request: dict[str, Any]
+) -> Iterator[dict[str, Any] | None]:
+    """Yield the chunks of a streamed answer; None where the stream is cut."""
+    message = whole["choices"][0]["message"]
+    base = {key: whole[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return {**base, "choices": [choice]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    content = message.get("content") or ""
+    pieces = reply.chunks if reply.chunks is not None else tuple(re.findall(r"\S+\s*|\s+", content))
+    for index, piece in enumerate(pieces):
+        if reply.cut_after is not None and index >= reply.cut_after:
+            yield None
+            return
+        yield chunk({"content": piece})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        first = {"index": index, "id": call["id"], "type": "function"}
+        yield chunk(
+            {
+                "tool_calls": [
+                    first | {"function": {"name": call["function"]["name"], "arguments": arguments[:half]}}
+                ]
+            }
+        )
+        yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
+    yield chunk({}, finish_reason=reply.finish_reason)
+    if (request.get("stream_options") or {}).get("include_usage"):
+        yield {**base, "choices": [], "usage": whole["usage"]}
 
 
 def _usage(reply: Reply, request: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:

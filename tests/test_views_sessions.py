@@ -15,7 +15,7 @@ from tests import factories
 from tests.chat_requests import SUMMARY_TEXT, router
 from tests.fake_openai import text_reply, tool_call_reply
 from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
-from tests.views_support import HX, is_full_page, signed_in
+from tests.views_support import HX, is_full_page, signed_in, streamed_chat
 
 pytestmark = pytest.mark.django_db
 
@@ -192,13 +192,12 @@ def test_chat_posts_and_swaps_in_the_reply_and_the_gauge(world, llm):
         )
     )
     session = factories.make_session(world.assistant)
-    response = signed_in(world.bob).post(
-        f"/sessions/{session.pk}/chat/", {"text": "When is the launch?"}, **HX
-    )
-    assert response.status_code == 200 and not is_full_page(response)
-    content = response.content.decode()
+    posted, deltas, content = streamed_chat(signed_in(world.bob), session.pk, "When is the launch?")
+    assert posted.lstrip().startswith('<section id="transcript"') and 'id="live-turn"' in posted
+    assert "".join(deltas) == "Hi Bob, the launch is on 2026-12-15."
     assert content.lstrip().startswith('<section id="transcript"')
     assert content.index("When is the launch?") < content.index("the launch is on 2026-12-15")
+    assert '<div id="live-turn" hx-swap-oob="delete">' in content
     assert re.search(r'<section id="gauge"[^>]*hx-swap-oob="true"', content)
     assert re.search(r'<div id="runs"[^>]*hx-swap-oob="true"', content)
     roles = list(Message.objects.filter(session=session).values_list("role", flat=True))
@@ -210,9 +209,7 @@ def test_chat_with_a_tool_call_shows_it_collapsed(world, llm):
     factories.make_document(world.assistant, "MEMORY.md", "launch: 2026-12-15\n")
     llm.queue(tool_call_reply([("memory_get", {"path": "MEMORY.md"})]), text_reply("It is on 2026-12-15."))
     session = factories.make_session(world.assistant)
-    content = (
-        signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "launch?"}, **HX).content.decode()
-    )
+    _, _, content = streamed_chat(signed_in(world.bob), session.pk, "launch?")
     assert "Called <code>memory_get</code>" in content and "Result of <code>memory_get</code>" in content
     assert "It is on 2026-12-15." in content
 
@@ -222,9 +219,7 @@ def test_failed_turn_keeps_the_message_and_shows_the_error(world, llm):
 
     llm.queue(error_reply(500, "upstream exploded"))
     session = factories.make_session(world.assistant)
-    response = signed_in(world.bob).post(f"/sessions/{session.pk}/chat/", {"text": "are you there?"}, **HX)
-    assert response.status_code == 200
-    content = response.content.decode()
+    _, _, content = streamed_chat(signed_in(world.bob), session.pk, "are you there?")
     assert "are you there?" in content and "Your message is stored" in content and "notice-error" in content
 
 
@@ -439,3 +434,14 @@ def test_read_only_assistant_does_not_wait_for_a_flush(world, llm):
     factories.add_messages(session, user("hello"), assistant("hi", usage=usage(10500, 20)))
     content = signed_in(world.bob).get(f"/sessions/{session.pk}/").content.decode()
     assert "queued" not in content and "every 2s" not in content
+
+
+def test_a_chat_stream_runs_once(world, llm):
+    session = factories.make_session(world.assistant)
+    client = signed_in(world.bob)
+    posted = client.post(f"/sessions/{session.pk}/chat/", {"text": "hello"}, **HX).content.decode()
+    url = re.search(r'sse-connect="([^"]+)"', posted).group(1)
+    assert b"event: done" in b"".join(client.get(url).streaming_content)
+    assert client.get(url).status_code == 204  # an EventSource reconnecting stops there
+    assert signed_in(world.charlie).get(url).status_code == 404
+    assert Message.objects.filter(session=session, role="user").count() == 1

@@ -3,6 +3,7 @@ how to tell an htmx partial."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.test import Client
@@ -27,3 +28,19 @@ def signs_in(client: Client, username: str, password: str) -> bool:
 def is_full_page(response: Any) -> bool:
     """Tell a full page from an htmx partial."""
     return b"<html" in response.content
+
+
+def streamed_chat(client: Client, session_id: int, text: str) -> tuple[str, list[str], str]:
+    """Post a chat message as htmx does, then read its event stream as the SSE extension does.
+
+    Returns the post's HTML (transcript and live turn), the reply's `delta`s, and the `done` HTML.
+    """
+    from tests.streaming_support import django_stream_lines, raw_sse_events
+
+    posted = client.post(f"/sessions/{session_id}/chat/", {"text": text}, **HX).content.decode()
+    match = re.search(r'sse-connect="([^"]+)"', posted)
+    assert match, "the post answered no live turn"
+    events = list(raw_sse_events(django_stream_lines(client.get(match.group(1)))))
+    deltas = [data for name, data in events if name == "delta"]
+    assert events[-1][0] == "done"
+    return posted, deltas, events[-1][1]

@@ -60,6 +60,11 @@ urlpatterns = [
     path("sessions/<int:pk>/runs/", sessions.session_runs, name="session-runs"),
     path("sessions/<int:pk>/refresh/", sessions.session_refresh, name="session-refresh"),
     path("sessions/<int:pk>/chat/", sessions.session_chat, name="session-chat"),
+    path(
+        "sessions/<int:pk>/chat/stream/<str:token>/",
+        sessions.session_chat_stream,
+        name="session-chat-stream",
+    ),
     path("sessions/<int:pk>/context/", sessions.session_context, name="session-context"),
     path("sessions/<int:pk>/compact/", sessions.session_compact, name="session-compact"),
     path("sessions/<int:pk>/rename/", sessions.session_rename, name="session-rename"),

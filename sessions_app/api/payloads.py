@@ -20,6 +20,7 @@ class MessagePayload:
     messages: tuple[MessageInput, ...]
     respond: bool = False
     is_batch: bool = False
+    stream: bool = False
 
 
 def message_api_error(error: MessageError, *, index: int | None = None) -> ApiError:
@@ -40,8 +41,16 @@ def parse_message_payload(data: Any, *, max_message_bytes: int, max_batch: int) 
         return _parse_batch(data, max_message_bytes=max_message_bytes, max_batch=max_batch)
     fields = dict(data)
     respond = fields.pop("respond", False)
-    if not isinstance(respond, bool):
-        raise ApiError("invalid_message", "respond must be true or false.", details={"field": "respond"})
+    stream = fields.pop("stream", False)
+    for name, value in (("respond", respond), ("stream", stream)):
+        if not isinstance(value, bool):
+            raise ApiError("invalid_message", f"{name} must be true or false.", details={"field": name})
+    if stream and not respond:
+        raise ApiError(
+            "invalid_message",
+            'stream streams a reply: it needs "respond": true.',
+            details={"field": "stream"},
+        )
     message = _validate(fields, max_bytes=max_message_bytes, index=None)
     if respond and message.role != "user":
         raise ApiError(
@@ -49,7 +58,7 @@ def parse_message_payload(data: Any, *, max_message_bytes: int, max_batch: int) 
             "Only a user message can ask for a reply (respond).",
             details={"field": "respond"},
         )
-    return MessagePayload(messages=(message,), respond=respond)
+    return MessagePayload(messages=(message,), respond=respond, stream=stream)
 
 
 def _parse_batch(data: dict[str, Any], *, max_message_bytes: int, max_batch: int) -> MessagePayload:
@@ -69,12 +78,13 @@ def _parse_batch(data: dict[str, Any], *, max_message_bytes: int, max_batch: int
             details={"field": "messages", "limit": max_batch},
         )
     for index, item in enumerate(items):
-        if isinstance(item, dict) and "respond" in item:
-            raise ApiError(
-                "invalid_message",
-                f"messages[{index}]: respond is only accepted on a single message.",
-                details={"field": "respond", "index": index},
-            )
+        for flag in ("respond", "stream"):
+            if isinstance(item, dict) and flag in item:
+                raise ApiError(
+                    "invalid_message",
+                    f"messages[{index}]: {flag} is only accepted on a single message.",
+                    details={"field": flag, "index": index},
+                )
     inputs = tuple(_validate(item, max_bytes=max_message_bytes, index=i) for i, item in enumerate(items))
     return MessagePayload(messages=inputs, is_batch=True)
 

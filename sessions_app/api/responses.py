@@ -7,12 +7,27 @@ takes for `"respond": true` and for a `/compact` chat message; the views of `/co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from rest_framework import status
 
 from openclaw_site.errors import ApiError
-from sessions_app.agent import TurnError, reply_payload, run_turn, turn_tools
+from openclaw_site.streaming import sse_event
+from sessions_app.agent import (
+    ReplyDelta,
+    ToolCalled,
+    ToolResultStored,
+    TurnError,
+    TurnEvent,
+    TurnFinished,
+    TurnResult,
+    TurnStarted,
+    reply_payload,
+    run_turn,
+    stream_turn,
+    turn_tools,
+)
 from sessions_app.compaction import (
     NOT_A_COMMAND,
     CompactionBusy,
@@ -185,12 +200,53 @@ def respond_to_message(
             raise ApiError(
                 error.code, error.message, status_code=error.status, details=error.details
             ) from None
-        details = {**error.details, "messages": [stored_message_dict(row) for row in error.stored]}
-        return error.status, {"error": {"code": error.code, "message": error.message, "details": details}}
-    body = {
+        return error.status, turn_error_body(error, stored_message_dict=stored_message_dict)
+    return status.HTTP_201_CREATED, turn_body(result, stored_message_dict=stored_message_dict)
+
+
+def turn_body(result: TurnResult, *, stored_message_dict: Any) -> dict[str, Any]:
+    """Return a finished turn as the API answers it: what it stored, the reply, the token figures."""
+    return {
         "messages": [stored_message_dict(row) for row in [result.user_message, *result.messages]],
         "reply": reply_payload(result),
         "compactions": [run_dict(run) for run in result.compactions],
-        "tokens": session_figures(Session.objects.get(pk=session.pk)),
+        "tokens": session_figures(Session.objects.get(pk=result.user_message.session_id)),
     }
-    return status.HTTP_201_CREATED, body
+
+
+def turn_error_body(error: TurnError, *, stored_message_dict: Any) -> dict[str, Any]:
+    """Return a failed turn as the error envelope, listing what it stored."""
+    details = {**error.details, "messages": [stored_message_dict(row) for row in error.stored]}
+    return {"error": {"code": error.code, "message": error.message, "details": details}}
+
+
+def respond_events(session: Session, message: MessageInput, *, stored_message_dict: Any) -> Iterator[bytes]:
+    """Run an assistant turn as server-sent events (docs/design.md, Streaming).
+
+    `started` (the stored user message), `delta` (reply text), `tool_call`, `tool_result`, then
+    `done` with the body the non-streaming call answers, or `error` with its error envelope.
+    """
+    try:
+        for event in stream_turn(session_id=session.pk, inputs=[message]):
+            name, data = _event_data(event, stored_message_dict=stored_message_dict)
+            yield sse_event(data, event=name)
+    except TurnError as error:
+        yield sse_event(turn_error_body(error, stored_message_dict=stored_message_dict), event="error")
+    except Session.DoesNotExist:  # deleted by another request while the turn ran
+        yield sse_event(
+            {"error": {"code": "not_found", "message": "Session not found.", "details": {}}}, event="error"
+        )
+
+
+def _event_data(event: TurnEvent, *, stored_message_dict: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(event, TurnStarted):
+        return "started", {"messages": [stored_message_dict(row) for row in event.inputs]}
+    if isinstance(event, ReplyDelta):
+        return "delta", {"text": event.text}
+    if isinstance(event, ToolCalled):
+        call = event.call
+        return "tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments}
+    if isinstance(event, ToolResultStored):
+        return "tool_result", {"message": stored_message_dict(event.message)}
+    assert isinstance(event, TurnFinished)
+    return "done", turn_body(event.result, stored_message_dict=stored_message_dict)

@@ -120,6 +120,10 @@ class MessagePostInput(serializers.Serializer):
     model = serializers.CharField(required=False)
     silent = serializers.BooleanField(required=False)
     respond = serializers.BooleanField(required=False, help_text="On a single user message: ask for a reply.")
+    stream = serializers.BooleanField(
+        required=False,
+        help_text="With respond: answer text/event-stream (started, delta, tool_call, tool_result, done, error).",
+    )
     messages = serializers.ListField(
         child=serializers.JSONField(), required=False, help_text="A batch, stored all or nothing."
     )

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema, inline_serializer
+from django.http import HttpResponseBase
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    OpenApiTypes,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +26,7 @@ from openclaw_site.api.base import (
     query_int,
     validated,
 )
+from openclaw_site.errors import ApiError
 from openclaw_site.idempotency import (
     StoredResponse,
     check_key,
@@ -28,9 +36,16 @@ from openclaw_site.idempotency import (
 )
 from openclaw_site.models import Scope
 from openclaw_site.selectors import assistant_get
+from openclaw_site.streaming import EVENT_STREAM, streaming_response
 from sessions_app import services
+from sessions_app.agent import TurnError, require_chat_model
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
-from sessions_app.api.responses import compact_command_text, respond_to_message, run_compact_command
+from sessions_app.api.responses import (
+    compact_command_text,
+    respond_events,
+    respond_to_message,
+    run_compact_command,
+)
 from sessions_app.api.serializers import (
     CompactCommandOutput,
     MessagePostInput,
@@ -111,7 +126,8 @@ class SessionMessagesApi(SessionApiView):
     """``GET, POST /sessions/{id}/messages/``: read the transcript, append messages.
 
     POST validates everything first (`parse_message_payload`), then branches: a plain append
-    (`append`) or, for ``"respond": true``, an assistant turn (`respond`).
+    (`append`) or, for ``"respond": true``, an assistant turn (`respond`), streamed as
+    server-sent events with ``"stream": true`` (`respond_streaming`).
     """
 
     @extend_schema(
@@ -152,10 +168,22 @@ class SessionMessagesApi(SessionApiView):
     @extend_schema(
         operation_id="messages_create",
         request=MessagePostInput,
-        responses={201: TurnOutput, 200: CompactCommandOutput},
+        responses={
+            201: TurnOutput,
+            (200, "application/json"): CompactCommandOutput,
+            (200, EVENT_STREAM): OpenApiResponse(
+                OpenApiTypes.STR,
+                description=(
+                    'With "respond": true, "stream": true: server-sent events. `started` {messages}, '
+                    "`delta` {text} (the reply as it arrives; a NO_REPLY reply sends none), "
+                    "`tool_call` {id, name, arguments}, `tool_result` {message}, then `done` with "
+                    "the 201 body or `error` with the error envelope (what was stored in details)."
+                ),
+            ),
+        },
         parameters=[IDEMPOTENCY_HEADER],
     )
-    def post(self, request: Request, session_id: int) -> Response:
+    def post(self, request: Request, session_id: int) -> HttpResponseBase:
         session = session_get(team=self.team, pk=session_id)
         payload = parse_message_payload(
             request.data, max_message_bytes=settings.MAX_MESSAGE_BYTES, max_batch=settings.MAX_BATCH_MESSAGES
@@ -164,6 +192,8 @@ class SessionMessagesApi(SessionApiView):
         command = compact_command_text(payload)
         if command is not None:
             return self.compact_command(session, command)
+        if payload.respond and payload.stream:
+            return self.respond_streaming(session, payload)
         if payload.respond:
             return self.respond(session, payload)
         return self.append(session, payload)
@@ -191,6 +221,26 @@ class SessionMessagesApi(SessionApiView):
 
         # The turn commits each message as it is made, so it runs outside the key's transaction.
         return self.idempotent(action, outside_transaction=True)
+
+    def respond_streaming(self, session: Session, payload: MessagePayload) -> HttpResponseBase:
+        """Run the turn as server-sent events; refusals known before it starts are plain errors."""
+        if self.request.headers.get("Idempotency-Key"):
+            raise ApiError(
+                "idempotency_not_streamable",
+                "A streamed reply cannot be replayed: send Idempotency-Key without stream.",
+                details={"field": "stream"},
+            )
+        try:
+            require_chat_model()
+        except TurnError as error:
+            raise ApiError(
+                error.code, error.message, status_code=error.status, details=error.details
+            ) from None
+        message = payload.messages[0]
+        return streaming_response(
+            self.request,
+            lambda: respond_events(session, message, stored_message_dict=stored_message_dict),
+        )
 
     def compact_command(self, session: Session, instructions: str | None) -> Response:
         """``/compact [instructions]`` as a chat message: compact now; the command is not stored."""

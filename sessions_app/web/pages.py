@@ -8,6 +8,7 @@ objects a template can show. It computes no tokens, thresholds or summaries of i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -396,6 +397,24 @@ class ChatOutcome:
     scheduled: dict[str, Any] = field(default_factory=dict)
 
 
+def is_command(text: str) -> bool:
+    """Tell whether a chat text is a command (`/compact [instructions]`) rather than a message."""
+    from sessions_app.compaction import NOT_A_COMMAND, parse_compact_command
+
+    return parse_compact_command(text) is not NOT_A_COMMAND
+
+
+def turn_refusal() -> ChatOutcome | None:
+    """Return why no turn can run now (no model configured), or None."""
+    from sessions_app.agent import TurnError, require_chat_model
+
+    try:
+        require_chat_model()
+    except TurnError as error:
+        return ChatOutcome(error=error.message, status=error.status, stored=False)
+    return None
+
+
 def chat(*, session: Session, text: str) -> ChatOutcome:
     """Post the user's message and run the assistant's turn; `/compact [instructions]` compacts."""
     from sessions_app.compaction import NOT_A_COMMAND, parse_compact_command
@@ -411,22 +430,40 @@ def chat(*, session: Session, text: str) -> ChatOutcome:
 
 
 def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
-    """Run `agent.run_turn` on the text, exactly as the REST API's ``"respond": true`` does."""
-    from sessions_app.agent import TurnError, run_turn
+    """Run the turn on the text to its end (`streamed_turn` without showing the reply as it comes)."""
+    outcome = ChatOutcome()
+    for item in streamed_turn(session=session, text=text):
+        if isinstance(item, ChatOutcome):
+            outcome = item
+    return outcome
+
+
+def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]:
+    """Run `agent.stream_turn` on the text, as the REST API's ``"respond": true`` does.
+
+    Yields the reply's visible text as it arrives, then the ChatOutcome.
+    """
+    from sessions_app.agent import ReplyDelta, TurnError, TurnFinished, stream_turn
     from sessions_app.messages import MessageError, validate_message
 
     try:
         message = validate_message({"role": "user", "content": text}, max_bytes=max_message_bytes())
     except MessageError as error:
-        return ChatOutcome(error=error.message, status=413 if error.too_large else 422, stored=False)
+        yield ChatOutcome(error=error.message, status=413 if error.too_large else 422, stored=False)
+        return
     try:
-        result = run_turn(session_id=session.pk, message=message)
+        for event in stream_turn(session_id=session.pk, inputs=[message]):
+            if isinstance(event, ReplyDelta):
+                yield event.text
+            elif isinstance(event, TurnFinished):
+                result = event.result
     except TurnError as error:
-        return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+        yield ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+        return
     notice = (
         "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
     )
-    return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
+    yield ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 
 
 def retry(*, session: Session) -> ChatOutcome:

@@ -7,15 +7,19 @@ The views call the context engine's domain functions (`sessions_app.context`, `.
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -23,6 +27,7 @@ from openclaw_site import usage
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get, usage_records
+from openclaw_site.streaming import sse_event, streaming_response
 from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
 from sessions_app import selectors, services
 from sessions_app.models import CompactionRun, Message, Session
@@ -229,7 +234,13 @@ def session_chat(request: WebRequest, pk: int) -> HttpResponse:
     form = ChatForm(request.POST)
     if not form.is_valid():
         return _composer_error(request, session, str(form.errors["text"][0]), status=UNPROCESSABLE)
-    outcome = pages.chat(session=session, text=form.cleaned_data["text"])
+    text = form.cleaned_data["text"]
+    if is_htmx(request) and not pages.is_command(text):
+        refusal = pages.turn_refusal()
+        if refusal is not None:
+            return _composer_error(request, session, refusal.error, status=refusal.status)
+        return _start_streamed_turn(request, session, text)
+    outcome = pages.chat(session=session, text=text)
     if outcome.error and not outcome.stored:
         return _composer_error(request, session, outcome.error, status=outcome.status)
     session.refresh_from_db()
@@ -245,6 +256,48 @@ def session_chat(request: WebRequest, pk: int) -> HttpResponse:
         "composer_notice": outcome.notice,
     }
     return render_page(request, "sessions/session.html", context, partial="chat-result")
+
+
+# The text of a chat post waits in the browser's session until its event stream asks for it.
+_PENDING_CHAT = "chat-stream:{session}:{token}"
+
+
+def _start_streamed_turn(request: WebRequest, session: Session, text: str) -> HttpResponse:
+    """Answer the post with the transcript and a live reply that connects to the turn's events."""
+    token = secrets.token_urlsafe(12)
+    request.session[_PENDING_CHAT.format(session=session.pk, token=token)] = text
+    context = _page_context(request, session) | {
+        "pending_text": text,
+        "stream_url": reverse("session-chat-stream", args=[session.pk, token]),
+    }
+    return render_page(request, "sessions/session.html", context, partial="chat-streaming")
+
+
+@require_GET
+@team_view
+def session_chat_stream(request: WebRequest, pk: int, token: str) -> HttpResponseBase:
+    """Run the posted turn as server-sent events: `delta` (reply text), then `done` (the page's parts)."""
+    session = selectors.session_get(team=request.web.team, pk=pk)
+    request.web.require(Role.MEMBER)
+    text = request.session.pop(_PENDING_CHAT.format(session=session.pk, token=token), None)
+    if text is None:
+        return HttpResponse(status=204)  # run already (an EventSource reconnecting): stop here
+    return streaming_response(request, lambda: _chat_events(request, session, text))
+
+
+def _chat_events(request: WebRequest, session: Session, text: str) -> Iterator[bytes]:
+    outcome = pages.ChatOutcome()
+    for item in pages.streamed_turn(session=session, text=text):
+        if isinstance(item, str):
+            yield sse_event(escape(item), event="delta")
+        else:
+            outcome = item
+    session.refresh_from_db()
+    context = _page_context(request, session) | {
+        "composer_error": outcome.error,
+        "composer_notice": outcome.notice,
+    }
+    yield sse_event(render_to_string("sessions/session.html#chat-streamed", context, request), event="done")
 
 
 def _composer_error(request: WebRequest, session: Session, message: str, *, status: int) -> HttpResponse:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_openai import text_reply, tool_call_reply
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 _FENCE = re.compile(r"^```(?P<language>\w*)\n(?P<code>.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _HEADING = re.compile(r"^#{2,3} (?P<title>.+)$", re.MULTILINE)
@@ -39,6 +41,7 @@ def test_the_page_has_the_examples_it_promises():
     ids = [block.id for block in doc_blocks("python")]
     assert "any-mcp-client-python" in ids
     assert "rest-ingest-for-agents-that-keep-their-own-loop" in ids
+    assert "python-sdk" in ids
 
 
 @pytest.mark.parametrize("code", doc_blocks("json"))
@@ -50,6 +53,8 @@ def test_json_examples_parse(code):
 def test_python_example_runs_against_the_server(
     asgi_live_server, world, acme_secret, llm, fake_embeddings, code
 ):
+    if "get_time" in code:  # the client-tool example: the model calls the caller's tool once
+        llm.queue(tool_call_reply([("get_time", {"zone": "Asia/Tokyo"})]), text_reply("It is noon in Tokyo."))
     environment = {
         **os.environ,
         "OPENCLAW_URL": asgi_live_server.url,

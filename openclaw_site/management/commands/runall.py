@@ -1,5 +1,11 @@
 """`make run`: migrate, create demo data on an empty database, run the task clusters and the web server.
 
+The web server serves `openclaw_site.asgi:application` (ASGI, so streamed replies hold no worker,
+docs/design.md, Streaming): uvicorn in development; gunicorn with uvicorn workers when DEBUG is
+off (uvicorn's own `--workers` where this uvicorn has no `uvicorn.workers`). Its database
+connections are not kept between requests unless DB_CONN_MAX_AGE says otherwise: under ASGI each
+request runs in a thread of its own, so a kept connection would only wait for its thread to go.
+
 Two django-q2 clusters: the default one (exports, indexing, the schedules) and the urgent one
 (memory flushes and compactions, settings.Q_URGENT_CLUSTER), each a `manage.py qcluster` process
 with its own workers, so a backlog on one never delays the other.
@@ -10,6 +16,7 @@ running tasks finish), and the embedded PostgreSQL if this process started it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -56,7 +63,9 @@ class Command(BaseCommand):
                 children.append(self._spawn("worker", qcluster, env=_cluster_env(None)))
                 urgent = _cluster_env(settings.Q_URGENT_CLUSTER)
                 children.append(self._spawn("urgent worker", qcluster, env=urgent))
-            children.append(self._spawn("web server", self._web_command(addr)))
+            children.append(
+                self._spawn("web server", web_command(addr, debug=settings.DEBUG), env=_web_env())
+            )
             self.stdout.write(self.style.SUCCESS(f"Serving on http://{addr}/ (Ctrl-C to stop)"))
             died = self._wait(children)
         except KeyboardInterrupt:
@@ -67,11 +76,6 @@ class Command(BaseCommand):
             raise CommandError(
                 f"The {died.name} exited with code {died.process.returncode}; stopped the rest."
             )
-
-    def _web_command(self, addr: str) -> list[str]:
-        if settings.DEBUG:
-            return [sys.executable, "manage.py", "runserver", "--noreload", addr]
-        return [sys.executable, "-m", "gunicorn", "openclaw_site.wsgi", "--bind", addr, "--workers", "2"]
 
     @staticmethod
     def _spawn(name: str, command: list[str], *, env: dict[str, str] | None = None) -> Child:
@@ -116,6 +120,36 @@ class Command(BaseCommand):
         except subprocess.TimeoutExpired:
             os.killpg(child.process.pid, signal.SIGKILL)
             child.process.wait()
+
+
+ASGI_APPLICATION = "openclaw_site.asgi:application"
+WEB_WORKERS = "2"
+
+
+def web_command(addr: str, *, debug: bool) -> list[str]:
+    """Return the command that serves the ASGI application on `addr` (host:port)."""
+    host, _, port = addr.rpartition(":")
+    uvicorn = [sys.executable, "-m", "uvicorn", ASGI_APPLICATION, "--host", host, "--port", port]
+    if debug:
+        return uvicorn
+    if importlib.util.find_spec("uvicorn.workers") is not None:
+        worker = ["--worker-class", "uvicorn.workers.UvicornWorker"]
+        return [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            ASGI_APPLICATION,
+            *worker,
+            "--bind",
+            addr,
+            "--workers",
+            WEB_WORKERS,
+        ]
+    return [*uvicorn, "--workers", WEB_WORKERS]
+
+
+def _web_env() -> dict[str, str]:
+    return {**os.environ, "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "0")}
 
 
 def _cluster_env(cluster: str | None) -> dict[str, str]:

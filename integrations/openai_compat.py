@@ -1,0 +1,280 @@
+"""`POST /v1/chat/completions` and `GET /v1/models`: the OpenAI-compatible endpoint (docs/design.md, OpenAI-compatible endpoint).
+
+An OpenAI client points its `base_url` at `http://host/v1` and uses a team API key. `model` is
+an assistant's slug; the session is named by the `X-Session-Key` header, `user`,
+`metadata.session_key` or Open WebUI's `X-OpenWebUI-Chat-Id` (a new session otherwise, its key in the answer's `X-Session-Key`). The
+messages the session does not hold yet (`sessions_app.history.unseen_messages`) are appended and
+the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
+model and a call of one ends the turn as `tool_calls`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from integrations.openai_format import (
+    FINISH_REASONS,
+    FormatError,
+    agent_messages,
+    chunk_dict,
+    client_tools,
+    completion_dict,
+    error_payload,
+    openai_usage,
+    tool_call_dict,
+)
+from openclaw_site.auth import ApiKeyAuthentication, TeamContext
+from openclaw_site.errors import ApiError
+from openclaw_site.models import Assistant, Scope
+from openclaw_site.selectors import NotFound, assistant_get, assistant_list
+from openclaw_site.streaming import sse_event, streaming_response
+from sessions_app.agent import (
+    ReplyDelta,
+    ToolCalled,
+    TurnError,
+    TurnEvent,
+    TurnFinished,
+    TurnResult,
+    TurnStarted,
+    finished_turn,
+    require_chat_model,
+    stream_turn,
+    turn_tools,
+)
+from sessions_app.api.payloads import message_api_error
+from sessions_app.history import unseen_messages
+from sessions_app.messages import MessageError, MessageInput, validate_message
+from sessions_app.models import Session
+from sessions_app.services import session_get_or_create
+
+SESSION_KEY_HEADER = "X-Session-Key"
+# Open WebUI names its chat in this header when ENABLE_FORWARD_USER_INFO_HEADERS is on.
+OPEN_WEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A validated chat-completions request."""
+
+    assistant: Assistant
+    session_key: str | None
+    messages: tuple[MessageInput, ...]
+    tools: tuple[dict[str, Any], ...]
+    stream: bool
+    include_usage: bool
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Who answers in the response: the completion's id, time and model name."""
+
+    id: str
+    created: int
+    model: str
+
+    def shape(self) -> dict[str, Any]:
+        return {"completion_id": self.id, "created": self.created, "model": self.model}
+
+
+@csrf_exempt
+@require_POST
+def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    """Run a turn for an OpenAI chat-completions request, whole or streamed."""
+    try:
+        caller = _caller(request, Scope.SESSIONS_WRITE)
+        chat = _chat_request(request, team_context=caller)
+        session, _ = session_get_or_create(assistant=chat.assistant, key=chat.session_key)
+        inputs = unseen_messages(session, chat.messages, server_tools=_server_tool_names())
+        reply = Reply(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), model=chat.assistant.slug)
+        if chat.stream:
+            require_chat_model()
+            response: HttpResponseBase = streaming_response(
+                request, lambda: _chunks(session, inputs, chat=chat, reply=reply)
+            )
+        else:
+            events = stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools)
+            response = JsonResponse(_completion(finished_turn(events), reply=reply))
+    except (ApiError, TurnError, NotFound) as error:
+        return _error_response(error)
+    response[SESSION_KEY_HEADER] = session.key
+    return response
+
+
+@csrf_exempt
+@require_GET
+def models(request: HttpRequest) -> HttpResponseBase:
+    """List the team's assistants as models."""
+    try:
+        caller = _caller(request, Scope.SESSIONS_READ, Scope.SESSIONS_WRITE)
+    except ApiError as error:
+        return _error_response(error)
+    data = [
+        {
+            "id": assistant.slug,
+            "object": "model",
+            "created": int(assistant.created_at.timestamp()),
+            "owned_by": caller.team.slug,
+        }
+        for assistant in assistant_list(team=caller.team)
+    ]
+    return JsonResponse({"object": "list", "data": data})
+
+
+# --- the request ------------------------------------------------------------------------------
+
+
+def _caller(request: HttpRequest, *scopes: str) -> TeamContext:
+    """Return the API key's team context, or raise 401/403 (one of `scopes` is needed)."""
+    authenticated = ApiKeyAuthentication().authenticate(request)  # type: ignore[arg-type]
+    if authenticated is None:
+        raise ApiError(
+            "not_authenticated", "Send 'Authorization: Bearer <api key>' (a team API key).", status_code=401
+        )
+    key = authenticated[1]
+    context = TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
+    if not any(context.has_scope(scope) for scope in scopes):
+        raise ApiError(
+            "insufficient_scope",
+            f"This request needs the '{scopes[0]}' scope.",
+            status_code=403,
+            details={"required_scope": scopes[0]},
+        )
+    return context
+
+
+def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatRequest:
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError("malformed_json", "The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise ApiError("invalid_body", "The request body must be a JSON object.")
+    slug = body.get("model")
+    if not isinstance(slug, str) or not slug:
+        raise ApiError(
+            "invalid_request",
+            "model is required: an assistant's slug (GET /v1/models).",
+            details={"field": "model"},
+        )
+    assistant = assistant_get(team=team_context.team, slug=slug)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError("invalid_request", "stream must be true or false.", details={"field": "stream"})
+    try:
+        messages = agent_messages(body.get("messages"))
+        tools = client_tools(body.get("tools"), reserved=_server_tool_names())
+    except FormatError as error:
+        raise ApiError("invalid_request", error.message, details={"field": error.field}) from None
+    return ChatRequest(
+        assistant=assistant,
+        session_key=_session_key(request, body),
+        messages=tuple(_validated(message, index) for index, message in enumerate(messages)),
+        tools=tuple(tools),
+        stream=stream,
+        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+    )
+
+
+def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
+    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    candidates = (
+        request.headers.get(SESSION_KEY_HEADER),
+        body.get("user"),
+        metadata.get("session_key"),
+        request.headers.get(OPEN_WEBUI_CHAT_HEADER),
+    )
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    return None
+
+
+def _validated(message: dict[str, Any], index: int) -> MessageInput:
+    try:
+        return validate_message(message, max_bytes=settings.MAX_MESSAGE_BYTES)
+    except MessageError as error:
+        raise message_api_error(error, index=index) from None
+
+
+def _server_tool_names() -> set[str]:
+    return {spec["name"] for spec in turn_tools()}
+
+
+# --- the answer -------------------------------------------------------------------------------
+
+
+def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
+    calls = [tool_call_dict(call.id, call.name, call.arguments) for call in result.client_tool_calls]
+    return completion_dict(
+        **reply.shape(),
+        text=result.reply_text or "",
+        tool_calls=calls,
+        finish_reason=_finish_reason(result),
+        usage=_usage(result),
+    )
+
+
+def _chunks(
+    session: Session, inputs: list[MessageInput], *, chat: ChatRequest, reply: Reply
+) -> Iterator[bytes]:
+    """Stream the turn as OpenAI's `chat.completion.chunk`s, then `[DONE]`."""
+    calls = 0
+    try:
+        for event in stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools):
+            for chunk in _event_chunks(
+                event, reply=reply, first_call_index=calls, include_usage=chat.include_usage
+            ):
+                yield sse_event(chunk)
+            calls += isinstance(event, ToolCalled) and event.client
+    except TurnError as error:
+        yield sse_event(error_payload(error.code, error.message, status=error.status))
+    except Session.DoesNotExist:
+        yield sse_event(error_payload("not_found", "Session not found.", status=404))
+    yield sse_event("[DONE]")
+
+
+def _event_chunks(
+    event: TurnEvent, *, reply: Reply, first_call_index: int, include_usage: bool
+) -> list[dict[str, Any]]:
+    if isinstance(event, TurnStarted):
+        return [chunk_dict(**reply.shape(), delta={"role": "assistant", "content": ""})]
+    if isinstance(event, ReplyDelta):
+        return [chunk_dict(**reply.shape(), delta={"content": event.text})]
+    if isinstance(event, ToolCalled) and event.client:
+        call = tool_call_dict(event.call.id, event.call.name, event.call.arguments, index=first_call_index)
+        return [chunk_dict(**reply.shape(), delta={"tool_calls": [call]})]
+    if isinstance(event, TurnFinished):
+        chunks = [chunk_dict(**reply.shape(), finish_reason=_finish_reason(event.result))]
+        if include_usage:
+            chunks.append(chunk_dict(**reply.shape(), usage=_usage(event.result)))
+        return chunks
+    return []  # our own tools run server-side: the caller sees only their outcome
+
+
+def _finish_reason(result: TurnResult) -> str:
+    if result.client_tool_calls:
+        return "tool_calls"
+    stop = result.reply.stop_reason if result.reply is not None else "stop"
+    return FINISH_REASONS.get(stop, "stop")
+
+
+def _usage(result: TurnResult) -> dict[str, Any]:
+    return openai_usage([row.usage for row in result.messages if row.role == "assistant" and row.usage])
+
+
+def _error_response(error: ApiError | TurnError | NotFound) -> JsonResponse:
+    if isinstance(error, NotFound):
+        return JsonResponse(error_payload("not_found", f"{error.what} not found.", status=404), status=404)
+    status = error.status_code if isinstance(error, ApiError) else error.status
+    param = error.details.get("field") if isinstance(error.details.get("field"), str) else None
+    return JsonResponse(error_payload(error.code, error.message, status=status, param=param), status=status)
