@@ -186,7 +186,9 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
 
 
 def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     candidates = (
         request.headers.get(SESSION_KEY_HEADER),
         body.get("user"),
