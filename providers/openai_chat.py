@@ -137,6 +137,13 @@ class OpenAIChatModel:
             sleep=self._sleep,
             what="model call",
         )
+        if "text/event-stream" not in chunks.response.headers.get("content-type", ""):
+            # A server that ignores `stream` (or fails) answers with a plain body instead.
+            completion = _whole_answer(chunks, requested_model=request["model"])
+            if completion.text:
+                yield TextDelta(completion.text)
+            yield completion
+            return
         reply = StreamedReply(model=request["model"])
         try:
             for chunk in _chunks_or_provider_error(chunks):
@@ -146,6 +153,18 @@ class OpenAIChatModel:
         finally:
             chunks.close()
         yield reply.completion()
+
+
+def _whole_answer(chunks: openai.Stream[object], *, requested_model: str) -> Completion:
+    """Read a non-streamed answer to a streamed request as a completion, or say it is malformed."""
+    try:
+        body = chunks.response.read()
+    finally:
+        chunks.close()
+    try:
+        return completion_from(ChatCompletion.model_validate_json(body), requested_model=requested_model)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise malformed_response_error(exc) from exc
 
 
 def _chunks_or_provider_error(chunks: openai.Stream[object]) -> Iterator[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import httpx2
@@ -34,18 +35,25 @@ async def _with_session(url: str, secret: str, use: Callable[[ClientSession], Aw
         return await use(session)
 
 
+def _run(coroutine: Awaitable[T]) -> T:
+    """Run the client on an event loop of its own thread: the test thread may already have one
+    running (Playwright's sync API keeps it for the session's browser)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]
+
+
 def list_tools(url: str, secret: str) -> list[Tool]:
     async def use(session: ClientSession) -> list[Tool]:
         return (await session.list_tools()).tools
 
-    return asyncio.run(_with_session(url, secret, use))
+    return _run(_with_session(url, secret, use))
 
 
 def call_tool(url: str, secret: str, name: str, arguments: dict[str, Any]) -> CallToolResult:
     async def use(session: ClientSession) -> CallToolResult:
         return await session.call_tool(name, arguments)
 
-    return asyncio.run(_with_session(url, secret, use))
+    return _run(_with_session(url, secret, use))
 
 
 def tool_json(result: CallToolResult) -> dict[str, Any]:

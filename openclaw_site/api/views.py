@@ -149,7 +149,7 @@ class UsageApi(TeamApiView):
     @extend_schema(
         operation_id="usage_retrieve",
         parameters=[UsageQueryInput],
-        responses={200: UsageReport, 400: OpenApiResponse(description="a bad parameter")},
+        responses={200: UsageReport},
     )
     def get(self, request: Request) -> Response:
         query = validated(UsageQueryInput, request.query_params.dict())

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from providers.chat import Completion, TextDelta, ToolCall
 from providers.errors import ProviderError
-from tests.fake_openai import FakeOpenAI, chunked_reply, error_reply, text_reply, tool_call_reply
+from tests.fake_openai import (
+    FakeOpenAI,
+    chunked_reply,
+    error_reply,
+    malformed_reply,
+    text_reply,
+    tool_call_reply,
+)
 from tests.providers.test_chat import make_model
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -62,3 +71,28 @@ def test_opening_a_stream_retries_like_a_whole_call(fake_openai: FakeOpenAI) -> 
 
     assert isinstance(completion, Completion) and completion.text == "fine"
     assert len(sleeps) == 1
+
+
+def test_a_server_that_ignores_stream_is_read_whole(fake_openai: FakeOpenAI) -> None:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-chat",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Whole."}, "finish_reason": "stop"}
+        ],
+    }
+    fake_openai.queue(malformed_reply(json.dumps(body).encode()))
+
+    events = list(make_model(fake_openai, []).stream(messages=MESSAGES))
+
+    assert events[0] == TextDelta("Whole.")
+    assert isinstance(events[-1], Completion) and events[-1].text == "Whole."
+
+
+def test_a_malformed_answer_to_a_stream_says_so(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(malformed_reply())
+
+    with pytest.raises(ProviderError, match="malformed response"):
+        list(make_model(fake_openai, []).stream(messages=MESSAGES))
