@@ -233,12 +233,12 @@ def embed_with_cache(
     # By length: a batch of texts of about the same length pads least (what sentence-transformers
     # does within one call, here across calls).
     missing = sorted((h for h in texts_by_hash if h not in found), key=lambda h: len(texts_by_hash[h]))
-    # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
+    # Texts per embed_documents() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
     size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), size):
         group = missing[start : start + size]
         try:
-            vectors = embedder.embed([texts_by_hash[h] for h in group])
+            vectors = embedder.embed_documents([texts_by_hash[h] for h in group])
         except ProviderError as error:
             result.error = error.message
             logger.warning(
