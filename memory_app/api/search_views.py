@@ -84,6 +84,9 @@ class SearchOutput(serializers.Serializer):
     mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
     requested_mode = serializers.ChoiceField(choices=MODES)
     fallback = serializers.CharField(allow_null=True, help_text="Why mode differs from the request.")
+    low_confidence = serializers.BooleanField(
+        help_text="Nothing reached minScore: the results are the nearest below it."
+    )
     provider = serializers.CharField()
     model = serializers.CharField()
     results = SearchResultOutput(many=True)
@@ -122,6 +125,7 @@ class AssistantSearchView(TeamApiView):
             "mode": response.mode,
             "requested_mode": response.requested_mode,
             "fallback": response.fallback,
+            "low_confidence": response.low_confidence,
             "provider": response.provider,
             "model": response.model,
             "results": [self._result(result, explain=explain) for result in response.results],
