@@ -46,6 +46,9 @@ MIN_ROWS_FOR_SELECTION = 5000
 # entry per chunk, and a few thousand cost milliseconds at 100k chunks: bench/search.py); below
 # MIN_ROWS_FOR_SELECTION rows every match is.
 TEXT_POOL_ROWS = 300
+# A scope of at most this many chunks (and no statistics) ranks every chunk that holds a term;
+# a larger one is selected like a large index, from the exact shares (`_small_index_shares`).
+RANK_EVERY_MATCH_ROWS = 1000
 # Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
 RANK_ROWS = 24
 
@@ -143,9 +146,12 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
         selecting, pool_rows = _selecting_query(queries, shares, stats.rows), TEXT_POOL_ROWS
         common = _common_query(queries, shares, selecting)
     else:
-        common = ""
-        shares, selecting = _small_index_shares(scope, queries), " | ".join(f"({q})" for q in queries)
-        pool_rows = MIN_ROWS_FOR_SELECTION
+        shares, rows = _small_index_shares(scope, queries)
+        if rows > RANK_EVERY_MATCH_ROWS:
+            selecting, pool_rows = _selecting_query(queries, shares, rows), TEXT_POOL_ROWS
+            common = _common_query(queries, shares, selecting)
+        else:  # a few hundred chunks: ranking every match costs little
+            selecting, pool_rows, common = " | ".join(f"({q})" for q in queries), MIN_ROWS_FOR_SELECTION, ""
     return Terms(
         words=tuple(w for w, _ in keep),
         queries=tuple(queries),
@@ -188,28 +194,46 @@ def _share(stats: LexemeStats, lexemes: Sequence[str]) -> float:
     return min((stats.shares.get(lexeme, 0.0) for lexeme in lexemes), default=0.0)
 
 
-def _small_index_shares(scope: Scope, queries: Sequence[str]) -> list[float]:
+def _small_index_shares(scope: Scope, queries: Sequence[str]) -> tuple[list[float], int]:
     """Without statistics (a small table): each term's exact share of this scope's chunks.
 
     Counting is cheap on a small index, and without it every term would weigh the same: a name
-    said in every other message as much as the one word that matters.
+    said in every other message as much as the one word that matters. Each count is a GIN
+    lookup (no chunk text is read), and is kept while the scope holds the same number of chunks
+    (at most `FREQUENCY_CACHE_SECONDS`): the same words come back query after query.
     """
     with _guarded(), connection.cursor() as cursor:
         cursor.execute(
-            "WITH c AS (SELECT tsv FROM memory_app_memorychunk WHERE assistant_id = %s AND generation = %s "
-            "  AND source = ANY(%s) LIMIT %s) "
-            "SELECT (SELECT count(*) FROM c), ARRAY(SELECT (SELECT count(*) FROM c WHERE c.tsv @@ "
-            f"  to_tsquery('{TS_CONFIG}', t.q)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
-            [
-                scope.assistant_id,
-                scope.generation,
-                list(scope.sources),
-                MIN_ROWS_FOR_SELECTION,
-                list(queries),
-            ],
+            "SELECT count(*) FROM memory_app_memorychunk WHERE assistant_id = %s AND generation = %s "
+            "AND source = ANY(%s)",
+            _scope_params(scope),
         )
-        total, counts = cursor.fetchone()
-    return [count / total if total else 0.0 for count in counts]
+        (total,) = cursor.fetchone()
+        if not total:
+            return [0.0 for _ in queries], 0
+        key, now = (scope.assistant_id, scope.generation, scope.sources, total), time.monotonic()
+        cached = _share_cache.get(key)
+        if cached is None or now - cached[0] >= FREQUENCY_CACHE_SECONDS:
+            if len(_share_cache) >= SHARE_CACHE_SCOPES:
+                _share_cache.clear()
+            cached = _share_cache[key] = (now, {})
+        known = cached[1]
+        missing = [q for q in dict.fromkeys(queries) if q not in known]
+        if missing:
+            cursor.execute(
+                "SELECT ARRAY(SELECT (SELECT count(*) FROM memory_app_memorychunk m "
+                "  WHERE m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) "
+                f"  AND m.tsv @@ to_tsquery('{TS_CONFIG}', t.q)) "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
+                [*_scope_params(scope), missing],
+            )
+            (counts,) = cursor.fetchone()
+            known.update((q, count / total) for q, count in zip(missing, counts))
+    return [known[q] for q in queries], total
+
+
+SHARE_CACHE_SCOPES = 256
+_share_cache: dict[tuple[int, int, tuple[str, ...], int], tuple[float, dict[str, float]]] = {}
 
 
 def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: float) -> str:
@@ -303,6 +327,7 @@ def forget_lexeme_stats() -> None:
     global _stats_cache
     with _stats_lock:
         _stats_cache = (-FREQUENCY_CACHE_SECONDS, None)
+        _share_cache.clear()
 
 
 # --- the query -----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ search runs on full-text alone. The local model is `EMBEDDING_LOCAL_MODEL`: mult
 (the default, docs/dependencies.md) or all-MiniLM-L6-v2.
 
 Queries and documents are embedded apart (`embed_queries`, `embed_documents`): retrieval models
-such as e5 are trained with a different prefix on each side (docs/design.md §D9).
+such as e5 are trained with a different prefix on each side (docs/design.md §D14).
 """
 
 from __future__ import annotations
