@@ -9,7 +9,7 @@ kept, so the next run embeds nothing it embedded before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.management.base import CommandParser
@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 def rolled_back_keeping_embeddings(work: Callable[[], T]) -> T:
     """Run ``work`` in a transaction that is rolled back; keep the embeddings it cached."""
-    kept: list[tuple[object, ...]] = []
+    kept: list[tuple[Any, ...]] = []
     with transaction.atomic():
         first_new = (EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
         try:
