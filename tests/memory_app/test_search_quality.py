@@ -10,7 +10,7 @@ from memory_app.models import MemoryChunk
 from memory_app.search import hybrid_search
 from sessions_app.indexing import index_session_transcript
 from tests import factories
-from tests.embedding_fixtures import RecordingE5Model
+from tests.embedding_fixtures import RecordingE5Embedder, RecordingE5Model
 from tests.memory_app.test_search import index
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +138,24 @@ def test_natural_questions_on_a_small_memory_find_the_decision(world, local_embe
     assert response.mode == "hybrid" and response.results
     top = response.results[0]
     assert DECISION in top.snippet or "we decided to use PostgreSQL" in top.snippet
+
+
+def test_switching_the_embedder_rebuilds_the_index(
+    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+) -> None:
+    from memory_app.models import IndexState
+    from providers.embeddings import reset_embedders
+
+    index(world.assistant, {"MEMORY.md": DECISION})
+    RecordingE5Embedder.engine = RecordingE5Model()
+    settings.EMBEDDING_BACKEND = "tests.embedding_fixtures.RecordingE5Embedder"  # e5 from now on
+    reset_embedders()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        during = hybrid_search(assistant=world.assistant, query="PostgreSQL")
+    assert during.fallback == "index_rebuilding" and during.results  # the old rows answer by text
+    callbacks[0]()  # the queued full reindex
+    state = IndexState.objects.get(assistant=world.assistant)
+    assert state.fingerprint["model"] == "intfloat/multilingual-e5-small" and state.active_generation == 2
+    assert f"passage: {DECISION}" in RecordingE5Embedder.engine.read
+    assert hybrid_search(assistant=world.assistant, query="PostgreSQL").mode == "hybrid"
+    reset_embedders()
