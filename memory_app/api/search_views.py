@@ -73,7 +73,7 @@ class SearchResultOutput(serializers.Serializer):
     explain = serializers.DictField(
         required=False,
         help_text=(
-            "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
+            "With explain=1: vector_score (calibrated), cosine, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
             "chunk_id, chunk_lines, timestamp."
         ),
     )
