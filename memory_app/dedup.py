@@ -1,27 +1,46 @@
-"""One result per region of a document (pure: no Django, no database).
+"""Results that repeat what a better result already shows (pure: no Django, no database).
 
 Overlapping chunks (80 tokens of overlap by default; a transcript chunk repeats the previous
-one's last message; the pieces of one long line share its number) are the same region of their
-document: hit together, they would fill the top results with one document and make the model
-read the same lines twice out of its budget. A candidate whose chunk lines overlap those of a
-better-ranked result of the same path is left out, so the next region moves up; regions of the
-same document that do not overlap are separate results.
+one's last message; the pieces of one long line share its number) would fill the top results
+with one region of one document, and the model would read the same lines twice out of its
+budget. A result keeps only its first run of lines not shown yet by a better-ranked result of
+the same file, and a result with nothing new is dropped, so the next candidate moves up: no two
+results show the same line. A line is known by its number (a message seq for transcripts), so
+the other pieces of a long line already shown are not shown again either. Keeping a
+neighbour's new lines, rather than dropping every overlapping chunk whole, reads 8 points more
+of LoCoMo's evidence within 4000 characters (README, Evaluation).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 
-@dataclass
-class ShownRegions:
-    """The line ranges already shown, per path."""
+@dataclass(frozen=True)
+class Lines:
+    """A run of a chunk's lines: the text and the line (or message seq) of each piece."""
 
-    by_path: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    text: str
+    numbers: list[int]
 
-    def overlaps(self, path: str, start_line: int, end_line: int) -> bool:
-        """Tell whether lines ``start_line..end_line`` of ``path`` meet a region already shown."""
-        return any(start <= end_line and start_line <= end for start, end in self.by_path.get(path, ()))
 
-    def add(self, path: str, start_line: int, end_line: int) -> None:
-        self.by_path.setdefault(path, []).append((start_line, end_line))
+def unseen_lines(text: str, line_numbers: Sequence[int], seen: Collection[int]) -> Lines | None:
+    """Return the first run of the chunk's pieces whose line is not in ``seen`` (None: none)."""
+    parts = text.split("\n")
+    if len(line_numbers) != len(parts):  # no number per line: nothing to compare
+        return Lines(text, list(line_numbers))
+    run: list[tuple[int, str]] = []
+    for number, part in zip(line_numbers, parts):
+        if number not in seen:
+            run.append((number, part))
+        elif run:
+            break
+    if not run:
+        return None
+    return Lines("\n".join(part for _, part in run), [number for number, _ in run])
+
+
+def shown_lines(start_line: int, end_line: int) -> set[int]:
+    """Return the lines a snippet citing ``start_line-end_line`` shows."""
+    return set(range(start_line, end_line + 1))

@@ -10,7 +10,7 @@
    `v` the cosine on the embedder's calibrated scale (`calibration`), optional temporal decay
    and MMR, then `minScore`, whose spare slots keyword-backed results fill
    (`ranking.apply_min_score`); when nothing passes, the nearest results come back marked
-   ``low_confidence``. Each document region is shown once (`dedup`).
+   ``low_confidence``. Each line is shown once (`dedup`).
 4. If embedding fails, the answer comes from text alone with OpenClaw's FTS-only boost; if the
    full-text query fails, from vectors alone. ``SearchResponse.mode`` says what ran and
    ``fallback`` why.
@@ -32,7 +32,7 @@ from django.utils import timezone
 from memory_app import config
 from memory_app.calibration import scale_for
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
-from memory_app.dedup import ShownRegions
+from memory_app.dedup import shown_lines, unseen_lines
 from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
@@ -497,19 +497,21 @@ def _compose(
 def _without_repeats(
     ranked: list[Ranked], rows: dict[int, Row], options: SearchOptions, terms: Sequence[str], *, limit: int
 ) -> list[tuple[Ranked, Snippet]]:
-    """Show one result per document region, each with a snippet that says something (`dedup`)."""
-    shown_regions = ShownRegions()
+    """Show each line once, and no result without text (`dedup`)."""
+    seen: dict[str, set[int]] = {}
     shown: list[tuple[Ranked, Snippet]] = []
     for item in ranked:
         if len(shown) == limit:
             break
         row = rows[int(item.candidate.id)]
-        if shown_regions.overlaps(row.path, row.start_line, row.end_line):
+        done = seen.setdefault(row.path, set())
+        fresh = unseen_lines(row.text, row.line_numbers, done)
+        if fresh is None:
             continue
-        snippet = make_snippet(row.text, row.line_numbers, policy=options.snippet, terms=terms)
+        snippet = make_snippet(fresh.text, fresh.numbers, policy=options.snippet, terms=terms)
         if not snippet.text.strip():
             continue
-        shown_regions.add(row.path, row.start_line, row.end_line)
+        done.update(shown_lines(snippet.start_line, snippet.end_line))
         shown.append((item, snippet))
     return shown
 

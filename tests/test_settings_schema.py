@@ -277,7 +277,11 @@ def test_units_are_converted_once():
     own_overlap = parse_settings({"memorySearch": {"chunking": {"sessions": {"overlap": 0}}}})
     assert own_overlap.memory_search.session_chunking == ChunkingSettings(tokens=128, overlap=0)
     notes = parse_settings(
-        {"memorySearch": {"chunking": {"tokens": 300, "overlap": 30, "sessions": {"tokens": None, "overlap": None}}}}
+        {
+            "memorySearch": {
+                "chunking": {"tokens": 300, "overlap": 30, "sessions": {"tokens": None, "overlap": None}}
+            }
+        }
     )
     assert notes.memory_search.session_chunking == ChunkingSettings(tokens=300, overlap=30)
 
