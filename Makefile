@@ -80,8 +80,10 @@ bench-sessions: dev-setup redis-deps migrate
 bench-streams: dev-setup migrate
 	$(PY) bench/streams.py $(BENCH_ARGS)
 
+# Development sets only (docs/evaluation.md): LoCoMo dev, then InsuranceQA-zh valid.
 eval: dev-setup migrate
 	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json
+	$(PY) manage.py eval_insuranceqa --settings=evaluation.settings
 
 clean-db:
 	-$(PY) manage.py embedded_db stop

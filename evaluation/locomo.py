@@ -307,7 +307,7 @@ def _evaluate_config(
     started = time.perf_counter()
     for corpus in corpora:
         _apply(corpus.assistant, config)
-    _refresh_statistics()
+    refresh_statistics()
     chunks = MemoryChunk.objects.filter(assistant__in=[c.assistant for c in corpora])
     stats = {
         "chunks": chunks.count(),
@@ -339,7 +339,7 @@ def _apply(assistant: Assistant, config: EvalConfig) -> None:
     reindex_assistant(assistant.pk)
 
 
-def _refresh_statistics() -> None:
+def refresh_statistics() -> None:
     """ANALYZE the chunk table, as autovacuum would after a load (the text side reads the lexeme
     statistics, `candidates.lexeme_stats`); inside the evaluation's transaction it sees the
     loaded rows and is rolled back with them."""

@@ -11,11 +11,13 @@ Every method answers a question with a ranked list of `Hit`s:
   among the text read (what the model actually sees).
 
 A question's recall is the share of its evidence turns found; the figures are the mean over
-questions, in percent, overall and by category.
+questions, in percent, overall and by category. A question is *answered* at k when one of the
+first k hits holds any of its evidence (what counts when any one answer will do, as in
+InsuranceQA), and MRR@10 is the mean of 1/rank of that first hit (0 beyond 10).
 
 The methods are the real search path (`search.run_search`, in vector, text and hybrid mode, with
-MMR or temporal decay) and two baselines over the very same chunk rows: BM25 (`rank_bm25`, Okapi)
-and exact cosine similarity over the stored embeddings. The baselines show their chunks with the
+MMR or temporal decay) and baselines over the very same chunk rows: BM25 (`rank_bm25`, Okapi,
+with the corpus's tokenizers) and exact cosine similarity over the stored embeddings. The baselines show their chunks with the
 same snippet policy, so only the ranking differs.
 """
 
@@ -41,6 +43,7 @@ from providers.embeddings import Embedder
 
 DEFAULT_BUDGET_CHARS = 4000
 DEFAULT_KS = (5, 10)
+MRR_DEPTH = 10
 _BM25_TOKEN_RE = re.compile(r"\w+")
 
 
@@ -106,6 +109,14 @@ def share(evidence: Sequence[EvidenceTurn], found: Callable[[EvidenceTurn], bool
     return sum(1 for turn in evidence if found(turn)) / len(evidence) if evidence else 0.0
 
 
+def first_rank(hits: Sequence[Hit], evidence: Sequence[EvidenceTurn]) -> int | None:
+    """Return the 1-based rank of the first hit holding an evidence turn (None: no hit does)."""
+    for rank, hit in enumerate(hits, start=1):
+        if any(hit.path == t.path and hit.start_line <= t.line <= hit.end_line for t in evidence):
+            return rank
+    return None
+
+
 @dataclass(frozen=True)
 class QuestionScore:
     category: int
@@ -113,6 +124,12 @@ class QuestionScore:
     in_budget: float
     chars_read: int
     results_read: int
+    first_rank: int | None = None
+
+    @property
+    def reciprocal_rank(self) -> float:
+        """Return 1/rank of the first evidence hit within `MRR_DEPTH`, else 0."""
+        return 1 / self.first_rank if self.first_rank is not None and self.first_rank <= MRR_DEPTH else 0.0
 
 
 def score_question(
@@ -130,6 +147,7 @@ def score_question(
         in_budget=share(question.evidence, lambda turn: found_in(shown, turn)),
         chars_read=sum(len(text) for _, text in shown),
         results_read=len(shown),
+        first_rank=first_rank(hits, question.evidence),
     )
 
 
@@ -169,6 +187,10 @@ def _means(scores: Sequence[QuestionScore], ks: Sequence[int]) -> dict[str, Any]
     count = len(scores) or 1
     means: dict[str, Any] = {f"at_{k}": round(100 * sum(s.at_k[k] for s in scores) / count, 1) for k in ks}
     means["in_budget"] = round(100 * sum(s.in_budget for s in scores) / count, 1)
+    means[f"mrr_at_{MRR_DEPTH}"] = round(sum(s.reciprocal_rank for s in scores) / count, 3)
+    for k in ks:  # the share of questions with an evidence hit among the first k
+        hits = sum(1 for s in scores if s.first_rank is not None and s.first_rank <= k)
+        means[f"answered_at_{k}"] = round(100 * hits / count, 1)
     means["questions"] = len(scores)
     return means
 
@@ -200,7 +222,8 @@ SEARCH_VARIANTS: dict[str, dict[str, Any]] = {
     "hybrid + MMR": {"mode": "hybrid", "mmr": True, "decay": False},
     "hybrid + decay": {"mode": "hybrid", "mmr": False, "decay": True},
 }
-BASELINES = ("BM25 (rank_bm25)", "exact cosine")
+BM25_NAME = "BM25 (rank_bm25)"
+COSINE_NAME = "exact cosine"
 
 
 def search_method(name: str, *, corpus: EvalCorpus, options: SearchOptions, embedder: Embedder) -> Method:
@@ -286,23 +309,28 @@ class ChunkSet:
         return result
 
 
+Tokenizer = Callable[[str], list[str]]
+
+
 def bm25_tokens(text: str) -> list[str]:
     """Return the lowercased words of ``text`` (the baseline's plain tokenizer)."""
     return _BM25_TOKEN_RE.findall(text.lower())
 
 
-def bm25_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
-    """Return the BM25 (Okapi) baseline over the chunk texts."""
-    index = BM25Okapi([bm25_tokens(text) for text in chunks.texts]) if chunks.texts else None
+def bm25_method(
+    chunks: ChunkSet, *, options: SearchOptions, tokenize: Tokenizer = bm25_tokens, name: str = BM25_NAME
+) -> Method:
+    """Return the BM25 (Okapi) baseline over the chunk texts, split into tokens by ``tokenize``."""
+    index = BM25Okapi([tokenize(text) for text in chunks.texts]) if chunks.texts else None
 
     def run(query: str, vector: Sequence[float]) -> list[Hit]:
         if index is None:
             return []
-        scores = index.get_scores(bm25_tokens(query))
+        scores = index.get_scores(tokenize(query))
         order = [i for i in np.argsort(-scores, kind="stable")[: options.max_results] if scores[i] > 0]
         return chunks.hits(order, query=query, options=options)
 
-    return Method(BASELINES[0], run)
+    return Method(name, run)
 
 
 def cosine_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
@@ -317,7 +345,7 @@ def cosine_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
         order = np.argsort(-scores, kind="stable")[: options.max_results]
         return chunks.hits(order, query=query, options=options)
 
-    return Method(BASELINES[1], run)
+    return Method(COSINE_NAME, run)
 
 
 def corpus_methods(
@@ -326,8 +354,12 @@ def corpus_methods(
     options: SearchOptions,
     embedder: Embedder,
     variants: Sequence[str] = tuple(SEARCH_VARIANTS),
+    tokenizers: dict[str, Tokenizer] | None = None,
 ) -> list[Method]:
-    """Return the search variants and the two baselines for one corpus, all with ``options``."""
+    """Return the search variants and the baselines for one corpus, all with ``options``.
+
+    ``tokenizers``: one BM25 baseline per named tokenizer (default: plain words).
+    """
     explained = replace(options, explain=True)
     methods = [
         search_method(
@@ -336,7 +368,11 @@ def corpus_methods(
         for name in variants
     ]
     chunks = ChunkSet.load(corpus.assistant, model=embedder.model)
-    return [*methods, bm25_method(chunks, options=options), cosine_method(chunks, options=options)]
+    bm25 = [
+        bm25_method(chunks, options=options, tokenize=tokenize, name=name)
+        for name, tokenize in (tokenizers or {BM25_NAME: bm25_tokens}).items()
+    ]
+    return [*methods, *bm25, cosine_method(chunks, options=options)]
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -351,7 +387,7 @@ class QueryVectors:
 
     def get(self, query: str) -> list[float]:
         if query not in self.cache:
-            self.cache[query] = self.embedder.embed_query(query)
+            self.cache[query] = self.embedder.embed_queries([query])[0]
         return self.cache[query]
 
 
@@ -363,13 +399,17 @@ def evaluate(
     ks: Sequence[int] = DEFAULT_KS,
     budget: int = DEFAULT_BUDGET_CHARS,
     variants: Sequence[str] = tuple(SEARCH_VARIANTS),
+    tokenizers: dict[str, Tokenizer] | None = None,
 ) -> list[MethodScores]:
     """Ask every question of every corpus with every method; return the scores by method."""
     if options.max_results < max(ks):
         raise ValueError(f"max_results must be at least {max(ks)} to measure recall@{max(ks)}")
     results: dict[str, MethodScores] = {}
     for corpus in corpora:
-        for method in corpus_methods(corpus, options=options, embedder=vectors.embedder, variants=variants):
+        methods = corpus_methods(
+            corpus, options=options, embedder=vectors.embedder, variants=variants, tokenizers=tokenizers
+        )
+        for method in methods:
             scores = results.setdefault(method.name, MethodScores(method.name))
             for question in corpus.questions:
                 vector = vectors.get(question.text)

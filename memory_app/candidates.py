@@ -6,8 +6,9 @@
    every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word like
    "her" is in a third of them), so the rows to rank are chosen first: chunks holding the rarest
    terms, as many as keep the selection near `TEXT_POOL_ROWS` chunks, never one common term
-   alone (term shares come from Postgres' statistics, `lexeme_stats`), and of those the
-   best-covered `RANK_ROWS`. Every term counts in the rank.
+   alone (term shares come from Postgres' statistics, `lexeme_stats`), plus the chunks holding
+   every common term together, and of those the best-covered `RANK_ROWS` (equal coverage: the
+   shorter chunk). Every term counts in the rank.
 
 Each side only picks ids; every picked chunk is then measured on both sides (its cosine to the
 query, its keyword rank and the terms it holds), so a chunk found by one side is fused with its
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +46,9 @@ MIN_ROWS_FOR_SELECTION = 5000
 # entry per chunk, and a few thousand cost milliseconds at 100k chunks: bench/search.py); below
 # MIN_ROWS_FOR_SELECTION rows every match is.
 TEXT_POOL_ROWS = 300
+# A scope of at most this many chunks (and no statistics) ranks every chunk that holds a term;
+# a larger one is selected like a large index, from the exact shares (`_small_index_shares`).
+RANK_EVERY_MATCH_ROWS = 1000
 # Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
 RANK_ROWS = 24
 
@@ -95,6 +100,8 @@ class Terms:
     shares: tuple[float, ...]
     selecting: str
     pool_rows: int
+    # Chunks holding every common term are scored too (`_common_query`); "" for none.
+    common: str = ""
 
     @property
     def full(self) -> str:
@@ -135,42 +142,98 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
     queries = [q for _, q in keep]
     stats = lexeme_stats()
     if stats is not None:
-        shares = [stats.shares.get(word.lower(), 0.0) for word, _ in keep]
+        shares = [_share(stats, lexemes) for lexemes in lexemes_of(queries)]
         selecting, pool_rows = _selecting_query(queries, shares, stats.rows), TEXT_POOL_ROWS
+        common = _common_query(queries, shares, selecting)
     else:
-        shares, selecting = _small_index_shares(scope, queries), " | ".join(f"({q})" for q in queries)
-        pool_rows = MIN_ROWS_FOR_SELECTION
+        shares, rows = _small_index_shares(scope, queries)
+        if rows > RANK_EVERY_MATCH_ROWS:
+            selecting, pool_rows = _selecting_query(queries, shares, rows), TEXT_POOL_ROWS
+            common = _common_query(queries, shares, selecting)
+        else:  # a few hundred chunks: ranking every match costs little
+            selecting, pool_rows, common = " | ".join(f"({q})" for q in queries), MIN_ROWS_FOR_SELECTION, ""
     return Terms(
         words=tuple(w for w, _ in keep),
         queries=tuple(queries),
         shares=tuple(shares),
         selecting=selecting,
         pool_rows=pool_rows,
+        common=common,
     )
 
 
-def _small_index_shares(scope: Scope, queries: Sequence[str]) -> list[float]:
+_lexeme_cache: dict[str, tuple[str, ...]] = {}
+_LEXEME_CACHE_SIZE = 20_000
+_QUOTED_LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
+
+
+def lexemes_of(queries: Sequence[str]) -> list[tuple[str, ...]]:
+    """Return the lexemes of each term's tsquery as the configuration makes them ("decided": decid).
+
+    The statistics list stems, not words; Postgres' own parser and stemmer say which, once per
+    term (cached: the same words come back in query after query).
+    """
+    missing = [q for q in dict.fromkeys(queries) if q not in _lexeme_cache]
+    if missing:
+        with _guarded(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT ARRAY(SELECT to_tsquery('{TS_CONFIG}', t.q)::text "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
+                [missing],
+            )
+            (texts,) = cursor.fetchone()
+        if len(_lexeme_cache) + len(missing) > _LEXEME_CACHE_SIZE:
+            _lexeme_cache.clear()
+        for query, text in zip(missing, texts):
+            _lexeme_cache[query] = tuple(m.replace("''", "'") for m in _QUOTED_LEXEME_RE.findall(text))
+    return [_lexeme_cache[q] for q in queries]
+
+
+def _share(stats: LexemeStats, lexemes: Sequence[str]) -> float:
+    """Return the share of chunks holding a term: its rarest lexeme's (0: none is listed, rare)."""
+    return min((stats.shares.get(lexeme, 0.0) for lexeme in lexemes), default=0.0)
+
+
+def _small_index_shares(scope: Scope, queries: Sequence[str]) -> tuple[list[float], int]:
     """Without statistics (a small table): each term's exact share of this scope's chunks.
 
     Counting is cheap on a small index, and without it every term would weigh the same: a name
-    said in every other message as much as the one word that matters.
+    said in every other message as much as the one word that matters. Each count is a GIN
+    lookup (no chunk text is read), and is kept while the scope holds the same number of chunks
+    (at most `FREQUENCY_CACHE_SECONDS`): the same words come back query after query.
     """
     with _guarded(), connection.cursor() as cursor:
         cursor.execute(
-            "WITH c AS (SELECT tsv FROM memory_app_memorychunk WHERE assistant_id = %s AND generation = %s "
-            "  AND source = ANY(%s) LIMIT %s) "
-            "SELECT (SELECT count(*) FROM c), ARRAY(SELECT (SELECT count(*) FROM c WHERE c.tsv @@ "
-            f"  to_tsquery('{TS_CONFIG}', t.q)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
-            [
-                scope.assistant_id,
-                scope.generation,
-                list(scope.sources),
-                MIN_ROWS_FOR_SELECTION,
-                list(queries),
-            ],
+            "SELECT count(*) FROM memory_app_memorychunk WHERE assistant_id = %s AND generation = %s "
+            "AND source = ANY(%s)",
+            _scope_params(scope),
         )
-        total, counts = cursor.fetchone()
-    return [count / total if total else 0.0 for count in counts]
+        (total,) = cursor.fetchone()
+        if not total:
+            return [0.0 for _ in queries], 0
+        key, now = (scope.assistant_id, scope.generation, scope.sources, total), time.monotonic()
+        cached = _share_cache.get(key)
+        if cached is None or now - cached[0] >= FREQUENCY_CACHE_SECONDS:
+            if len(_share_cache) >= SHARE_CACHE_SCOPES:
+                _share_cache.clear()
+            cached = _share_cache[key] = (now, {})
+        known = cached[1]
+        missing = [q for q in dict.fromkeys(queries) if q not in known]
+        if missing:
+            cursor.execute(
+                "SELECT ARRAY(SELECT (SELECT count(*) FROM memory_app_memorychunk m "
+                "  WHERE m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) "
+                f"  AND m.tsv @@ to_tsquery('{TS_CONFIG}', t.q)) "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, i) ORDER BY t.i)",
+                [*_scope_params(scope), missing],
+            )
+            (counts,) = cursor.fetchone()
+            known.update((q, count / total) for q, count in zip(missing, counts))
+    return [known[q] for q in queries], total
+
+
+SHARE_CACHE_SCOPES = 256
+_share_cache: dict[tuple[int, int, tuple[str, ...], int], tuple[float, dict[str, float]]] = {}
 
 
 def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: float) -> str:
@@ -194,6 +257,21 @@ def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: floa
     if expected > TEXT_POOL_ROWS and len(order) > 1:
         return f"({queries[order[0]]}) & ({queries[order[1]]})"
     return " | ".join(f"({queries[i]})" for i in chosen)
+
+
+def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: str) -> str:
+    """Return the tsquery of chunks holding every common term, when the rare ones select.
+
+    BM25 scores a chunk that holds only the query's commoner words, and ranks it high when it
+    holds all of them (a mutual-fund answer that says 共同基金 without the rarer words of the
+    question). Two or more common terms ANDed read their posting lists once and keep few rows;
+    one common term alone would select a large share of the index, so it never does.
+    """
+    common = [q for q, share in zip(queries, shares) if share >= COMMON_TERM_SHARE]
+    if len(common) < 2 or len(common) == len(queries):  # all common: `selecting` already ANDs them
+        return ""
+    query = " & ".join(f"({q})" for q in common)
+    return "" if query == selecting else query
 
 
 def term_weight(share: float) -> float:
@@ -249,6 +327,7 @@ def forget_lexeme_stats() -> None:
     global _stats_cache
     with _stats_lock:
         _stats_cache = (-FREQUENCY_CACHE_SECONDS, None)
+        _share_cache.clear()
 
 
 # --- the query -----------------------------------------------------------------------------------
@@ -280,21 +359,32 @@ def fetch_candidates(
     if terms is not None:
         n = len(terms.queries)
         each = "".join(f", to_tsquery('{TS_CONFIG}', %s) AS e{i}" for i in range(n))
+        common_q = f", to_tsquery('{TS_CONFIG}', %s) AS common_q" if terms.common else ""
         cover = " + ".join(f"(CASE WHEN p.tsv @@ q.e{i} THEN %s::float8 ELSE 0 END)" for i in range(n))
         ctes.append(
-            f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q{each})"
+            f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q"
+            f"{common_q}{each})"
         )
+        pool = (
+            "SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
+            "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.{} LIMIT %s"
+        )
+        common = f" UNION (({pool.format('common_q')}))" if terms.common else ""
+        ctes.append(f"pool AS (({pool.format('select_q')}){common})")
+        # Equal coverage: the shorter chunk first (fewer lexemes, a denser match, as BM25's
+        # length normalisation has it); length() reads the tsvector's header only.
         ctes.append(
-            "pool AS (SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
-            "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.select_q LIMIT %s)"
+            f"best AS (SELECT p.id FROM pool p, q ORDER BY {cover} DESC, length(p.tsv), p.id LIMIT %s)"
         )
-        ctes.append(f"best AS (SELECT p.id FROM pool p, q ORDER BY {cover} DESC LIMIT %s)")
+        common_params = [*_scope_params(scope), terms.pool_rows] if terms.common else []
         params += [
             terms.full,
             terms.selecting,
+            *([terms.common] if terms.common else []),
             *terms.queries,
             *_scope_params(scope),
             terms.pool_rows,
+            *common_params,
             *terms.weights,
             max(RANK_ROWS, limit),
         ]

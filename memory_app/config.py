@@ -15,7 +15,8 @@ from openclaw_site.models import Assistant
 from providers.embeddings import Embedder
 
 # Bump when the stored rows change meaning (chunk text, tsvector input): forces a full reindex.
-INDEX_FORMAT_VERSION = 1
+# 2: the stemmed text search configuration (memory_app.textsearch.TS_CONFIG).
+INDEX_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,20 @@
 """Results that repeat what a better result already shows (pure: no Django, no database).
 
 Overlapping chunks (80 tokens of overlap by default; a transcript chunk repeats the previous
-one's last message) make neighbouring hits show the same lines twice, and the model reads them
-twice out of its budget. A result keeps only its first run of lines not shown yet by a
-better-ranked result of the same file; a result with nothing new is dropped, so the next
-candidate moves up. A line is known by its number and text: the pieces of a long line that
-`chunk_markdown` cut share a number but are different text.
+one's last message; the pieces of one long line share its number) would fill the top results
+with one region of one document, and the model would read the same lines twice out of its
+budget. A result keeps only its first run of lines not shown yet by a better-ranked result of
+the same file, and a result with nothing new is dropped, so the next candidate moves up: no two
+results show the same line. A line is known by its number (a message seq for transcripts), so
+the other pieces of a long line already shown are not shown again either. Keeping a
+neighbour's new lines, rather than dropping every overlapping chunk whole, reads 8 points more
+of LoCoMo's evidence within 4000 characters (README, Evaluation).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-
-Piece = tuple[int, str]
 
 
 @dataclass(frozen=True)
@@ -24,20 +25,15 @@ class Lines:
     numbers: list[int]
 
 
-def _pieces(text: str, line_numbers: Sequence[int]) -> list[Piece] | None:
+def unseen_lines(text: str, line_numbers: Sequence[int], seen: Collection[int]) -> Lines | None:
+    """Return the first run of the chunk's pieces whose line is not in ``seen`` (None: none)."""
     parts = text.split("\n")
-    return list(zip(line_numbers, parts)) if len(line_numbers) == len(parts) else None
-
-
-def unseen_lines(text: str, line_numbers: Sequence[int], seen: Collection[Piece]) -> Lines | None:
-    """Return the first run of the chunk's pieces not in ``seen`` (None: all were shown)."""
-    pieces = _pieces(text, line_numbers)
-    if pieces is None:  # no number per line: nothing to compare
+    if len(line_numbers) != len(parts):  # no number per line: nothing to compare
         return Lines(text, list(line_numbers))
-    run: list[Piece] = []
-    for piece in pieces:
-        if piece not in seen:
-            run.append(piece)
+    run: list[tuple[int, str]] = []
+    for number, part in zip(line_numbers, parts):
+        if number not in seen:
+            run.append((number, part))
         elif run:
             break
     if not run:
@@ -45,7 +41,6 @@ def unseen_lines(text: str, line_numbers: Sequence[int], seen: Collection[Piece]
     return Lines("\n".join(part for _, part in run), [number for number, _ in run])
 
 
-def shown_pieces(text: str, line_numbers: Sequence[int], start_line: int, end_line: int) -> set[Piece]:
-    """Return the pieces of a chunk (or run) that a snippet citing ``start_line-end_line`` shows."""
-    pieces = _pieces(text, line_numbers) or []
-    return {piece for piece in pieces if start_line <= piece[0] <= end_line}
+def shown_lines(start_line: int, end_line: int) -> set[int]:
+    """Return the lines a snippet citing ``start_line-end_line`` shows."""
+    return set(range(start_line, end_line + 1))

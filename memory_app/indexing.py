@@ -237,12 +237,12 @@ def embed_with_cache(
     # By length: a batch of texts of about the same length pads least (what sentence-transformers
     # does within one call, here across calls).
     missing = sorted((h for h in texts_by_hash if h not in found), key=lambda h: len(texts_by_hash[h]))
-    # Texts per embed() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
+    # Texts per embed_documents() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
     size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), size):
         group = missing[start : start + size]
         try:
-            vectors = embedder.embed([texts_by_hash[h] for h in group])
+            vectors = embedder.embed_documents([texts_by_hash[h] for h in group])
         except ProviderError as error:
             result.error = error.message
             logger.warning(
@@ -256,6 +256,16 @@ def embed_with_cache(
         if progress is not None:
             progress({"embedded": result.embedded, "to_embed": len(missing)})
     return result
+
+
+def _record_embedding_usage(assistant: Assistant, embedder: Embedder | None, vectors: _Vectors) -> None:
+    if embedder is not None and vectors.embedded:
+        record_usage(
+            assistant=assistant,
+            purpose=UsagePurpose.EMBEDDING,
+            model=embedder.model,
+            usage=Usage(input=vectors.tokens, total=vectors.tokens),
+        )
 
 
 def _note_embedding_error(assistant: Assistant, vectors: _Vectors) -> None:
@@ -469,13 +479,7 @@ def index_entries(
     prepared = {id(e): prepare_chunks(e, config.chunking_for(search, e.source, embedder)) for e in todo}
     texts = {p.chunk.hash: p.chunk.text for pieces in prepared.values() for p in pieces}
     vectors = embed_with_cache(embedder, texts, progress=progress)
-    if embedder is not None and vectors.embedded:
-        record_usage(
-            assistant=assistant,
-            purpose=UsagePurpose.EMBEDDING,
-            model=embedder.model,
-            usage=Usage(input=vectors.tokens, total=vectors.tokens),
-        )
+    _record_embedding_usage(assistant, embedder, vectors)
     outcome.embedded, outcome.cache_hits, outcome.embedding_error = (
         vectors.embedded,
         vectors.cache_hits,
@@ -579,6 +583,7 @@ def extend_entry(assistant: Assistant, tail: SourceEntry, *, growth: Growth) -> 
         return None
     pieces = prepare_chunks(tail, config.chunking_for(assistant.config.memory_search, tail.source, embedder))
     vectors = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in pieces})
+    _record_embedding_usage(assistant, embedder, vectors)
     outcome = IndexOutcome(
         generations=generations,
         embedded=vectors.embedded,

@@ -97,8 +97,14 @@ def fuse_scores(candidates: Iterable[Candidate], *, vector_weight: float, text_w
 
 
 def sort_by_score(results: Iterable[Ranked]) -> list[Ranked]:
-    """Sort by score, highest first, keeping the input order among equal scores."""
-    return sorted(results, key=lambda ranked: ranked.score, reverse=True)
+    """Sort by score, highest first; equal scores by the better keyword, then vector match.
+
+    Results tied on the fused score (text alone often ties: same terms, same coverage) come out
+    in the order of their match, not of their paths; the input order breaks what is left.
+    """
+    return sorted(
+        results, key=lambda ranked: (ranked.score, ranked.text_score, ranked.vector_score), reverse=True
+    )
 
 
 # --- temporal decay (temporal-decay.ts) -----------------------------------------------------

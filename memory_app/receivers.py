@@ -1,7 +1,9 @@
 """Keep the search index in step with memory writes, whoever made them (docs/design.md, How a message flows).
 
 `memory_app.documents` sends `memory_document_changed` after every write commits (API, admin,
-dashboard, flush, import all go through it), so this one receiver covers every writer.
+dashboard, flush, import all go through it), so this one receiver covers every writer. And each
+task worker loads the embedder as it starts (`preload_worker_embedder`), before its first
+index job or memory search.
 """
 
 from __future__ import annotations
@@ -10,12 +12,20 @@ from typing import Any
 
 from django.conf import settings
 from django.dispatch import receiver
+from django_q.signals import post_spawn
 
 from memory_app import debounce
 from memory_app.indexing import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
 from openclaw_site.tasks import TaskOwner, enqueue
+from providers.embeddings import preload_embedder
+
+
+@receiver(post_spawn, dispatch_uid="memory_app.preload_worker_embedder")
+def preload_worker_embedder(sender: Any, **kwargs: Any) -> None:
+    """Load the embedder in the background when django-q2 starts a worker process."""
+    preload_embedder()
 
 
 @receiver(memory_document_changed, dispatch_uid="memory_app.schedule_document_index")

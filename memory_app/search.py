@@ -6,9 +6,11 @@
 2. The text score is 0..1: the IDF-weighted share of the query's terms the chunk holds, times
    its `ts_rank_cd` relative to the best candidate's (a weak best match does not get full marks
    just for being first).
-3. Fusion by chunk id, `vectorWeight·v + textWeight·t` with the weights normalised to sum 1,
-   optional temporal decay and MMR, then `minScore`, whose spare slots keyword-backed results
-   fill (`ranking.apply_min_score`).
+3. Fusion by chunk id, `vectorWeight·v + textWeight·t` with the weights normalised to sum 1 and
+   `v` the cosine on the embedder's calibrated scale (`calibration`), optional temporal decay
+   and MMR, then `minScore`, whose spare slots keyword-backed results fill
+   (`ranking.apply_min_score`); when nothing passes, the nearest results come back marked
+   ``low_confidence``. Each line is shown once (`dedup`).
 4. If embedding fails, the answer comes from text alone with OpenClaw's FTS-only boost; if the
    full-text query fails, from vectors alone. ``SearchResponse.mode`` says what ran and
    ``fallback`` why.
@@ -28,8 +30,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from memory_app import config
+from memory_app.calibration import scale_for
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
-from memory_app.dedup import shown_pieces, unseen_lines
+from memory_app.dedup import shown_lines, unseen_lines
 from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
@@ -52,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 MODES = ("hybrid", "vector", "text")
 MAX_CANDIDATES = 200
+# The least calibrated vector score a low-confidence result needs (`calibration`): above what
+# unrelated text gets, so a query that matches nothing still returns nothing.
+LOW_CONFIDENCE_MIN_VECTOR = 0.1
 _DEFAULT = object()
 
 
@@ -103,6 +109,8 @@ class SearchResponse:
     provider: str = "none"
     model: str = "fts-only"
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Nothing reached minScore: the results are the nearest below it (`_compose`).
+    low_confidence: bool = False
 
 
 class SearchOptionError(ValueError):
@@ -264,7 +272,7 @@ def run_search(
         )
     sides = _run_sides(assistant, state, text, options, embedder, query_vector)
     composing = time.perf_counter()
-    results = _compose(sides, text, options, now or timezone.now())
+    results, low_confidence = _compose(sides, text, options, now or timezone.now())
     sides.timings["compose"] = _ms(composing)
     sides.timings["total"] = _ms(started)
     return SearchResponse(
@@ -276,6 +284,7 @@ def run_search(
         provider=sides.provider,
         model=sides.model,
         timings_ms=sides.timings,
+        low_confidence=low_confidence,
     )
 
 
@@ -380,7 +389,7 @@ def _query_vector(
         return None
     started = time.perf_counter()
     try:
-        values = list(given) if given is not None else embedder.embed_query(query)
+        values = list(given) if given is not None else embedder.embed_queries([query])[0]
     except ProviderError as error:
         sides.fallback = f"embedding_failed: {error.message}"
         return None
@@ -446,7 +455,10 @@ def _candidate(row: Row, *, vector_score: float | None, text_score: float | None
     )
 
 
-def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -> list[SearchResult]:
+def _compose(
+    sides: _Sides, query: str, options: SearchOptions, now: datetime
+) -> tuple[list[SearchResult], bool]:
+    """Return the results shown, and whether they are below the floor (low confidence)."""
     terms = query_terms(query)
     rows = {row.id: row for row in sides.rows}
     keyword = _keyword_scores(list(rows.values()), sides.terms)
@@ -472,15 +484,21 @@ def _compose(sides: _Sides, query: str, options: SearchOptions, now: datetime) -
     kept = apply_min_score(
         ranked, min_score=options.min_score, keyword_ids=keyword_ids, max_results=len(ranked)
     )
+    low_confidence = not kept and sides.vector_ran
+    if low_confidence:
+        # Nothing passed the floor: the results nearer than unrelated text come back marked, so
+        # a question in other words than the memory's still sees what is closest.
+        kept = [r for r in ranked if r.vector_score >= LOW_CONFIDENCE_MIN_VECTOR]
     shown = _without_repeats(kept, rows, options, terms, limit=options.max_results)
-    return [_result(r, rows[int(r.candidate.id)], snippet, keyword, options) for r, snippet in shown]
+    results = [_result(r, rows[int(r.candidate.id)], snippet, keyword, options) for r, snippet in shown]
+    return results, low_confidence and bool(results)
 
 
 def _without_repeats(
     ranked: list[Ranked], rows: dict[int, Row], options: SearchOptions, terms: Sequence[str], *, limit: int
 ) -> list[tuple[Ranked, Snippet]]:
-    """Show each line once: a result keeps its lines not shown by a better one (`dedup`)."""
-    seen: dict[str, set[tuple[int, str]]] = {}
+    """Show each line once, and no result without text (`dedup`)."""
+    seen: dict[str, set[int]] = {}
     shown: list[tuple[Ranked, Snippet]] = []
     for item in ranked:
         if len(shown) == limit:
@@ -491,7 +509,9 @@ def _without_repeats(
         if fresh is None:
             continue
         snippet = make_snippet(fresh.text, fresh.numbers, policy=options.snippet, terms=terms)
-        done.update(shown_pieces(fresh.text, fresh.numbers, snippet.start_line, snippet.end_line))
+        if not snippet.text.strip():
+            continue
+        done.update(shown_lines(snippet.start_line, snippet.end_line))
         shown.append((item, snippet))
     return shown
 
@@ -506,11 +526,13 @@ def _fuse(
 ) -> list[Ranked]:
     """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9)."""
 
+    scale = scale_for(sides.model)
+
     def candidate(row: Row) -> Candidate:
         text = keyword.get(row.id)
         return _candidate(
             row,
-            vector_score=row.cosine,
+            vector_score=None if row.cosine is None else scale.normalise(row.cosine),
             text_score=text.score if text else None,
             snippet=snippets.get(row.id, ""),
         )
@@ -552,6 +574,7 @@ def _result(
         text = keyword.get(row.id)
         explain = {
             "vector_score": round(ranked.vector_score, 6),
+            "cosine": None if row.cosine is None else round(row.cosine, 6),
             "text_score": round(ranked.text_score, 6),
             "decay_multiplier": round(ranked.decay_multiplier, 6),
             "mmr_position": ranked.mmr_position,

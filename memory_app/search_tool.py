@@ -115,7 +115,8 @@ def _number(value: Any, *, integer: bool = False) -> float | None:
 def _payload(
     response: SearchResponse, with_citations: bool, max_results: Any, started: float
 ) -> dict[str, Any]:
-    results = sorted(response.results, key=lambda r: (-r.score, r.path))
+    # By score, ties in the search's own order (its better match first), not by path.
+    results = sorted(response.results, key=lambda r: -r.score)
     results = results[: max(1, max_results or TOOL_DEFAULT_MAX_RESULTS)]
     items = []
     for result in results:
@@ -141,6 +142,8 @@ def _payload(
     }
     if response.fallback:
         payload["fallback"] = response.fallback
+    if response.low_confidence:
+        payload["lowConfidence"] = True
     payload["debug"] = _debug(started, len(items), response.mode)
     return payload
 

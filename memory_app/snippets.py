@@ -79,9 +79,15 @@ def _line(lines: Sequence[str], line_no: int) -> str:
 def make_snippet(
     text: str, line_numbers: Sequence[int], *, policy: SnippetPolicy, terms: Sequence[str] = ()
 ) -> Snippet:
-    """Cut a result's snippet from its chunk text according to ``policy``."""
+    """Cut a result's snippet from its chunk text according to ``policy``.
+
+    Blank lines at either end of the chunk (a file's final newline, the gap before a heading)
+    are neither shown nor cited: the citation names exactly the lines with text.
+    """
     pieces = text.split("\n")
     numbers = list(line_numbers) if len(line_numbers) == len(pieces) else _spread(line_numbers, len(pieces))
+    pieces, numbers = _without_blank_ends(pieces, numbers)
+    text = "\n".join(pieces)
     if policy.max_chars == 0:
         return Snippet(text, numbers[0], numbers[-1])
     if policy.mode == "best":
@@ -90,6 +96,15 @@ def make_snippet(
             first, last = window
             return _window_snippet(pieces, numbers, first, last, policy.max_chars, terms)
     return _head_snippet(text, pieces, numbers, policy.max_chars)
+
+
+def _without_blank_ends(pieces: list[str], numbers: list[int]) -> tuple[list[str], list[int]]:
+    """Drop the blank pieces at both ends (all blank: the first piece, empty)."""
+    filled = [index for index, piece in enumerate(pieces) if piece.strip()]
+    if not filled:
+        return [""], numbers[:1]
+    first, last = filled[0], filled[-1]
+    return pieces[first : last + 1], numbers[first : last + 1]
 
 
 def _spread(line_numbers: Sequence[int], count: int) -> list[int]:

@@ -2,10 +2,12 @@
 
 Pure module: no Django, no database; `search.py` and `indexing.py` feed its output to Postgres.
 
-* Configuration `simple`: lowercasing only, no stemming and no stop list, so identifiers, paths
-  and hashes are indexed as written.
-* The index side stores `to_tsvector('simple', index_text(text))`; the query side sends
-  `to_tsquery('simple', to_tsquery_text(query_terms(query)))`, an OR of quoted terms ranked with
+* Configuration `openclaw_search` (migration memory_app 0007): `simple` (lowercasing, no stop
+  list) with plain ASCII words stemmed by Snowball English, so "decided" finds "decide" and
+  "picked" finds "pick"; identifiers, paths, hosts, numbers and hashes are token types the
+  stemmer never sees, so they are indexed as written.
+* The index side stores `to_tsvector(TS_CONFIG, index_text(text))`; the query side sends
+  `to_tsquery(TS_CONFIG, to_tsquery_text(query_terms(query)))`, an OR of quoted terms ranked with
   `ts_rank_cd`, not OpenClaw's all-terms AND (docs/openclaw-behaviour.md §5, #39484).
 * Postgres' default parser keeps a run of CJK characters as one word, the same problem OpenClaw
   has with unicode61 (docs/openclaw-behaviour.md §5, #20730). Both sides therefore add the character bigrams of
@@ -14,7 +16,7 @@ Pure module: no Django, no database; `search.py` and `indexing.py` feed its outp
   search for `main` or `main.py` would miss. Both sides add the parts of such identifiers.
 
 The contract between the two sides: for every term `t` in `query_terms(x)`, the lexemes that
-`to_tsquery('simple', quote(t))` produces also occur in `to_tsvector('simple', index_text(x))`.
+`to_tsquery(TS_CONFIG, quote(t))` produces also occur in `to_tsvector(TS_CONFIG, index_text(x))`.
 Both sides run the same helpers on the same text, and Postgres runs the same parser on both.
 """
 
@@ -26,7 +28,7 @@ from collections.abc import Iterable
 from memory_app.ranking import is_stop_word
 from memory_app.tokens import estimate_string_chars
 
-TS_CONFIG = "simple"
+TS_CONFIG = "openclaw_search"
 DEFAULT_MAX_TERMS = 24
 
 # Scripts written without spaces: CJK ideographs (+Ext A, compatibility, Ext B+), kana, Hangul.
@@ -49,7 +51,7 @@ _CORE_END_RE = re.compile(r"[\w/\\](?=\W*$)")
 
 
 def index_text(text: str) -> str:
-    """Return the text to feed `to_tsvector('simple', ...)`: `text` plus CJK and id variants."""
+    """Return the text to feed `to_tsvector(TS_CONFIG, ...)`: `text` plus CJK and id variants."""
     text = text.replace("\x00", "")  # Postgres text cannot hold NUL
     extras = _unique([*_cjk_variants(text), *_identifier_variants(text)])
     if not extras:
@@ -71,7 +73,7 @@ def query_terms(query: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> list[str]:
 
 
 def to_tsquery_text(terms: Iterable[str]) -> str:
-    """Return a `to_tsquery('simple', ...)` string that ORs the terms as quoted lexemes."""
+    """Return a `to_tsquery(TS_CONFIG, ...)` string that ORs the terms as quoted lexemes."""
     # Inside single quotes tsquery syntax only knows `\` and `'`: escaping both keeps every
     # operator (& | ! ( ) : * <->) literal. An empty result means "no keyword search".
     operands = []

@@ -17,6 +17,10 @@ django_application = get_asgi_application()
 
 # Imported once Django is set up: the MCP tools import the apps' models.
 from integrations.mcp_http import is_mcp_path, mcp_application  # noqa: E402
+from providers.embeddings import preload_embedder  # noqa: E402
+
+# The first search must not wait for the model: load it now, in the background (/healthz says when).
+preload_embedder()
 
 
 async def application(scope: dict[str, Any], receive: Receive, send: Callable[..., Awaitable[None]]) -> None:

@@ -97,10 +97,12 @@ SCHEMA: dict[str, Any] = {
         "chunking": {
             "tokens": Field(400, int, minimum=1, maximum=8192),
             "overlap": Field(80, int, minimum=0, maximum=8191),
-            # Transcripts are not notes: their chunk size can differ (null: same as above).
+            # Transcripts are not notes: their chunk size differs (null: same as above). A few
+            # messages per chunk read best on LoCoMo dev (README, Evaluation): with 400-token
+            # chunks the 700-character snippets hide most of each chunk.
             "sessions": {
-                "tokens": Field(None, int, minimum=1, maximum=8192, nullable=True),
-                "overlap": Field(None, int, minimum=0, maximum=8191, nullable=True),
+                "tokens": Field(128, int, minimum=1, maximum=8192, nullable=True),
+                "overlap": Field(25, int, minimum=0, maximum=8191, nullable=True),
             },
         },
         "sync": {

@@ -21,6 +21,11 @@ def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default).strip()
 
 
+def env_text(name: str, default: str = "") -> str:
+    """Return the variable exactly as set: a prefix such as "query: " keeps its trailing space."""
+    return os.environ.get(name, default)
+
+
 def env_bool(name: str, default: bool) -> bool:
     """Return the variable as a boolean (1/0, true/false, yes/no, on/off)."""
     raw = os.environ.get(name)

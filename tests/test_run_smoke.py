@@ -128,6 +128,10 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
         database = health["checks"]["database"]
         assert database["ok"] and database["embedded"] and database["pgvector"] >= "0.8"
         assert "Created team 'demo'" in log.read_text()  # a fresh database got the demo data
+        # The web process builds its embedder as it starts, before any search asks for it.
+        wait_until(
+            lambda: call_json(f"{base}/healthz")[1]["checks"]["embedder"]["ready"], server=server, log=log
+        )
         # Both django-q2 clusters: the default one and the urgent one (flush, compaction).
         wait_until(
             lambda: all(f"[{name}] running." in log.read_text() for name in ("openclaw", "openclaw-urgent")),

@@ -181,7 +181,7 @@ DEFAULTS = AssistantSettings(
         enabled=True,
         sources=("memory", "sessions"),
         chunking=ChunkingSettings(tokens=400, overlap=80),
-        session_chunking=ChunkingSettings(tokens=400, overlap=80),
+        session_chunking=ChunkingSettings(tokens=128, overlap=25),
         sync=SyncSettings(
             watch_debounce_ms=1500,
             sessions=SessionSyncSettings(delta_bytes=100000, delta_messages=50, post_compaction_force=True),
@@ -312,10 +312,18 @@ def test_units_are_converted_once():
     assert parse_settings({"contextPruning": {"ttl": "5"}}).pruning.ttl_ms == 300_000  # minutes
     assert parse_settings({"contextPruning": {"ttl": 1500}}).pruning.ttl_ms == 1500  # ms
     assert config.memory_search.chunking == ChunkingSettings(tokens=300, overlap=30)
-    # A null in chunking.sessions means the notes' value.
-    assert config.memory_search.session_chunking == ChunkingSettings(tokens=100, overlap=30)
+    # Transcripts have their own default (128/25); a null in chunking.sessions means the notes' value.
+    assert config.memory_search.session_chunking == ChunkingSettings(tokens=100, overlap=25)
     own_overlap = parse_settings({"memorySearch": {"chunking": {"sessions": {"overlap": 0}}}})
-    assert own_overlap.memory_search.session_chunking == ChunkingSettings(tokens=400, overlap=0)
+    assert own_overlap.memory_search.session_chunking == ChunkingSettings(tokens=128, overlap=0)
+    notes = parse_settings(
+        {
+            "memorySearch": {
+                "chunking": {"tokens": 300, "overlap": 30, "sessions": {"tokens": None, "overlap": None}}
+            }
+        }
+    )
+    assert notes.memory_search.session_chunking == ChunkingSettings(tokens=300, overlap=30)
 
 
 def test_byte_sizes_parse_like_openclaw():

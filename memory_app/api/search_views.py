@@ -73,7 +73,7 @@ class SearchResultOutput(serializers.Serializer):
     explain = serializers.DictField(
         required=False,
         help_text=(
-            "With explain=1: vector_score, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
+            "With explain=1: vector_score (calibrated), cosine, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
             "chunk_id, chunk_lines, timestamp."
         ),
     )
@@ -84,6 +84,9 @@ class SearchOutput(serializers.Serializer):
     mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
     requested_mode = serializers.ChoiceField(choices=MODES)
     fallback = serializers.CharField(allow_null=True, help_text="Why mode differs from the request.")
+    low_confidence = serializers.BooleanField(
+        help_text="Nothing reached minScore: the results are the nearest below it."
+    )
     provider = serializers.CharField()
     model = serializers.CharField()
     results = SearchResultOutput(many=True)
@@ -129,6 +132,7 @@ def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:
         "mode": response.mode,
         "requested_mode": response.requested_mode,
         "fallback": response.fallback,
+        "low_confidence": response.low_confidence,
         "provider": response.provider,
         "model": response.model,
         "results": [_result(result, explain=explain) for result in response.results],

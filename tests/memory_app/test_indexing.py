@@ -49,7 +49,7 @@ def test_a_write_indexes_the_document_with_vectors_and_full_text(
     assert chunk.model == "fake-embedding" and chunk.dims == 384 and len(chunk.embedding) == 384
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT tsv @@ to_tsquery('simple', 'heron') FROM memory_app_memorychunk WHERE id = %s",
+            "SELECT tsv @@ to_tsquery('openclaw_search', 'heron') FROM memory_app_memorychunk WHERE id = %s",
             [chunk.pk],
         )
         assert cursor.fetchone()[0] is True

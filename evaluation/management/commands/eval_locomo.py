@@ -13,15 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
 
 from evaluation.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 from evaluation.metrics import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
-from memory_app.models import EmbeddingCache
+from evaluation.throwaway import add_embedder_argument, evaluation_embedder, rolled_back_keeping_embeddings
 from openclaw_site.assistant_settings import SettingsError, parse_settings
-from providers.embeddings import Embedder, get_embedder, reset_embedders
+from providers.embeddings import Embedder
 
 # OpenClaw's defaults (docs/openclaw-behaviour.md §4.1, §4.7): 400/80 chunks for every source, 700-char head
 # snippets.
@@ -91,12 +89,7 @@ class Command(BaseCommand):
             default=list(SEARCH_VARIANTS),
             help=f"search variants to run (default all): {', '.join(SEARCH_VARIANTS)}",
         )
-        parser.add_argument(
-            "--embedder",
-            choices=("local", "configured"),
-            default="local",
-            help="local: the bundled MiniLM (default); configured: EMBEDDING_PROVIDER and co.",
-        )
+        add_embedder_argument(parser)
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -134,18 +127,10 @@ class Command(BaseCommand):
         return configs
 
     def _embedder(self, choice: str) -> Embedder:
-        if choice == "local":
-            # README's figures are for the bundled all-MiniLM-L6-v2, whatever .env says; indexing
-            # reads the same setting, so it is changed for this process rather than passed along.
-            settings.EMBEDDING_PROVIDER = "local"
-            reset_embedders()
-        embedder = get_embedder()
-        if embedder is None:
-            raise CommandError(
-                "no embedder is available (local: sentence-transformers and torch; "
-                "configured: EMBEDDING_PROVIDER)"
-            )
-        return embedder
+        try:
+            return evaluation_embedder(choice)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
 
     def _run(
         self,
@@ -155,41 +140,20 @@ class Command(BaseCommand):
         options: dict[str, Any],
     ) -> EvalRun:
         progress = (lambda line: self.stderr.write(line)) if options["verbosity"] >= 1 else (lambda _: None)
-        kept: list[tuple[Any, ...]] = []
         try:
-            with transaction.atomic():
-                first_new = (
-                    EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0
-                ) + 1
-                try:
-                    run = run_evaluation(
-                        samples=samples,
-                        configs=configs,
-                        embedder=embedder,
-                        max_results=options["max_results"],
-                        budget=options["budget"],
-                        variants=options["modes"],
-                        progress=progress,
-                    )
-                    kept = list(
-                        EmbeddingCache.objects.filter(id__gte=first_new).values_list(
-                            "provider_key", "model", "hash", "dims", "embedding"
-                        )
-                    )
-                finally:
-                    # Throwaway data: the team, assistants, sessions and chunks all go.
-                    transaction.set_rollback(True)
+            return rolled_back_keeping_embeddings(
+                lambda: run_evaluation(
+                    samples=samples,
+                    configs=configs,
+                    embedder=embedder,
+                    max_results=options["max_results"],
+                    budget=options["budget"],
+                    variants=options["modes"],
+                    progress=progress,
+                )
+            )
         except (LocomoFormatError, SettingsError) as error:
             raise CommandError(str(error)) from None
-        EmbeddingCache.objects.bulk_create(
-            [EmbeddingCache(provider_key=p, model=m, hash=h, dims=d, embedding=e) for p, m, h, d, e in kept],
-            ignore_conflicts=True,
-            batch_size=500,
-        )
-        # ANALYZE's row count is not transactional: count again now that the rows are gone.
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE memory_app_memorychunk")
-        return run
 
 
 def _chunkings(options: dict[str, Any]) -> list[dict[str, Any]]:
