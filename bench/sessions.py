@@ -500,6 +500,9 @@ def child_env(database_url: str, fake: FakeOpenAI, redis_url: str = "") -> dict[
         EMBEDDING_BASE_URL=fake.base_url,
         EMBEDDING_MODEL="fake-embedding",
         LOG_LEVEL="WARNING",
+        # The bench's clients are one team's agents posting as fast as they can: the per-key
+        # rate limit (docs/design.md, Limits and refusals) would measure itself instead.
+        OPENCLAW_API_KEY_RATE_PER_MINUTE="100000000",
     )
     return env
 
