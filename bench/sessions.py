@@ -131,39 +131,14 @@ def tcp_postgres() -> Iterator[str]:
     subprocess.run(
         [bindir / "pg_ctl", "-D", data, "-o", options, "-w", "start"], check=True, capture_output=True
     )
+
+    def psql(*args: str) -> None:
+        command = [str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", *args]
+        subprocess.run(command, check=True, capture_output=True)
+
     try:
-        subprocess.run(
-            [
-                bindir / "psql",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "postgres",
-                "-c",
-                f"CREATE DATABASE {BENCH_DB}",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        subprocess.run(
-            [
-                bindir / "psql",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "postgres",
-                "-d",
-                BENCH_DB,
-                "-c",
-                "CREATE EXTENSION vector",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        psql("-c", f"CREATE DATABASE {BENCH_DB}")
+        psql("-d", BENCH_DB, "-c", "CREATE EXTENSION vector")
         yield f"postgres://postgres@127.0.0.1:{port}/{BENCH_DB}"
     finally:
         subprocess.run(
