@@ -22,6 +22,7 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone as dj_timezone
 
+from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from openclaw_site.locks import LockTimeout, session_lock
@@ -31,7 +32,6 @@ from providers.chat import get_chat_model
 from providers.errors import ProviderError
 from sessions_app.context import (
     calibration_ratio,
-    daily_note_path,
     effective_model,
     latest_compaction_index,
     local_today,

@@ -19,6 +19,7 @@ from django.conf import settings as django_settings
 from django.db.models import F, Sum
 from django.utils import timezone as dj_timezone
 
+from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import (
     calculate_context_tokens,
@@ -275,10 +276,6 @@ def assistant_zone(assistant: Assistant) -> ZoneInfo:
 def local_today(assistant: Assistant, now: datetime) -> date:
     """Return today's date in the assistant's timezone."""
     return now.astimezone(assistant_zone(assistant)).date()
-
-
-def daily_note_path(day: date) -> str:
-    return f"memory/{day.isoformat()}.md"
 
 
 @dataclass(frozen=True)

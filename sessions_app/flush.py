@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 from django.db.models import F, Q
 from django.utils import timezone as dj_timezone
 
-from memory_app.documents import Provenance, append_to_document
+from memory_app.documents import Provenance, append_to_document, daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
@@ -150,7 +150,8 @@ def build_flush_plan(flush: MemoryFlushSettings, *, now: datetime, zone: ZoneInf
     """Build the flush prompts for `now` in the assistant's timezone; None when disabled."""
     if not flush.enabled:
         return None
-    date_stamp = now.astimezone(zone).date().isoformat()
+    day = now.astimezone(zone).date()
+    date_stamp = day.isoformat()
     # A blank prompt is no prompt: OpenClaw's own text is used.
     prompt = ensure_no_reply_hint(ensure_safety_hints(_text(flush.prompt) or DEFAULT_MEMORY_FLUSH_PROMPT))
     system = ensure_no_reply_hint(
@@ -159,7 +160,7 @@ def build_flush_plan(flush: MemoryFlushSettings, *, now: datetime, zone: ZoneInf
     return FlushPlan(
         prompt=_append_time_line(prompt.replace("YYYY-MM-DD", date_stamp), current_time_line(now, zone)),
         system_prompt=system.replace("YYYY-MM-DD", date_stamp),
-        relative_path=f"memory/{date_stamp}.md",
+        relative_path=daily_note_path(day),
         date_stamp=date_stamp,
     )
 
