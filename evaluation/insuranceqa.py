@@ -8,7 +8,8 @@ docs/evaluation.md); `test` stays out of every tuning decision.
 The pool: the first `questions` questions of `valid` (by id), all their correct answers, and as
 many of their listed negative answers (in order) as fill the pool to `pool` answers. Each answer
 is one memory document `memory/answers/<id>.md`, indexed through the real path
-(`indexing.reindex_assistant`); a question's evidence is its correct answers' documents.
+(`indexing.reindex_assistant`); a question's evidence is its correct answers' documents (with
+those of a question asked in the same words, `correct_answers_by_text`).
 """
 
 from __future__ import annotations
@@ -66,10 +67,27 @@ def build_pool(valid: dict[str, Any], answers: dict[str, Any], *, questions: int
                 break
             chosen.setdefault(negative)
     texts = {key: answers[key]["zh"].strip() for key in chosen if answers[key]["zh"].strip()}
+    correct = correct_answers_by_text(asked)
     return Pool(
         answers=texts,
-        questions=[(item["zh"].strip(), tuple(a for a in item["answers"] if a in texts)) for item in asked],
+        questions=[
+            (text, tuple(a for a in correct[text] if a in texts))
+            for text in (item["zh"].strip() for item in asked)
+        ],
     )
+
+
+def correct_answers_by_text(asked: Sequence[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Return each question text's correct answers: those of every question asked in those words.
+
+    `valid` holds a few questions twice in the same Chinese words with different correct answers
+    (租金保险涵盖什么？ with answer 22723 and again with 529); the words are the query, so an answer
+    judged correct for either is correct for both.
+    """
+    correct: dict[str, dict[str, None]] = {}
+    for item in asked:
+        correct.setdefault(item["zh"].strip(), {}).update(dict.fromkeys(item["answers"]))
+    return {text: tuple(ids) for text, ids in correct.items()}
 
 
 def answer_path(answer_id: str) -> str:

@@ -17,8 +17,9 @@ InsuranceQA), and MRR@10 is the mean of 1/rank of that first hit (0 beyond 10).
 
 The methods are the real search path (`search.run_search`, in vector, text and hybrid mode, with
 MMR or temporal decay) and baselines over the very same chunk rows: BM25 (`rank_bm25`, Okapi,
-with the corpus's tokenizers) and exact cosine similarity over the stored embeddings. The baselines show their chunks with the
-same snippet policy, so only the ranking differs.
+with the corpus's tokenizers) and exact cosine similarity over the stored embeddings. The baselines
+show their chunks as the search does (each line once, the same snippet policy), so only the ranking
+differs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from memory_app.dedup import ShownLines
 from memory_app.models import IndexState, MemoryChunk
 from memory_app.search import SearchOptions, run_search
 from memory_app.snippets import make_snippet
@@ -289,16 +291,29 @@ class ChunkSet:
         )
 
     def hits(self, order: Iterable[int], *, query: str, options: SearchOptions) -> list[Hit]:
-        """Return the chunks in ``order`` as hits, each shown with the search's snippet policy."""
+        """Return the first ``max_results`` chunks in ``order`` as the search would show them.
+
+        The search's rules (`search._without_repeats`): each line once, so a chunk that only
+        repeats lines a better one shows is skipped (the pieces of one long answer, overlapping
+        transcript chunks), and the snippet policy on what is new.
+        """
         terms = query_terms(query)
-        result = []
+        seen = ShownLines()
+        result: list[Hit] = []
         for index in order:
-            snippet = make_snippet(
-                self.texts[index], self.line_numbers[index], policy=options.snippet, terms=terms
-            )
+            if len(result) == options.max_results:
+                break
+            path = self.paths[index]
+            fresh = seen.unseen(path, self.texts[index], self.line_numbers[index])
+            if fresh is None:
+                continue
+            snippet = make_snippet(fresh.text, fresh.numbers, policy=options.snippet, terms=terms)
+            if not snippet.text.strip():
+                continue
+            seen.show(path, snippet.start_line, snippet.end_line)
             result.append(
                 Hit(
-                    path=self.paths[index],
+                    path=path,
                     start_line=self.starts[index],
                     end_line=self.ends[index],
                     snippet=snippet.text,
@@ -327,7 +342,7 @@ def bm25_method(
         if index is None:
             return []
         scores = index.get_scores(tokenize(query))
-        order = [i for i in np.argsort(-scores, kind="stable")[: options.max_results] if scores[i] > 0]
+        order = (i for i in np.argsort(-scores, kind="stable") if scores[i] > 0)
         return chunks.hits(order, query=query, options=options)
 
     return Method(name, run)
@@ -342,7 +357,7 @@ def cosine_method(chunks: ChunkSet, *, options: SearchOptions) -> Method:
         q = np.asarray(vector, dtype=np.float32)
         q = q / (np.linalg.norm(q) or 1.0)
         scores = chunks.vectors @ q
-        order = np.argsort(-scores, kind="stable")[: options.max_results]
+        order = np.argsort(-scores, kind="stable")
         return chunks.hits(order, query=query, options=options)
 
     return Method(COSINE_NAME, run)

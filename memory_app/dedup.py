@@ -14,7 +14,7 @@ of LoCoMo's evidence within 4000 characters (README, Evaluation).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,18 @@ def unseen_lines(text: str, line_numbers: Sequence[int], seen: Collection[int]) 
 def shown_lines(start_line: int, end_line: int) -> set[int]:
     """Return the lines a snippet citing ``start_line-end_line`` shows."""
     return set(range(start_line, end_line + 1))
+
+
+@dataclass
+class ShownLines:
+    """The lines shown so far, per path, as results are read in rank order."""
+
+    by_path: dict[str, set[int]] = field(default_factory=dict)
+
+    def unseen(self, path: str, text: str, line_numbers: Sequence[int]) -> Lines | None:
+        """Return the chunk's first run of lines not shown yet (None: it repeats what was)."""
+        return unseen_lines(text, line_numbers, self.by_path.get(path, set()))
+
+    def show(self, path: str, start_line: int, end_line: int) -> None:
+        """Record that a snippet citing ``start_line-end_line`` of ``path`` was shown."""
+        self.by_path.setdefault(path, set()).update(shown_lines(start_line, end_line))

@@ -32,7 +32,7 @@ from django.utils import timezone
 from memory_app import config
 from memory_app.calibration import scale_for
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
-from memory_app.dedup import shown_lines, unseen_lines
+from memory_app.dedup import ShownLines
 from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
@@ -498,20 +498,19 @@ def _without_repeats(
     ranked: list[Ranked], rows: dict[int, Row], options: SearchOptions, terms: Sequence[str], *, limit: int
 ) -> list[tuple[Ranked, Snippet]]:
     """Show each line once, and no result without text (`dedup`)."""
-    seen: dict[str, set[int]] = {}
+    seen = ShownLines()
     shown: list[tuple[Ranked, Snippet]] = []
     for item in ranked:
         if len(shown) == limit:
             break
         row = rows[int(item.candidate.id)]
-        done = seen.setdefault(row.path, set())
-        fresh = unseen_lines(row.text, row.line_numbers, done)
+        fresh = seen.unseen(row.path, row.text, row.line_numbers)
         if fresh is None:
             continue
         snippet = make_snippet(fresh.text, fresh.numbers, policy=options.snippet, terms=terms)
         if not snippet.text.strip():
             continue
-        done.update(shown_lines(snippet.start_line, snippet.end_line))
+        seen.show(row.path, snippet.start_line, snippet.end_line)
         shown.append((item, snippet))
     return shown
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_app.dedup import Lines, shown_lines, unseen_lines
+from memory_app.dedup import Lines, ShownLines, shown_lines, unseen_lines
 
 
 def test_a_chunk_keeps_its_first_run_of_new_lines() -> None:
@@ -29,3 +29,10 @@ def test_a_run_stops_at_the_first_line_already_shown() -> None:
 
 def test_without_per_line_numbers_nothing_is_dropped() -> None:
     assert unseen_lines("a\nb", [5], {5}) == Lines("a\nb", [5])
+
+
+def test_shown_lines_remember_each_path_apart() -> None:
+    shown = ShownLines()
+    shown.show("memory/a.md", 1, 1)
+    assert shown.unseen("memory/a.md", "second piece of line one", [1]) is None
+    assert shown.unseen("memory/b.md", "line one of b", [1]) == Lines("line one of b", [1])
