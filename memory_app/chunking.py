@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from memory_app.calibration import DEFAULT_PIECES_PER_TOKEN
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_slices
 
@@ -23,12 +24,6 @@ MIN_CHUNK_CHARS = 32
 
 # docs/design.md §D9. BERT-style embedders add [CLS] and [SEP] to every input.
 SPECIAL_TOKENS_PER_INPUT = 2
-# Word pieces per estimated token (estimate_text_tokens), measured with the all-MiniLM-L6-v2
-# tokenizer: English prose 0.9, CJK 1.05, Python source 1.5, file paths 2.1, JSON 2.2, hex hashes
-# and UUIDs 2.8-2.9. 2.0 covers prose, code and paths with room to spare; a chunk made mostly of
-# hashes can still run past the limit, so the embedder must still cut what it cannot read
-# (OpenClaw's `enforceEmbeddingMaxInputTokens`, docs/openclaw-behaviour.md §4.3).
-WORDPIECES_PER_ESTIMATED_TOKEN = 2.0
 
 
 @dataclass(frozen=True)
@@ -122,14 +117,22 @@ def _is_blank(text: str) -> bool:
     return not text.replace("\ufeff", " ").strip()
 
 
-def effective_chunk_tokens(configured: int, embedder_max_tokens: int | None) -> int:
-    """Return the chunk size in estimated tokens that the embedder reads without truncating."""
+def effective_chunk_tokens(
+    configured: int, embedder_max_tokens: int | None, *, pieces_per_token: float = DEFAULT_PIECES_PER_TOKEN
+) -> int:
+    """Return the chunk size in estimated tokens that the embedder reads without truncating.
+
+    ``pieces_per_token``: the embedder's word pieces per estimated token (its
+    `calibration.EmbedderProfile`). A chunk made mostly of hashes can still run past the limit,
+    so the embedder must still cut (or window) what it cannot read (OpenClaw's
+    `enforceEmbeddingMaxInputTokens`, docs/openclaw-behaviour.md §4.3).
+    """
     # docs/design.md §D9: min(memorySearch.chunking.tokens, the embedder's input limit).
     configured = max(1, configured)
     if embedder_max_tokens is None or embedder_max_tokens <= 0:
         return configured
     readable = embedder_max_tokens - SPECIAL_TOKENS_PER_INPUT
-    fits = math.floor(readable / WORDPIECES_PER_ESTIMATED_TOKEN)
+    fits = math.floor(readable / pieces_per_token)
     return max(1, min(configured, fits))
 
 

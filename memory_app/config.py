@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memory_app.calibration import profile_for
 from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
 from memory_app.models import FTS_ONLY_MODEL, Source
 from openclaw_site.assistant_settings import MemorySearchSettings
@@ -47,12 +48,20 @@ def effective_chunking(configured: Chunking, embedder: Embedder | None) -> Chunk
     With MiniLM a 400/80 setting becomes 127 tokens; keeping 80 tokens of overlap would repeat
     two thirds of every chunk in the next one, so the overlap keeps its configured share.
     """
-    max_input = embedder.max_input_tokens if embedder is not None else None
-    tokens = effective_chunk_tokens(configured.tokens, max_input)
+    tokens = _readable_tokens(configured.tokens, embedder)
     if tokens == configured.tokens:
         return configured
     overlap = round(configured.overlap * tokens / configured.tokens)
     return Chunking(tokens, min(overlap, tokens - 1))
+
+
+def _readable_tokens(configured: int, embedder: Embedder | None) -> int:
+    """Return ``configured`` cut to what the embedder reads (its profile's pieces per token)."""
+    if embedder is None:
+        return effective_chunk_tokens(configured, None)
+    return effective_chunk_tokens(
+        configured, embedder.max_input_tokens, pieces_per_token=profile_for(embedder.model).pieces_per_token
+    )
 
 
 def chunking_for(search: MemorySearchSettings, source: str, embedder: Embedder | None) -> Chunking:
@@ -61,8 +70,7 @@ def chunking_for(search: MemorySearchSettings, source: str, embedder: Embedder |
     if source != Source.SESSIONS:
         return chunking
     # A message is kept whole up to what the embedder reads (OpenClaw's chunk size at most).
-    max_input = embedder.max_input_tokens if embedder is not None else None
-    line_tokens = effective_chunk_tokens(max(DEFAULT_CHUNK_TOKENS, chunking.tokens), max_input)
+    line_tokens = _readable_tokens(max(DEFAULT_CHUNK_TOKENS, chunking.tokens), embedder)
     return replace(chunking, max_line_tokens=max(chunking.tokens, line_tokens))
 
 

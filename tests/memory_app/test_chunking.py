@@ -147,3 +147,9 @@ def test_remap_lines_maps_content_lines_to_source_lines() -> None:
     assert remapped == [Chunk(3, 5, "User: a\nAssistant: b", "h1"), Chunk(9, 4, "User: c\n", "h2")]
     assert chunks[0].start_line == 1  # input untouched
     assert remap_lines(chunks, []) == chunks
+
+
+def test_effective_chunk_tokens_follows_the_embedders_pieces_per_token() -> None:
+    # e5's SentencePiece: 1.25 pieces per estimated token, so OpenClaw's 400 fit its 512 pieces.
+    assert effective_chunk_tokens(400, 512, pieces_per_token=1.25) == 400
+    assert effective_chunk_tokens(400, 512) == 255  # the default 2.0 for an unmeasured embedder

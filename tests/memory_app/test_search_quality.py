@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.calibration import RAW_COSINE, SCALES, scale_for
-from memory_app.models import MemoryChunk
+from memory_app.calibration import PROFILES, RAW_COSINE, UNMEASURED, profile_for, scale_for
+from memory_app.config import Chunking, chunking_for
+from memory_app.models import MemoryChunk, Source
 from memory_app.search import hybrid_search
+from openclaw_site.assistant_settings import parse_settings
 from sessions_app.indexing import index_session_transcript
 from tests import factories
 from tests.embedding_fixtures import RecordingE5Embedder, RecordingE5Model
@@ -90,7 +92,18 @@ def test_scores_are_calibrated_per_embedder() -> None:
     assert e5.normalise(0.86) == pytest.approx(0.5) and e5.normalise(0.80) < e5.normalise(0.91)
     assert scale_for("sentence-transformers/all-MiniLM-L6-v2") == RAW_COSINE
     assert scale_for("some-remote-model") == RAW_COSINE
-    assert set(SCALES) >= {"intfloat/multilingual-e5-small", "sentence-transformers/all-MiniLM-L6-v2"}
+    assert set(PROFILES) >= {"intfloat/multilingual-e5-small", "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def test_each_embedder_reads_chunks_as_long_as_its_tokenizer_allows() -> None:
+    # e5 reads OpenClaw's 400-token chunks whole; MiniLM and an unmeasured model are cut to fit.
+    assert profile_for("intfloat/multilingual-e5-small").pieces_per_token == 1.25
+    assert profile_for("sentence-transformers/all-MiniLM-L6-v2").pieces_per_token == 2.0
+    assert profile_for("some-remote-model") == profile_for(None) == UNMEASURED
+    memory_search = parse_settings(None).memory_search
+    e5 = RecordingE5Embedder(model=RecordingE5Model())
+    assert chunking_for(memory_search, Source.MEMORY, e5) == Chunking(400, 80)
+    assert chunking_for(memory_search, Source.SESSIONS, e5) == Chunking(128, 25, max_line_tokens=400)
 
 
 def test_search_fuses_the_calibrated_vector_score(world, recording_e5: RecordingE5Model) -> None:
