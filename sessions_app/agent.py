@@ -267,13 +267,17 @@ def _tool_result_text(content: Any) -> str:
 # --- scheduling after a turn or an ingest ------------------------------------------------------
 
 
-def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[str, Any]:
+def schedule_maintenance(
+    session_id: int, *, prompt_estimate: int = 0, session: Session | None = None
+) -> dict[str, Any]:
     """Queue the compaction (threshold) or the flush the session's figures call for, after commit.
 
     Called after every successful turn and after a REST ingest; `prompt_estimate` is the next
     prompt when it is known (before a turn's model call), as in OpenClaw's projected count.
+    `session` is the row as the caller's append left it (locked and saved), so it is not read again.
     """
-    session = Session.objects.select_related("assistant").get(pk=session_id)
+    if session is None:
+        session = Session.objects.select_related("assistant").get(pk=session_id)
     figures = token_figures(session, prompt_estimate=prompt_estimate)
     if figures.compaction_due:
         enqueue(

@@ -513,11 +513,10 @@ def transcript_bytes(session: Session) -> int:
     """Return the UTF-8 size of every stored message's content (the force-flush measure).
 
     OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
-    nearly all of it. Every append adds to the figure kept on the session row, read here by
-    primary key (a caller's instance may predate the latest append).
+    nearly all of it. Every append adds to the figure kept on the session row; callers pass a
+    session read (or locked and saved) after the latest append, as every token-figure caller does.
     """
-    stored = Session.objects.filter(pk=session.pk).values_list("transcript_bytes", flat=True).first()
-    return int(stored or 0)
+    return int(session.transcript_bytes or 0)
 
 
 @dataclass(frozen=True)

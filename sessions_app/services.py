@@ -88,7 +88,7 @@ def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> lis
     commit (`sessions_app.agent.schedule_maintenance`), as after a turn.
     """
     rows = append_messages(session_id=session_id, messages=messages)
-    schedule_maintenance(session_id)
+    schedule_maintenance(session_id, session=rows[0].session if rows else None)
     return rows
 
 
