@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
+from django.db import connection
 from django.db.models import F, Sum
 from django.utils import timezone as dj_timezone
 
@@ -181,12 +182,66 @@ def _without_stale_usage(message: dict[str, Any], cutoff_ms: int) -> dict[str, A
     return message
 
 
-def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
-    """Compute `view_tokens` from stored per-message estimates, in a few queries (session API).
+def stored_view_figures(session: Session, *, ratio: float | None) -> tuple[int, int]:
+    """Return `view_tokens` computed from stored per-message estimates, and `transcript_bytes`,
+    in one statement (session API).
 
     Same rule as `view_tokens`: the last trustworthy usage after the latest compaction, plus the
     corrected estimates of the messages after it; without such usage, the whole view estimated.
+    `_VIEW_TOKENS_SQL` reads the latest compaction, the sums, the newest usage candidate and the
+    session's stored size at once; only when that candidate reports no tokens does
+    `_stored_view_tokens_walk` page on.
     """
+    with connection.cursor() as cursor:
+        cursor.execute(_VIEW_TOKENS_SQL, {"session": session.pk})
+        summary, compaction_seq, head, tail, usage_seq, usage, after_usage, size = cursor.fetchone()
+    head_tokens = 0 if compaction_seq is None else int(head) + _summary_tokens(summary)
+    if usage_seq is None:
+        return corrected_estimate(head_tokens + int(tail), ratio), int(size or 0)
+    usage = json.loads(usage) if isinstance(usage, str) else usage
+    tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+    if tokens <= 0:
+        return _stored_view_tokens_walk(session, ratio=ratio), int(size or 0)
+    return tokens + corrected_estimate(int(after_usage), ratio), int(size or 0)
+
+
+def _summary_tokens(summary: str) -> int:
+    return estimate_message_tokens({"role": "compactionSummary", "summary": summary})
+
+
+_MESSAGES = Message._meta.db_table
+_VISIBLE = f"FROM {_MESSAGES} m WHERE m.session_id = %(session)s AND NOT m.flush_turn"
+# The newest assistant usage Pi would trust, after the latest compaction (and newer than it).
+_USAGE_CANDIDATE = f"""
+    SELECT m.seq, m.usage {_VISIBLE}
+      AND m.role = 'assistant' AND m.usage IS NOT NULL
+      AND COALESCE(m.stop_reason, '') NOT IN ('error', 'aborted')
+      AND m.seq > COALESCE((SELECT seq FROM latest), 0)
+      AND m.created_at > COALESCE((SELECT created_at FROM latest), '-infinity')
+    ORDER BY m.seq DESC LIMIT 1
+"""
+_VIEW_TOKENS_SQL = f"""
+    WITH latest AS (
+        SELECT c.seq, c.created_at, c.summary, COALESCE(k.seq, c.seq) AS kept_from
+        FROM {CompactionEntry._meta.db_table} c LEFT JOIN {_MESSAGES} k ON k.id = c.first_kept_id
+        WHERE c.session_id = %(session)s ORDER BY c.seq DESC LIMIT 1
+    ), candidate AS ({_USAGE_CANDIDATE})
+    SELECT
+        (SELECT summary FROM latest),
+        (SELECT seq FROM latest),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
+           AND m.seq >= (SELECT kept_from FROM latest) AND m.seq < (SELECT seq FROM latest)),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
+           AND m.seq > COALESCE((SELECT seq FROM latest), 0)),
+        (SELECT seq FROM candidate),
+        (SELECT usage FROM candidate),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE} AND m.seq > (SELECT seq FROM candidate)),
+        (SELECT transcript_bytes FROM {Session._meta.db_table} WHERE id = %(session)s)
+"""
+
+
+def _stored_view_tokens_walk(session: Session, *, ratio: float | None) -> int:
+    """`stored_view_figures` when the newest usage reports no tokens: page back to one that does."""
     messages = Message.objects.filter(session=session, flush_turn=False)
     latest = (
         CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
@@ -195,9 +250,7 @@ def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
     if latest is not None:
         kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
         head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
-        head_tokens = _sum_estimates(head) + estimate_message_tokens(
-            {"role": "compactionSummary", "summary": latest.summary}
-        )
+        head_tokens = _sum_estimates(head) + _summary_tokens(latest.summary)
         tail = messages.filter(seq__gt=latest.seq)
     usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
     if usage_seq is None:
@@ -513,10 +566,11 @@ def transcript_bytes(session: Session) -> int:
     """Return the UTF-8 size of every stored message's content (the force-flush measure).
 
     OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
-    nearly all of it. Every append adds to the figure kept on the session row; callers pass a
-    session read (or locked and saved) after the latest append, as every token-figure caller does.
+    nearly all of it. Every append adds to the figure kept on the session row, read here by
+    primary key (a caller's instance may predate the latest append).
     """
-    return int(session.transcript_bytes or 0)
+    stored = Session.objects.filter(pk=session.pk).values_list("transcript_bytes", flat=True).first()
+    return int(stored or 0)
 
 
 @dataclass(frozen=True)
@@ -580,9 +634,10 @@ def token_figures(
     """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
     assistant = session.assistant
     ratio = calibration_ratio(effective_model(assistant))
-    context_tokens = (
-        stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
-    )
+    if entries is None:
+        context_tokens, size = stored_view_figures(session, ratio=ratio)
+    else:
+        context_tokens, size = view_tokens(entries, ratio=ratio), transcript_bytes(session)
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(
@@ -590,7 +645,7 @@ def token_figures(
         context_tokens=context_tokens,
         last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
         last_output_tokens=output_tokens_of(usage),
-        transcript_bytes=transcript_bytes(session),
+        transcript_bytes=size,
         flushed_this_cycle=has_flushed_this_cycle(
             memory_flush_compaction_count=session.memory_flush_compaction_count,
             compaction_count=session.compaction_count,
