@@ -595,7 +595,7 @@ class _Turn:
                 estimated=context.raw_prompt_estimate,
                 reported=prompt_tokens_of(usage),
             )
-        # OpenClaw skips the cache-ttl touch right after a compaction (#9282, #28491).
+        # OpenClaw skips the cache-ttl touch right after a compaction (OpenClaw bug reports, docs/openclaw-behaviour.md §3.2).
         if self.skip_next_touch:
             self.skip_next_touch = False
         else:

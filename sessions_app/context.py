@@ -23,6 +23,8 @@ from django.utils import timezone as dj_timezone
 from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import (
+    EstimateMemo,
+    active_memo,
     calculate_context_tokens,
     corrected_estimate,
     correction_ratio,
@@ -87,31 +89,47 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
     if cached is not None:
         # From the view's last message on: that message must still be there, as it was.
         newer = _message_entries(session, from_seq=cached.last_seq)
-        if newer and (newer[0]["seq"], newer[0]["id"]) == (cached.last_seq, cached.last_entry_id):
-            return _keep(session, compaction, [*cached.entries, *newer[1:]])
+        if newer and (newer[0][0]["seq"], newer[0][0]["id"]) == (cached.last_seq, cached.last_entry_id):
+            return _keep(session, compaction, [*zip(cached.entries, cached.estimates), *newer[1:]])
     floor = compaction[1] if compaction is not None else 0
-    items = [(entry["seq"], entry) for entry in _message_entries(session, from_seq=floor)]
+    items = [(entry["seq"], (entry, tokens)) for entry, tokens in _message_entries(session, from_seq=floor)]
     compactions = CompactionEntry.objects.filter(session=session, seq__gte=floor)
-    items += [(c.seq, _compaction_entry(c)) for c in compactions]
-    return _keep(session, compaction, [entry for _, entry in sorted(items, key=lambda pair: pair[0])])
+    items += [(c.seq, (_compaction_entry(c), None)) for c in compactions]
+    return _keep(session, compaction, [pair for _, pair in sorted(items, key=lambda item: item[0])])
 
 
-def _message_entries(session: Session, *, from_seq: int) -> list[dict[str, Any]]:
+_Estimated = tuple[dict[str, Any], int | None]  # an entry and its message's stored estimate
+
+
+def _message_entries(session: Session, *, from_seq: int) -> list[_Estimated]:
     messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=from_seq).order_by("seq")
     return [
-        {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)} for m in messages
+        (
+            {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)},
+            m.estimated_tokens,
+        )
+        for m in messages
     ]
 
 
 def _keep(
-    session: Session, compaction: tuple[int, int] | None, entries: list[dict[str, Any]]
+    session: Session, compaction: tuple[int, int] | None, pairs: list[_Estimated]
 ) -> list[dict[str, Any]]:
+    """Cache the view; with an estimate memo active, let it know the stored estimates."""
+    entries = [entry for entry, _ in pairs]
+    estimates = tuple(tokens for _, tokens in pairs)
+    memo = active_memo()
+    if memo is not None:
+        for entry, tokens in pairs:
+            if tokens is not None:
+                memo.remember(entry["message"], tokens)
     last = next((e for e in reversed(entries) if e["type"] == "message"), None)
     view_cache.put(
         session.pk,
         view_cache.CachedView(
             compaction=compaction,
             entries=tuple(entries),
+            estimates=estimates,
             last_seq=last["seq"] if last else 0,
             last_entry_id=last["id"] if last else "",
         ),
@@ -157,7 +175,7 @@ def latest_compaction_index(entries: list[dict[str, Any]]) -> int:
 def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     """Estimate the compaction view's size: reported usage plus corrected estimates of the rest.
 
-    Usage reported before the latest compaction measured the old, longer context (#12170), so only
+    Usage reported before the latest compaction measured the old, longer context (OpenClaw bug reports, docs/openclaw-behaviour.md §5), so only
     assistants after it are trusted, as in cutpoint's `tokensBefore`; and, as Pi's
     `_checkCompaction` does, only those whose call started after the compaction was written (a
     call that raced a background compaction reports the old size).
@@ -467,6 +485,8 @@ class ModelContext:
     ratio: float | None
     now: datetime
     entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    # The estimates counted while building, which the figures below reuse (memory_app.tokens).
+    estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
 
     @property
     def agent_messages(self) -> list[dict[str, Any]]:
@@ -482,11 +502,9 @@ class ModelContext:
     def raw_prompt_estimate(self) -> int:
         """Estimate the whole request: system prompt, messages and tool specs (uncorrected)."""
         tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
-        return (
-            estimate_text_tokens(self.system_prompt.text)
-            + estimate_messages_tokens(self.agent_messages)
-            + tools
-        )
+        with self.estimates.active():
+            messages = estimate_messages_tokens(self.agent_messages)
+        return estimate_text_tokens(self.system_prompt.text) + messages + tools
 
     @property
     def prompt_estimate(self) -> int:
@@ -499,12 +517,14 @@ class ModelContext:
         others = [m for m in self.agent_messages if m.get("role") != "compactionSummary"]
         memory = estimate_text_tokens(self.system_prompt.memory_text) if self.system_prompt.memory_text else 0
         tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
+        with self.estimates.active():
+            summary, messages = estimate_messages_tokens(summaries), estimate_messages_tokens(others)
         raw = {
             "system_prompt": max(0, estimate_text_tokens(self.system_prompt.text) - memory),
             "memory_files": memory,
             "tools": tools,
-            "summary": estimate_messages_tokens(summaries),
-            "messages": estimate_messages_tokens(others),
+            "summary": summary,
+            "messages": messages,
         }
         parts = {name: corrected_estimate(tokens, self.ratio) for name, tokens in raw.items()}
         return ContextBreakdown(context_window=context_window, **parts)
@@ -542,12 +562,15 @@ def build_model_context(
     now = now or dj_timezone.now()
     assistant = session.assistant
     tools = list(tools or [])
-    entries = session_entries(session)
-    view = build_session_context(entries)
+    estimates = active_memo() or EstimateMemo()
+    with estimates.active():
+        entries = session_entries(session)
+        view = build_session_context(entries)
+        pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
-    pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     model = effective_model(assistant)
     return ModelContext(
+        estimates=estimates,
         system_prompt=system_prompt,
         view=view,
         pruning=pruning,
