@@ -5,6 +5,10 @@ records its tokens through `record_usage`, the one writer of `UsageRecord`. The 
 `ModelPrice` rows, matched by the model's name or its longest prefix; the cost is fixed when the
 tokens are spent, so a later price change does not rewrite the past. The figures are aggregated
 in SQL (one GROUP BY per breakdown) from the team-scoped queryset `selectors.usage_records` gives.
+
+Every turn prices two or three calls, so each process keeps the price table for
+`PRICE_TABLE_SECONDS`; a price saved or deleted in this process clears it at once (the signals
+connected in `openclaw_site.apps`), one saved in another applies there within that time.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
+from time import monotonic
 from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Sum
@@ -34,12 +39,33 @@ def price_for(model: str) -> ModelPrice | None:
     """
     names = {model, model.rsplit("/", 1)[-1]}
     best: ModelPrice | None = None
-    for price in ModelPrice.objects.all():
+    for price in _price_table():
         if any(name.startswith(price.model) for name in names) and (
             best is None or len(price.model) > len(best.model)
         ):
             best = price
     return best
+
+
+PRICE_TABLE_SECONDS = 30.0
+_prices: tuple[float, tuple[ModelPrice, ...]] | None = None
+
+
+def _price_table() -> tuple[ModelPrice, ...]:
+    """Return every ModelPrice, read again once the process's copy is `PRICE_TABLE_SECONDS` old."""
+    global _prices
+    held = _prices
+    if held is not None and monotonic() - held[0] < PRICE_TABLE_SECONDS:
+        return held[1]
+    table = tuple(ModelPrice.objects.all())
+    _prices = (monotonic(), table)
+    return table
+
+
+def forget_prices(**_signal: Any) -> None:
+    """Drop this process's copy of the price table (a price was saved or deleted)."""
+    global _prices
+    _prices = None
 
 
 def cost_of(price: ModelPrice | None, usage: Usage) -> Decimal:

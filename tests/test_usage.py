@@ -216,3 +216,22 @@ def test_usage_api_refuses_bad_parameters(api, world, query):
 
 def test_usage_api_of_another_teams_assistant_is_404(api, world):
     assert api.get("/api/v1/usage/", {"assistant": "rival"}).status_code == 404
+
+
+def test_a_price_saved_or_deleted_applies_to_the_next_call_at_once(world):
+    def cost() -> Decimal:
+        return usage.record_usage(
+            assistant=world.assistant,
+            purpose=UsagePurpose.TURN,
+            model="house-model",
+            usage=Usage(input=10**6),
+        ).cost
+
+    assert cost() == 0  # no price yet (and the table is now held by this process)
+    price = ModelPrice.objects.create(model="house-model", input_per_mtok=Decimal("2.50"))
+    assert cost() == Decimal("2.50")
+    price.input_per_mtok = Decimal("1.00")
+    price.save()
+    assert cost() == Decimal("1.00")
+    price.delete()
+    assert cost() == 0
