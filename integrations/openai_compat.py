@@ -3,8 +3,8 @@
 An OpenAI client points its `base_url` at `http://host/v1` and uses a team API key. `model` is
 an assistant's slug; the session is named by the `X-Session-Key` header, `user`,
 `metadata.session_key` or Open WebUI's `X-OpenWebUI-Chat-Id` (a new session otherwise, its key in the answer's `X-Session-Key`). The
-messages the session does not hold yet (`sessions_app.history.unseen_messages`) are appended and
-the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
+messages the session does not hold yet (`sessions_app.history.held_history`, compared under the
+turn's lock) are appended and the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
 model and a call of one ends the turn as `tool_calls`.
 """
 
@@ -48,11 +48,10 @@ from sessions_app.agent import (
     TurnStarted,
     finished_turn,
     require_chat_model,
+    server_tool_names,
     stream_turn,
-    turn_tools,
 )
 from sessions_app.api.payloads import message_api_error
-from sessions_app.history import unseen_messages
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
 from sessions_app.services import session_get_or_create
@@ -94,16 +93,14 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
         caller = _caller(request, Scope.SESSIONS_WRITE)
         chat = _chat_request(request, team_context=caller)
         session, _ = session_get_or_create(assistant=chat.assistant, key=chat.session_key)
-        inputs = unseen_messages(session, chat.messages, server_tools=_server_tool_names())
         reply = Reply(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), model=chat.assistant.slug)
         if chat.stream:
             require_chat_model()
             response: HttpResponseBase = streaming_response(
-                request, lambda: _chunks(session, inputs, chat=chat, reply=reply)
+                request, lambda: _chunks(session, chat=chat, reply=reply)
             )
         else:
-            events = stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools)
-            response = JsonResponse(_completion(finished_turn(events), reply=reply))
+            response = JsonResponse(_completion(finished_turn(_turn(session, chat)), reply=reply))
     except (ApiError, TurnError, NotFound) as error:
         return _error_response(error)
     response[SESSION_KEY_HEADER] = session.key
@@ -172,7 +169,7 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
         raise ApiError("invalid_request", "stream must be true or false.", details={"field": "stream"})
     try:
         messages = agent_messages(body.get("messages"))
-        tools = client_tools(body.get("tools"), reserved=_server_tool_names())
+        tools = client_tools(body.get("tools"), reserved=server_tool_names())
     except FormatError as error:
         raise ApiError("invalid_request", error.message, details={"field": error.field}) from None
     return ChatRequest(
@@ -208,10 +205,6 @@ def _validated(message: dict[str, Any], index: int) -> MessageInput:
         raise message_api_error(error, index=index) from None
 
 
-def _server_tool_names() -> set[str]:
-    return {spec["name"] for spec in turn_tools()}
-
-
 # --- the answer -------------------------------------------------------------------------------
 
 
@@ -226,13 +219,17 @@ def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
     )
 
 
-def _chunks(
-    session: Session, inputs: list[MessageInput], *, chat: ChatRequest, reply: Reply
-) -> Iterator[bytes]:
+def _turn(session: Session, chat: ChatRequest) -> Iterator[TurnEvent]:
+    return stream_turn(
+        session_id=session.pk, inputs=chat.messages, client_tools=chat.tools, resent_history=True
+    )
+
+
+def _chunks(session: Session, *, chat: ChatRequest, reply: Reply) -> Iterator[bytes]:
     """Stream the turn as OpenAI's `chat.completion.chunk`s, then `[DONE]`."""
     calls = 0
     try:
-        for event in stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools):
+        for event in _turn(session, chat):
             for chunk in _event_chunks(
                 event, reply=reply, first_call_index=calls, include_usage=chat.include_usage
             ):

@@ -6,13 +6,15 @@ The assistant's model is the scripted server (tests/fake_openai.py); the SDK und
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
 import pytest
 
 from sessions_app.models import Message, Session
-from tests.fake_openai import chunked_reply, text_reply, tool_call_reply
+from tests.fake_openai import chunked_reply, delay_reply, text_reply, tool_call_reply
 from tests.streaming_support import wait_for
 
 WEATHER_TOOL = {
@@ -143,6 +145,53 @@ def test_a_resent_history_appends_only_what_the_session_lacks(client, llm) -> No
     assert second.choices[0].message.content == "second answer"
     assert roles("resent") == ["user", "assistant", "user", "assistant"]
     assert Session.objects.filter(key="resent").count() == 1
+
+
+def test_two_requests_resending_the_same_history_at_once_append_it_once(client, llm) -> None:
+    llm.queue(text_reply("first answer"), delay_reply(1.5, text_reply("second answer")))
+    client.chat.completions.create(
+        model="helper", messages=[{"role": "user", "content": "one"}], user="twice"
+    )
+    history = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "two"},
+    ]
+    together = threading.Barrier(2)
+
+    def ask(_: int) -> str | None:
+        together.wait()
+        answer = client.chat.completions.create(model="helper", messages=history, user="twice")  # type: ignore[arg-type]
+        return answer.choices[0].message.content
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(ask, range(2)))
+
+    assert answers == ["second answer", "second answer"]  # the later one gets the stored reply
+    assert roles("twice") == ["user", "assistant", "user", "assistant"]
+    assert len(llm.chat_requests) == 2
+
+
+def test_a_request_resent_after_a_cut_stream_is_answered_again(client, llm) -> None:
+    llm.queue(chunked_reply("Cut ", "short ", "here", chunk_delay_seconds=0.5), text_reply("whole answer"))
+    history = [{"role": "user", "content": "go on"}]
+    stream = client.chat.completions.create(model="helper", messages=history, stream=True, user="resumed")  # type: ignore[arg-type]
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    stream.close()
+    wait_for(lambda: Message.objects.filter(session__key="resumed", stop_reason="aborted").exists())
+
+    again = client.chat.completions.create(model="helper", messages=history, user="resumed")  # type: ignore[arg-type]
+
+    assert again.choices[0].message.content == "whole answer"
+    assert [
+        (m.role, m.stop_reason) for m in Message.objects.filter(session__key="resumed").order_by("seq")
+    ] == [
+        ("user", ""),
+        ("assistant", "aborted"),
+        ("assistant", "stop"),
+    ]
 
 
 def test_models_are_the_teams_assistants(client, world) -> None:
