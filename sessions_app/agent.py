@@ -569,7 +569,7 @@ class _Turn:
             except ProviderError as error:
                 if error.is_context_overflow and self._recover_from_overflow(error):
                     continue
-                self._fail(error, session=session)
+                self._fail(error, session=session, partial_text=reply.text)
             self._record_success(session, context, completion)
             return completion
 
@@ -669,10 +669,17 @@ class _Turn:
             self.result.reply_text = None if silent else (visible or "")
         return row
 
-    def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
-        """Store the failed call as an assistant error message and raise the matching TurnError."""
+    def _fail(self, error: ProviderError, *, session: Session, partial_text: str = "") -> NoReturn:
+        """Store the failed call as an assistant error message (with the text that arrived before
+        a stream broke off) and raise the matching TurnError."""
         model_name = session.assistant.model or self.model.name
-        [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
+        failed = error_assistant_input(
+            error,
+            model_name=model_name,
+            partial_text=partial_text,
+            silent=bool(partial_text) and not streamable_text(partial_text),
+        )
+        [row] = store_messages(self.session_id, [failed])
         self.result.messages.append(row)
         stored = [self.result.user_message, *self.result.messages]
         details = {
