@@ -48,7 +48,7 @@ from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import query_terms
 from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, enqueue
-from providers.embeddings import Embedder, get_embedder
+from providers.embeddings import Embedder, cached_query_vector, get_embedder
 from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -389,7 +389,7 @@ def _query_vector(
         return None
     started = time.perf_counter()
     try:
-        values = list(given) if given is not None else embedder.embed_queries([query])[0]
+        values = list(given) if given is not None else cached_query_vector(embedder, query)
     except ProviderError as error:
         sides.fallback = f"embedding_failed: {error.message}"
         return None
