@@ -329,3 +329,27 @@ def test_the_assistant_comes_from_the_url_or_the_argument_never_both(asgi_live_s
     assert by_argument["text"].startswith("# Notes")
     assert unnamed["code"] == "assistant_required"
     assert both["code"] == "assistant_mismatch"
+
+
+def test_a_note_written_before_the_index_has_anything_is_found_by_the_next_search(
+    asgi_live_server, world, acme_secret, fake_embeddings, monkeypatch
+):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # tasks wait in the broker, as behind a busy worker
+    url = mcp_url(asgi_live_server.url)
+    call_tool(
+        url, acme_secret, "memory_write", {"mode": "append", "content": "- The demo launches on 12 March."}
+    )
+
+    found = tool_json(call_tool(url, acme_secret, "memory_search", {"query": "when does the demo launch"}))
+    rest = httpx2.get(
+        f"{asgi_live_server.url}/api/v1/assistants/helper/search/",
+        params={"q": "demo launch"},
+        headers={"Authorization": f"Bearer {acme_secret}"},
+        timeout=30,
+    ).json()
+
+    today = local_today(world.assistant, timezone.now())
+    assert [r["citation"] for r in found["results"]] == [f"memory/{today.isoformat()}.md#L1"]
+    assert [r["citation"] for r in rest["results"]] == [f"memory/{today.isoformat()}.md#L1"]
