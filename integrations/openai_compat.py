@@ -54,7 +54,7 @@ from sessions_app.agent import (
 from sessions_app.api.payloads import message_api_error
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
-from sessions_app.services import session_get_or_create
+from sessions_app.services import check_session_key, session_get_or_create
 
 SESSION_KEY_HEADER = "X-Session-Key"
 # Open WebUI names its chat in this header when ENABLE_FORWARD_USER_INFO_HEADERS is on.
@@ -163,7 +163,16 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
             "model is required: an assistant's slug (GET /v1/models).",
             details={"field": "model"},
         )
-    assistant = assistant_get(team=team_context.team, slug=slug)
+    try:
+        assistant = assistant_get(team=team_context.team, slug=slug)
+    except NotFound:
+        raise ApiError(
+            "not_found",
+            f"No assistant {slug!r} in this key's team: model is an assistant's slug "
+            "(GET /v1/models lists them).",
+            status_code=404,
+            details={"field": "model"},
+        ) from None
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ApiError("invalid_request", "stream must be true or false.", details={"field": "stream"})
@@ -187,15 +196,28 @@ def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
     if not isinstance(metadata, dict):
         metadata = {}
     candidates = (
-        request.headers.get(SESSION_KEY_HEADER),
-        body.get("user"),
-        metadata.get("session_key"),
-        request.headers.get(OPEN_WEBUI_CHAT_HEADER),
+        (f"the {SESSION_KEY_HEADER} header", request.headers.get(SESSION_KEY_HEADER)),
+        ("user", body.get("user")),
+        ("metadata.session_key", metadata.get("session_key")),
+        (f"the {OPEN_WEBUI_CHAT_HEADER} header", request.headers.get(OPEN_WEBUI_CHAT_HEADER)),
     )
-    for candidate in candidates:
+    for source, candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()
+            return _checked_session_key(candidate.strip(), source=source)
     return None
+
+
+def _checked_session_key(key: str, *, source: str) -> str:
+    try:
+        check_session_key(key)
+    except ApiError:
+        raise ApiError(
+            "invalid_session_key",
+            f"The session key (from {source}) must be letters, digits and . _ : @ + = - only, up to "
+            f"128 characters; got {key[:60]!r}.",
+            details={"field": source.removeprefix("the ").removesuffix(" header")},
+        ) from None
+    return key
 
 
 def _validated(message: dict[str, Any], index: int) -> MessageInput:

@@ -296,17 +296,39 @@ def test_a_key_without_the_tools_scope_is_refused(asgi_live_server, world, tool)
 def test_another_teams_assistant_is_not_found(asgi_live_server, world, acme_secret, tool):
     _, arguments = TOOLS[tool]
 
-    by_url = tool_error(call_tool(mcp_url(asgi_live_server.url, "rival"), acme_secret, tool, arguments))
     by_argument = tool_error(
         call_tool(mcp_url(asgi_live_server.url, None), acme_secret, tool, {**arguments, "assistant": "rival"})
     )
 
-    assert (
-        by_url
-        == by_argument
-        == {"code": "not_found", "message": "Assistant 'rival' not found.", "details": {}}
-    )
+    assert by_argument == {"code": "not_found", "message": "Assistant 'rival' not found.", "details": {}}
     assert not Session.objects.exists() and not MemoryDocument.objects.exists()
+
+
+@pytest.mark.parametrize("slug", ["rival", "no-such-assistant"])
+def test_a_url_naming_no_assistant_of_the_team_is_refused_before_any_call(
+    asgi_live_server, world, acme_secret, slug
+):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    response = httpx2.post(
+        mcp_url(asgi_live_server.url, slug),
+        json=initialize,
+        headers={"Authorization": f"Bearer {acme_secret}", "Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "not_found" and f"No assistant {slug!r} in this key's team" in error["message"]
+    assert "/mcp/<assistant slug>/" in error["message"]
 
 
 def test_the_assistant_comes_from_the_url_or_the_argument_never_both(asgi_live_server, world, acme_secret):

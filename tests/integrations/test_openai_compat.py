@@ -202,7 +202,8 @@ def test_models_are_the_teams_assistants(client, world) -> None:
 def test_errors_come_in_openais_shape_with_our_codes(client, asgi_live_server) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="rival", messages=[{"role": "user", "content": "hi"}])
-    assert missing.value.code == "not_found"
+    assert missing.value.code == "not_found" and missing.value.param == "model"
+    assert "model is an assistant's slug (GET /v1/models lists them)" in missing.value.message
 
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(model="helper", messages=[])
@@ -212,6 +213,23 @@ def test_errors_come_in_openais_shape_with_our_codes(client, asgi_live_server) -
     with pytest.raises(openai.AuthenticationError) as denied:
         stranger.models.list()
     assert denied.value.code == "invalid_api_key"
+
+
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ({"extra_headers": {"X-Session-Key": "bad key!"}}, "the X-Session-Key header"),
+        ({"user": "Alice Smith"}, "user"),
+        ({"metadata": {"session_key": "a/b"}}, "metadata.session_key"),
+    ],
+)
+def test_a_session_key_that_cannot_name_a_session_says_where_it_came_from(client, where, named) -> None:
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}], **where)
+
+    assert bad.value.code == "invalid_session_key"
+    assert f"The session key (from {named}) must be letters, digits" in bad.value.message
+    assert not Session.objects.exists()
 
 
 def test_open_webuis_chat_header_names_the_session(client, llm) -> None:
