@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import wraps
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
 from integrations.openai_format import (
     FINISH_REASONS,
@@ -85,8 +85,34 @@ class Reply:
         return {"completion_id": self.id, "created": self.created, "model": self.model}
 
 
+def _only(
+    method: str,
+) -> Callable[[Callable[[HttpRequest], HttpResponseBase]], Callable[[HttpRequest], HttpResponseBase]]:
+    """Answer another method with 405 in OpenAI's error shape (Django's answer has no body)."""
+
+    def decorate(
+        view: Callable[[HttpRequest], HttpResponseBase],
+    ) -> Callable[[HttpRequest], HttpResponseBase]:
+        @wraps(view)
+        def only(request: HttpRequest) -> HttpResponseBase:
+            if request.method != method:
+                error = ApiError(
+                    "method_not_allowed",
+                    f"{request.path} answers {method} only, not {request.method}.",
+                    status_code=405,
+                )
+                response = _error_response(error)
+                response["Allow"] = method
+                return response
+            return view(request)
+
+        return only
+
+    return decorate
+
+
 @csrf_exempt
-@require_POST
+@_only("POST")
 def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Run a turn for an OpenAI chat-completions request, whole or streamed."""
     try:
@@ -108,7 +134,7 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
 
 
 @csrf_exempt
-@require_GET
+@_only("GET")
 def models(request: HttpRequest) -> HttpResponseBase:
     """List the team's assistants as models."""
     try:

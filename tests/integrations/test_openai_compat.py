@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 
@@ -213,6 +214,10 @@ def test_errors_come_in_openais_shape_with_our_codes(client, asgi_live_server) -
     with pytest.raises(openai.AuthenticationError) as denied:
         stranger.models.list()
     assert denied.value.code == "invalid_api_key"
+
+    opened = httpx2.get(f"{asgi_live_server.url}/v1/chat/completions", timeout=30)  # e.g. in a browser
+    assert (opened.status_code, opened.headers["Allow"]) == (405, "POST")
+    assert opened.json()["error"]["code"] == "method_not_allowed"
 
 
 @pytest.mark.parametrize(
