@@ -173,6 +173,26 @@ def test_two_requests_resending_the_same_history_at_once_append_it_once(client, 
     assert len(llm.chat_requests) == 2
 
 
+def test_a_retried_request_gets_the_stored_reply_streamed_without_a_model_call(client, llm) -> None:
+    llm.queue(text_reply("the one answer", usage={"prompt_tokens": 20, "completion_tokens": 3}))
+    history = [{"role": "user", "content": "only once"}]
+    client.chat.completions.create(model="helper", messages=history, user="retried")  # type: ignore[arg-type]
+
+    chunks = list(
+        client.chat.completions.create(
+            model="helper",
+            messages=history,  # type: ignore[arg-type]
+            user="retried",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "the one answer"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 0  # nothing was generated
+    assert roles("retried") == ["user", "assistant"] and len(llm.chat_requests) == 1
+
+
 def test_a_request_resent_after_a_cut_stream_is_answered_again(client, llm) -> None:
     llm.queue(chunked_reply("Cut ", "short ", "here", chunk_delay_seconds=0.5), text_reply("whole answer"))
     history = [{"role": "user", "content": "go on"}]
