@@ -51,7 +51,8 @@ from sessions_app.context import (
     token_figures,
 )
 from sessions_app.flush import skip_reason
-from sessions_app.messages import MessageInput
+from sessions_app.history import UNSEEN_STOP_REASONS, held_history
+from sessions_app.messages import MessageInput, text_of
 from sessions_app.model_output import (
     assistant_input,
     error_assistant_input,
@@ -341,12 +342,16 @@ def stream_turn(
     session_id: int,
     inputs: Sequence[MessageInput],
     client_tools: Sequence[dict[str, Any]] = (),
+    resent_history: bool = False,
 ) -> Iterator[TurnEvent]:
     """Store the turn's input and run the turn, yielding its events; raise TurnError when it fails.
 
     `inputs` ends with a user message or tool results (the answers to a caller's tool calls);
     empty, the turn answers what the session already ends with (a retried request).
     `client_tools` are offered to the model beside ours; calling one ends the turn.
+    With `resent_history`, `inputs` is a client's whole conversation: only what the session does
+    not hold yet is stored (`sessions_app.history.held_history`, compared under the turn's lock),
+    and a conversation the session answered already gets that answer again.
     """
     if inputs and inputs[-1].role not in ("user", "toolResult"):
         raise TurnError(
@@ -359,17 +364,15 @@ def stream_turn(
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            if resent_history:
+                held = held_history(session_id, inputs, server_tools=server_tool_names())
+                if held.answered_by is not None:
+                    yield from _replayed_turn(held.answered_by)
+                    return
+                inputs = held.unseen
             rows = store_messages(session_id, list(inputs)) if inputs else []
             yield TurnStarted(rows)
-            last = (
-                rows[-1] if rows else Message.objects.filter(session_id=session_id).order_by("-seq").first()
-            )
-            if last is None or (not rows and last.role == "assistant"):
-                raise TurnError(
-                    "nothing_to_answer",
-                    "Every message is already in the session and answered; send a new message.",
-                    status=400,
-                )
+            last = rows[-1] if rows else _unanswered_row(session_id)
             yield from _Turn(session_id, model, last, client_tools=client_tools).events()
     except LockTimeout:
         raise TurnError(
@@ -377,6 +380,62 @@ def stream_turn(
             "Another turn is running in this session; nothing was stored. Retry when it has finished.",
             status=409,
         ) from None
+
+
+def _unanswered_row(session_id: int) -> Message:
+    """Return the message a turn without new input answers, or refuse: the session is answered.
+
+    Failed and cut replies, which the model never sees, and flush turns do not answer it.
+    """
+    last = (
+        Message.objects.filter(session_id=session_id, flush_turn=False)
+        .exclude(stop_reason__in=UNSEEN_STOP_REASONS)
+        .order_by("-seq")
+        .first()
+    )
+    if last is None or last.role == "assistant":
+        raise TurnError(
+            "nothing_to_answer",
+            "Every message is already in the session and answered; send a new message.",
+            status=400,
+        )
+    return last
+
+
+def _replayed_turn(reply: Message) -> Iterator[TurnEvent]:
+    """Answer a conversation again with the reply the session already holds; nothing is stored."""
+    prompt = (
+        Message.objects.filter(session_id=reply.session_id, seq__lt=reply.seq, flush_turn=False)
+        .exclude(role="assistant")
+        .order_by("-seq")
+        .first()
+    )
+    server_tools = server_tool_names()
+    calls = tuple(
+        ToolCall(id=block["id"], name=block["name"], arguments=block.get("arguments") or {})
+        for block in reply.content or []
+        if isinstance(block, dict)
+        and block.get("type") == "toolCall"
+        and block.get("name") not in server_tools
+    )
+    text = None if reply.silent else visible_reply_text(text_of(reply.content)) or ""
+    result = TurnResult(
+        user_message=prompt or reply,
+        reply=None if reply.silent else reply,
+        reply_text=text,
+        silent=reply.silent,
+        client_tool_calls=calls,
+    )
+    yield TurnStarted([])
+    if text:
+        yield ReplyDelta(text)
+    for call in calls:
+        yield ToolCalled(call, client=True)
+    yield TurnFinished(result)
+
+
+def server_tool_names() -> set[str]:
+    return {spec["name"] for spec in turn_tools()}
 
 
 def retry_turn(*, session_id: int) -> TurnResult:
@@ -514,7 +573,7 @@ class _Turn:
             except ProviderError as error:
                 if error.is_context_overflow and self._recover_from_overflow(error):
                     continue
-                self._fail(error, session=session)
+                self._fail(error, session=session, partial_text=reply.text)
             self._record_success(session, context, completion)
             return completion
 
@@ -614,10 +673,17 @@ class _Turn:
             self.result.reply_text = None if silent else (visible or "")
         return row
 
-    def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
-        """Store the failed call as an assistant error message and raise the matching TurnError."""
+    def _fail(self, error: ProviderError, *, session: Session, partial_text: str = "") -> NoReturn:
+        """Store the failed call as an assistant error message (with the text that arrived before
+        a stream broke off) and raise the matching TurnError."""
         model_name = session.assistant.model or self.model.name
-        [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
+        failed = error_assistant_input(
+            error,
+            model_name=model_name,
+            partial_text=partial_text,
+            silent=bool(partial_text) and not streamable_text(partial_text),
+        )
+        [row] = store_messages(self.session_id, [failed])
         self.result.messages.append(row)
         stored = [self.result.user_message, *self.result.messages]
         details = {
