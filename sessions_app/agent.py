@@ -30,7 +30,8 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import UsagePurpose
+from openclaw_site.models import Assistant, UsagePurpose
+from openclaw_site.services import check_writable
 from openclaw_site.tasks import TaskQueue, enqueue
 from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
@@ -350,6 +351,7 @@ def stream_turn(
             "A turn runs on a user message or on tool results.",
             status=400,
         )
+    _check_writable(session_id)
     model = require_chat_model()
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
@@ -375,12 +377,18 @@ def stream_turn(
         ) from None
 
 
+def _check_writable(session_id: int) -> None:
+    """Refuse a turn of an archived assistant before the model is called (it could store nothing)."""
+    check_writable(Assistant.objects.get(sessions__pk=session_id))
+
+
 def retry_turn(*, session_id: int) -> TurnResult:
     """Run the turn again on the user message whose turn failed (the session's last visible row).
 
     Nothing new is stored for the user: the failed call's error message stays in the transcript
     as a record, and the model, which never sees error messages, answers the same prompt again.
     """
+    _check_writable(session_id)
     model = require_chat_model()
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):

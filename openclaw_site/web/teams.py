@@ -24,7 +24,7 @@ from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Membership, Role
 from openclaw_site.selectors import membership_get, membership_list
-from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
+from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
 
@@ -97,12 +97,23 @@ def member_role(request: WebRequest, pk: int) -> HttpResponse:
     return _members_page(request, AddMemberForm())
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def member_remove(request: WebRequest, pk: int) -> HttpResponse:
     """Remove a member from the team (admins); never the last admin."""
     request.web.require(Role.ADMIN)
     membership = membership_get(team=request.web.team, pk=pk)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Remove {membership.user.get_username()} from {request.web.team.name}?",
+                consequence="They lose access to its assistants at once; their account stays, and you can "
+                "add them again.",
+                button="Remove",
+                cancel_url=reverse("team"),
+            ),
+        )
     _apply(
         request,
         lambda: teams.member_remove(membership=membership),
