@@ -32,7 +32,7 @@ from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.services import check_writable
-from openclaw_site.tasks import TaskQueue, enqueue
+from openclaw_site.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
@@ -623,6 +623,12 @@ class _Turn:
         model_name = session.assistant.model or self.model.name
         [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
         self.result.messages.append(row)
+        # The Jobs page lists the failure (failures first), linked to the session, where it is retried.
+        record_failure(
+            owner=session_owner(session=session),
+            kind=FAILED_TURN_KIND,
+            error=f"{model_name}: {error.message or 'the model call failed'}",
+        )
         stored = [self.result.user_message, *self.result.messages]
         details = {
             "provider_message": error.message,
@@ -654,6 +660,9 @@ class _Turn:
             details=details,
             stored=stored,
         )
+
+
+FAILED_TURN_KIND = "assistant_turn"  # "Assistant turn" on the Jobs page
 
 
 def _wait_for_turn_seconds() -> float:
