@@ -98,6 +98,16 @@ def test_creating_a_team_makes_its_creator_admin_and_works_in_it(world):
     assert client.session[TEAM_SESSION_KEY] == team.pk
     taken = client.post("/teams/new/", {"name": "Acme again", "slug": "acme"})
     assert taken.status_code == 422 and "exists already" in taken.content.decode()
+    derived = client.post("/teams/new/", {"name": "Acme Robotics", "slug": ""})
+    assert derived.status_code == 302 and Team.objects.filter(slug="acme-robotics").exists()
+
+
+def test_the_new_team_page_keeps_the_top_bar_of_a_user_with_a_team(world):
+    page = signed_in(world.alice).get("/teams/new/").content.decode()
+    assert 'aria-label="Main"' in page and "Acme · admin" in page
+    assert re.search(r'<a href="/team/members/" aria-current="page">Team</a>', page)
+    lonely = signed_in(factories.make_user("lonely")).get("/teams/new/")
+    assert lonely.status_code == 200 and 'aria-label="Main"' not in lonely.content.decode()
 
 
 def test_the_last_team_used_is_where_the_next_sign_in_lands(world):

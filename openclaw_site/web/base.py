@@ -89,6 +89,13 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
     return WebContext(team=chosen.team, role=chosen.role, memberships=tuple(memberships))
 
 
+def attach_web_context(request: HttpRequest) -> None:
+    """Give a signed-in page outside `team_view` (a new team) the top bar's tabs and team switcher."""
+    context = web_context_for(request)
+    if context is not None:
+        cast(WebRequest, request).web = context
+
+
 def team_view(
     view: Callable[Concatenate[WebRequest, P], R],
 ) -> Callable[Concatenate[HttpRequest, P], R | HttpResponse]:

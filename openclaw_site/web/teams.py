@@ -6,7 +6,7 @@ Team admins add, re-role and remove members; everyone sees who is in the team.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
 from openclaw_site import teams
@@ -24,7 +25,15 @@ from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Membership, Role
 from openclaw_site.selectors import membership_get, membership_list
-from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
+from openclaw_site.web.base import (
+    Confirmation,
+    WebRequest,
+    attach_web_context,
+    confirm_page,
+    is_htmx,
+    render_page,
+    team_view,
+)
 
 UNPROCESSABLE = 422
 
@@ -137,8 +146,21 @@ def _apply(request: WebRequest, change, done: str) -> None:
 class NewTeamForm(forms.Form):
     name = forms.CharField(max_length=200)
     slug = forms.CharField(
-        max_length=64, validators=[validate_slug], help_text="Short name: letters, digits, - and _."
+        max_length=64,
+        required=False,
+        validators=[validate_slug],
+        help_text="Short name: letters, digits, - and _. Empty: made from the name.",
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("slug") and data.get("name"):
+            data["slug"] = slugify(data["name"])[:64]
+            if not data["slug"]:
+                self.add_error(
+                    "slug", "Give a short name: the name has no letters or digits to make one from."
+                )
+        return data
 
 
 @login_required
@@ -146,6 +168,7 @@ class NewTeamForm(forms.Form):
 def team_new(request: HttpRequest) -> HttpResponse:
     """Create a team; its creator is its first admin and works in it from now on."""
     user = cast(User, request.user)  # login_required let only a signed-in user through
+    attach_web_context(request)
     form = NewTeamForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
