@@ -11,6 +11,7 @@ from openclaw_site import services
 from tests import factories
 from tests.api_support import API, assert_error, snapshot
 from tests.fake_openai import text_reply
+from tests.views_support import HX, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +94,20 @@ def test_the_openai_compatible_endpoint_refuses_a_turn_of_an_archived_assistant(
     assert response.json()["error"]["code"] == "assistant_archived"
     assert snapshot() == before
     assert llm.chat_requests == []
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_the_dashboard_says_it_is_archived_and_refuses_its_writes_with_that_message(world, archived, htmx):
+    client = signed_in(world.bob)
+    page = client.get(f"/sessions/{archived.pk}/").content.decode()
+    assert "Archived: read-only." in page
+    before = snapshot()
+    headers = {**(HX if htmx else {}), "HTTP_REFERER": f"http://testserver/sessions/{archived.pk}/"}
+    response = client.post(f"/sessions/{archived.pk}/rename/", {"title": "New"}, **headers)
+    assert snapshot() == before
+    if htmx:
+        assert response["HX-Redirect"] == f"http://testserver/sessions/{archived.pk}/"
+    else:
+        assert response.status_code == 302 and response["Location"].endswith(f"/sessions/{archived.pk}/")
+    shown = client.get(f"/sessions/{archived.pk}/").content.decode()
+    assert "is archived, so it is read-only" in shown

@@ -74,12 +74,14 @@ def test_roles_change_and_the_last_admin_stays(world):
     alice = Membership.objects.get(team=world.acme, user=world.alice)
     response = client.post(f"/team/members/{bob.pk}/role/", {"role": "admin"}, **HX)
     assert response.status_code == 200 and Membership.objects.get(pk=bob.pk).role == "admin"
-    client.post(f"/team/members/{bob.pk}/role/", {"role": "viewer"})
+    assert client.post(f"/team/members/{bob.pk}/role/", {"role": "viewer"}).status_code == 302
     refused = client.post(f"/team/members/{alice.pk}/role/", {"role": "member"}, **HX).content.decode()
     assert "needs an admin" in refused and Membership.objects.get(pk=alice.pk).role == "admin"
     assert "needs an admin" in client.post(f"/team/members/{alice.pk}/remove/", **HX).content.decode()
     assert Membership.objects.filter(pk=alice.pk).exists()
-    client.post(f"/team/members/{bob.pk}/remove/")
+    removed = client.post(f"/team/members/{bob.pk}/remove/")  # without htmx: back to the page
+    assert removed.status_code == 302 and removed["Location"] == "/team/members/"
+    assert "Removed bob." in client.get("/team/members/").content.decode()
     assert not Membership.objects.filter(pk=bob.pk).exists() and User.objects.filter(pk=world.bob.pk).exists()
     theirs = Membership.objects.get(team=world.globex, user=world.charlie)
     assert client.post(f"/team/members/{theirs.pk}/remove/").status_code == 404

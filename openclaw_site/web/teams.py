@@ -103,7 +103,7 @@ def member_role(request: WebRequest, pk: int) -> HttpResponse:
             lambda: teams.member_set_role(membership=membership, role=form.cleaned_data["role"]),
             f"{membership.user.get_username()} is now {form.cleaned_data['role']}.",
         )
-    return _members_page(request, AddMemberForm())
+    return _members_page(request, AddMemberForm()) if is_htmx(request) else redirect("team")
 
 
 @require_http_methods(["GET", "POST"])
@@ -131,7 +131,7 @@ def member_remove(request: WebRequest, pk: int) -> HttpResponse:
     if membership.user_id == request.user.pk and not Membership.objects.filter(pk=membership.pk).exists():
         request.session.pop(TEAM_SESSION_KEY, None)
         return redirect("home")
-    return _members_page(request, AddMemberForm())
+    return _members_page(request, AddMemberForm()) if is_htmx(request) else redirect("team")
 
 
 def _apply(request: WebRequest, change, done: str) -> None:
