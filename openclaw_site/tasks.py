@@ -285,6 +285,26 @@ def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
     TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
 
 
+def record_failure(*, owner: TaskOwner, kind: str, error: str) -> TaskRecord:
+    """Record work that ran in a request and failed (an assistant turn), so the Jobs page lists it.
+
+    It is no background task: the record is written finished and failed, with the error, beside
+    the task records, and the Jobs page's filters and links treat it like one.
+    """
+    now = timezone.now()
+    return TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex,
+        team_id=owner.team_id,
+        assistant_id=owner.assistant_id,
+        kind=kind,
+        object_ids=owner.object_ids(),
+        state=TaskState.FAILED,
+        error=error[:10000],
+        started_at=now,
+        finished_at=now,
+    )
+
+
 def record_task(
     *, task_id: str, team: Team | int, kind: str, object_ids: dict[str, Any] | None = None
 ) -> TaskRecord:
@@ -356,6 +376,7 @@ TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
     ),
     **dict.fromkeys(
         (
+            "assistant_turn",
             "export_session",
             "export_sessions_index",
             "transcript_changed",

@@ -22,7 +22,7 @@ from decimal import Decimal
 from time import monotonic
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
 from openclaw_site.models import Assistant, ModelPrice, UsagePurpose, UsageRecord
@@ -135,6 +135,7 @@ class UsageRow:
     cache_write_tokens: int
     cost: Decimal
     unpriced: int = 0  # calls of models without a price
+    name: str = ""  # what a person calls the group, when the key is not it (an assistant's name)
 
     @property
     def total_tokens(self) -> int:
@@ -145,7 +146,7 @@ class UsageRow:
         """The group in words: a purpose's name, "deleted assistant" for a vanished one."""
         if self.key in UsagePurpose.values:
             return str(UsagePurpose(self.key).label)
-        return "—" if self.key is None else str(self.key)
+        return "—" if self.key is None else self.name or str(self.key)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -175,8 +176,12 @@ _SUMS = {
 }
 
 
+# The name shown beside a group whose key is a slug.
+NAMES: dict[str, Any] = {"assistant": Max("assistant__name")}
+
+
 def _row(key: Any, values: Any) -> UsageRow:
-    return UsageRow(key=key, **{name: values[name] for name in _SUMS})
+    return UsageRow(key=key, name=values.get("name") or "", **{name: values[name] for name in _SUMS})
 
 
 def totals(records: QuerySet[UsageRecord]) -> UsageRow:
@@ -186,7 +191,8 @@ def totals(records: QuerySet[UsageRecord]) -> UsageRow:
 
 def breakdown(records: QuerySet[UsageRecord], by: str) -> list[UsageRow]:
     """Return the sums per ``by`` (a key of GROUPINGS), costliest first (days in date order)."""
-    grouped = records.order_by().annotate(group=GROUPINGS[by]).values("group").annotate(**_SUMS)
+    names = {"name": NAMES[by]} if by in NAMES else {}
+    grouped = records.order_by().annotate(group=GROUPINGS[by]).values("group").annotate(**_SUMS, **names)
     ordering = ("group",) if by == "day" else ("-cost", "-input_tokens", "group")
     return [_row(values["group"], values) for values in grouped.order_by(*ordering)]
 

@@ -30,8 +30,9 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import UsagePurpose
-from openclaw_site.tasks import TaskQueue, enqueue
+from openclaw_site.models import Assistant, UsagePurpose
+from openclaw_site.services import check_writable
+from openclaw_site.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
@@ -359,6 +360,7 @@ def stream_turn(
             "A turn runs on a user message or on tool results.",
             status=400,
         )
+    _check_writable(session_id)
     model = require_chat_model()
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
@@ -438,12 +440,18 @@ def server_tool_names() -> set[str]:
     return {spec["name"] for spec in turn_tools()}
 
 
+def _check_writable(session_id: int) -> None:
+    """Refuse a turn of an archived assistant before the model is called (it could store nothing)."""
+    check_writable(Assistant.objects.get(sessions__pk=session_id))
+
+
 def retry_turn(*, session_id: int) -> TurnResult:
     """Run the turn again on the user message whose turn failed (the session's last visible row).
 
     Nothing new is stored for the user: the failed call's error message stays in the transcript
     as a record, and the model, which never sees error messages, answers the same prompt again.
     """
+    _check_writable(session_id)
     model = require_chat_model()
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
@@ -685,6 +693,12 @@ class _Turn:
         )
         [row] = store_messages(self.session_id, [failed])
         self.result.messages.append(row)
+        # The Jobs page lists the failure (failures first), linked to the session, where it is retried.
+        record_failure(
+            owner=session_owner(session=session),
+            kind=FAILED_TURN_KIND,
+            error=f"{model_name}: {error.message or 'the model call failed'}",
+        )
         stored = [self.result.user_message, *self.result.messages]
         details = {
             "provider_message": error.message,
@@ -716,6 +730,9 @@ class _Turn:
             details=details,
             stored=stored,
         )
+
+
+FAILED_TURN_KIND = "assistant_turn"  # "Assistant turn" on the Jobs page
 
 
 def _wait_for_turn_seconds() -> float:

@@ -15,6 +15,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
+from openclaw_site.services import check_writable
 from openclaw_site.tasks import coalesced, enqueue_coalesced
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
@@ -74,6 +75,7 @@ def append_messages(
     the session's counters (docs/design.md §D11).
     """
     session = lock_session(session_id)
+    check_writable(session.assistant)
     now = timezone.now()
     rows = [_build(session, item, now=now, silent=silent or item.silent) for item in messages]
     first_seq = session.last_seq + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -164,6 +165,19 @@ def test_usage_page_full_and_htmx(world, priced):
     assert partial.status_code == 200 and not is_full_page(partial)
     assert 'id="usage-report"' in partial.content.decode()
     assert client.get("/usage/?assistant=rival").status_code == 404
+
+
+def test_usage_names_assistants_and_right_aligns_the_figures(world, priced):
+    world.assistant.name = "Launch Helper"
+    world.assistant.save()
+    spend(world.assistant, "turn", 1000, session_id=5)
+    [row] = usage.breakdown(usage_records(team=world.acme), "assistant")
+    assert (row.key, row.label) == ("helper", "Launch Helper")
+    for htmx in (False, True):
+        text = signed_in(world.vera).get("/usage/", **(HX if htmx else {})).content.decode()
+        table = text[text.index('data-usage="usage-assistants"') :]
+        assert re.search(r"<td>Launch Helper<div", table)
+        assert '<td class="right"' in table
 
 
 def test_a_sessions_page_and_its_usage_filter_show_its_own_spending(world, priced):
