@@ -52,7 +52,7 @@ def _release(lock_connection: Any) -> None:
     pool counts it as lent for good; its session outlives this use, so its locks are released
     first. One that cannot be unlocked is closed before it goes back, and the pool drops it.
     """
-    pool = connection.pool
+    pool = getattr(connection, "pool", None)  # PostgreSQL's wrapper has one (None when not pooling)
     if pool is None:
         lock_connection.close()  # closing the session releases its advisory locks
         return

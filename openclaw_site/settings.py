@@ -198,13 +198,13 @@ def _database() -> dict[str, Any]:
     if DATABASE_URL:
         import dj_database_url
 
-        parsed = dict(dj_database_url.parse(DATABASE_URL))
+        parsed: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL))
     else:
         from openclaw_site.db import embedded_database
 
         parsed = embedded_database(VAR_DIR / "pgdata")
     reuse = _connection_reuse()
-    options = {**parsed.get("OPTIONS", {}), **reuse.pop("OPTIONS", {})}
+    options: dict[str, Any] = {**parsed.get("OPTIONS", {}), **reuse.pop("OPTIONS", {})}
     return {**parsed, **reuse, "OPTIONS": options}
 
 
