@@ -101,6 +101,8 @@ def test_the_dashboard_says_it_is_archived_and_refuses_its_writes_with_that_mess
     client = signed_in(world.bob)
     page = client.get(f"/sessions/{archived.pk}/").content.decode()
     assert "Archived: read-only." in page
+    assert 'id="composer"' not in page and "can be read, not continued" in page
+    assert "Start a session" not in client.get(f"/assistants/{world.assistant.slug}/").content.decode()
     before = snapshot()
     headers = {**(HX if htmx else {}), "HTTP_REFERER": f"http://testserver/sessions/{archived.pk}/"}
     response = client.post(f"/sessions/{archived.pk}/rename/", {"title": "New"}, **headers)

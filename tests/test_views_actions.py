@@ -268,3 +268,25 @@ def test_a_zipped_workspace_folder_imports_too(world):
     assert response.status_code == 302
     paths = set(Assistant.objects.get(slug="wrapped").memory_documents.values_list("path", flat=True))
     assert paths == {"MEMORY.md", "memory/notes.md"}
+
+
+def test_an_upload_left_unconfirmed_expires_and_is_removed(settings, tmp_path):
+    import os
+    import time
+
+    from sessions_app.workspace import archives
+    from sessions_app.workspace.imports import WorkspaceImportError
+
+    settings.VAR_DIR = tmp_path
+    abandoned = archives.stage_upload(io.BytesIO(b"old"))
+    path = tmp_path / archives.STAGING_DIR / f"{abandoned}.zip"
+    an_hour_ago = time.time() - archives.STAGED_UPLOAD_SECONDS - 1
+    os.utime(path, (an_hour_ago, an_hour_ago))
+
+    fresh = archives.stage_upload(io.BytesIO(b"new"))  # staging removes what has expired
+
+    assert not path.exists()
+    with pytest.raises(WorkspaceImportError, match="expired"):
+        archives.take_staged_upload(abandoned)
+    with archives.take_staged_upload(fresh) as handle:
+        assert handle.read() == b"new"
