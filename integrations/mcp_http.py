@@ -2,7 +2,7 @@
 
 `McpApplication` is the ASGI app `openclaw_site.asgi` sends those paths to. Before the SDK sees a
 request it authenticates the bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a
-bad one: HTTP 401 with our error body) and puts an `integrations.mcp_server.McpCaller` (the key's
+bad one: HTTP 401 with our error body; a URL naming no assistant of the key's team: 404) and puts an `integrations.mcp_server.McpCaller` (the key's
 team and scopes, the URL's assistant) on the scope's state, where the tools read it.
 
 The SDK runs stateless with JSON responses: every POST is answered on its own, so any worker of
@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, server
 from openclaw_site.auth import api_key_context, bearer_api_key
 from openclaw_site.errors import ApiError, error_body
+from openclaw_site.selectors import NotFound, assistant_get
 
 MCP_PATH_PREFIX = "/mcp"
 # /mcp, /mcp/, /mcp/<slug>, /mcp/<slug>/ (a slug as Django's <slug:> converter reads it).
@@ -48,6 +49,16 @@ def _caller_for(authorization: str, url_assistant: str | None) -> McpCaller:
             "Authentication required: send 'Authorization: Bearer <api key>'.",
             status_code=401,
         )
+    if url_assistant is not None:
+        try:
+            assistant_get(team=key.team, slug=url_assistant)
+        except NotFound:
+            raise ApiError(
+                "not_found",
+                f"No assistant {url_assistant!r} in this key's team: the URL is /mcp/<assistant slug>/ "
+                "(GET /api/v1/assistants/ lists them), or /mcp/ to name it per call.",
+                status_code=404,
+            ) from None
     return McpCaller(context=api_key_context(key), url_assistant=url_assistant)
 
 

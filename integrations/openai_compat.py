@@ -3,8 +3,8 @@
 An OpenAI client points its `base_url` at `http://host/v1` and uses a team API key. `model` is
 an assistant's slug; the session is named by the `X-Session-Key` header, `user`,
 `metadata.session_key` or Open WebUI's `X-OpenWebUI-Chat-Id` (a new session otherwise, its key in the answer's `X-Session-Key`). The
-messages the session does not hold yet (`sessions_app.history.unseen_messages`) are appended and
-the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
+messages the session does not hold yet (`sessions_app.history.held_history`, compared under the
+turn's lock) are appended and the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
 model and a call of one ends the turn as `tool_calls`.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import wraps
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
 from integrations.openai_format import (
     FINISH_REASONS,
@@ -48,14 +48,13 @@ from sessions_app.agent import (
     TurnStarted,
     finished_turn,
     require_chat_model,
+    server_tool_names,
     stream_turn,
-    turn_tools,
 )
 from sessions_app.api.payloads import message_api_error
-from sessions_app.history import unseen_messages
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
-from sessions_app.services import session_get_or_create
+from sessions_app.services import check_session_key, session_get_or_create
 
 SESSION_KEY_HEADER = "X-Session-Key"
 # Open WebUI names its chat in this header when ENABLE_FORWARD_USER_INFO_HEADERS is on.
@@ -86,24 +85,48 @@ class Reply:
         return {"completion_id": self.id, "created": self.created, "model": self.model}
 
 
+def _only(
+    method: str,
+) -> Callable[[Callable[[HttpRequest], HttpResponseBase]], Callable[[HttpRequest], HttpResponseBase]]:
+    """Answer another method with 405 in OpenAI's error shape (Django's answer has no body)."""
+
+    def decorate(
+        view: Callable[[HttpRequest], HttpResponseBase],
+    ) -> Callable[[HttpRequest], HttpResponseBase]:
+        @wraps(view)
+        def only(request: HttpRequest) -> HttpResponseBase:
+            if request.method != method:
+                error = ApiError(
+                    "method_not_allowed",
+                    f"{request.path} answers {method} only, not {request.method}.",
+                    status_code=405,
+                )
+                response = _error_response(error)
+                response["Allow"] = method
+                return response
+            return view(request)
+
+        return only
+
+    return decorate
+
+
 @csrf_exempt
-@require_POST
+@_only("POST")
 def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """Run a turn for an OpenAI chat-completions request, whole or streamed."""
     try:
         caller = _caller(request, Scope.SESSIONS_WRITE)
         chat = _chat_request(request, team_context=caller)
         session, _ = session_get_or_create(assistant=chat.assistant, key=chat.session_key)
-        inputs = unseen_messages(session, chat.messages, server_tools=_server_tool_names())
         reply = Reply(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), model=chat.assistant.slug)
         if chat.stream:
             require_chat_model()
             response: HttpResponseBase = streaming_response(
-                request, lambda: _chunks(session, inputs, chat=chat, reply=reply)
+                request, lambda: _chunks(session, chat=chat, reply=reply)
             )
         else:
-            events = stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools)
-            response = JsonResponse(_completion(finished_turn(events), reply=reply))
+            response = JsonResponse(_completion(finished_turn(_turn(session, chat)), reply=reply))
     except (ApiError, TurnError, NotFound) as error:
         return _error_response(error)
     response[SESSION_KEY_HEADER] = session.key
@@ -111,7 +134,7 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
 
 
 @csrf_exempt
-@require_GET
+@_only("GET")
 def models(request: HttpRequest) -> HttpResponseBase:
     """List the team's assistants as models."""
     try:
@@ -166,13 +189,22 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
             "model is required: an assistant's slug (GET /v1/models).",
             details={"field": "model"},
         )
-    assistant = assistant_get(team=team_context.team, slug=slug)
+    try:
+        assistant = assistant_get(team=team_context.team, slug=slug)
+    except NotFound:
+        raise ApiError(
+            "not_found",
+            f"No assistant {slug!r} in this key's team: model is an assistant's slug "
+            "(GET /v1/models lists them).",
+            status_code=404,
+            details={"field": "model"},
+        ) from None
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ApiError("invalid_request", "stream must be true or false.", details={"field": "stream"})
     try:
         messages = agent_messages(body.get("messages"))
-        tools = client_tools(body.get("tools"), reserved=_server_tool_names())
+        tools = client_tools(body.get("tools"), reserved=server_tool_names())
     except FormatError as error:
         raise ApiError("invalid_request", error.message, details={"field": error.field}) from None
     return ChatRequest(
@@ -190,15 +222,28 @@ def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
     if not isinstance(metadata, dict):
         metadata = {}
     candidates = (
-        request.headers.get(SESSION_KEY_HEADER),
-        body.get("user"),
-        metadata.get("session_key"),
-        request.headers.get(OPEN_WEBUI_CHAT_HEADER),
+        (f"the {SESSION_KEY_HEADER} header", request.headers.get(SESSION_KEY_HEADER)),
+        ("user", body.get("user")),
+        ("metadata.session_key", metadata.get("session_key")),
+        (f"the {OPEN_WEBUI_CHAT_HEADER} header", request.headers.get(OPEN_WEBUI_CHAT_HEADER)),
     )
-    for candidate in candidates:
+    for source, candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()
+            return _checked_session_key(candidate.strip(), source=source)
     return None
+
+
+def _checked_session_key(key: str, *, source: str) -> str:
+    try:
+        check_session_key(key)
+    except ApiError:
+        raise ApiError(
+            "invalid_session_key",
+            f"The session key (from {source}) must be letters, digits and . _ : @ + = - only, up to "
+            f"128 characters; got {key[:60]!r}.",
+            details={"field": source.removeprefix("the ").removesuffix(" header")},
+        ) from None
+    return key
 
 
 def _validated(message: dict[str, Any], index: int) -> MessageInput:
@@ -206,10 +251,6 @@ def _validated(message: dict[str, Any], index: int) -> MessageInput:
         return validate_message(message, max_bytes=settings.MAX_MESSAGE_BYTES)
     except MessageError as error:
         raise message_api_error(error, index=index) from None
-
-
-def _server_tool_names() -> set[str]:
-    return {spec["name"] for spec in turn_tools()}
 
 
 # --- the answer -------------------------------------------------------------------------------
@@ -226,13 +267,17 @@ def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
     )
 
 
-def _chunks(
-    session: Session, inputs: list[MessageInput], *, chat: ChatRequest, reply: Reply
-) -> Iterator[bytes]:
+def _turn(session: Session, chat: ChatRequest) -> Iterator[TurnEvent]:
+    return stream_turn(
+        session_id=session.pk, inputs=chat.messages, client_tools=chat.tools, resent_history=True
+    )
+
+
+def _chunks(session: Session, *, chat: ChatRequest, reply: Reply) -> Iterator[bytes]:
     """Stream the turn as OpenAI's `chat.completion.chunk`s, then `[DONE]`."""
     calls = 0
     try:
-        for event in stream_turn(session_id=session.pk, inputs=inputs, client_tools=chat.tools):
+        for event in _turn(session, chat):
             for chunk in _event_chunks(
                 event, reply=reply, first_call_index=calls, include_usage=chat.include_usage
             ):

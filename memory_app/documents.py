@@ -17,6 +17,7 @@ from memory_app.paths import validate_memory_path
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed
 from openclaw_site.models import Assistant, WorkspaceAccess
+from openclaw_site.services import check_writable
 
 
 class StaleWrite(Exception):
@@ -72,6 +73,7 @@ def _revision(
     action: str,
     provenance: Provenance,
 ) -> MemoryRevision:
+    check_writable(assistant)  # every write leaves a revision, so this refuses them all
     return MemoryRevision.objects.create(
         assistant=assistant,
         document=document,

@@ -283,7 +283,7 @@ def apply_min_score(
     """Keep results scoring at least `min_score`; keyword-backed ones below it fill the slots left.
 
     Reference 4.7 step 8 keeps keyword hits (score >= min(minScore, textWeight)) only when
-    nothing passes (#29112), and upstream later let them fill spare slots (#92524). Here every
+    nothing passes (OpenClaw bug reports, docs/openclaw-behaviour.md §4.7), and upstream later let them fill spare slots (OpenClaw bug reports, docs/openclaw-behaviour.md §4.7). Here every
     result that shares a query term with its chunk may fill a spare slot, after all the results
     that passed, in rank order: a keyword match is evidence of relevance whatever the embedder's
     similarity scale (MiniLM rates related conversation turns 0.3-0.5, so 0.35 hides half of

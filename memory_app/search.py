@@ -33,7 +33,7 @@ from memory_app import config
 from memory_app.calibration import scale_for
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
 from memory_app.dedup import ShownLines
-from memory_app.models import IndexState, Source
+from memory_app.models import IndexState, MemoryChunk, Source
 from memory_app.ranking import (
     Candidate,
     Ranked,
@@ -48,7 +48,7 @@ from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import query_terms
 from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, enqueue
-from providers.embeddings import Embedder, get_embedder
+from providers.embeddings import Embedder, cached_query_vector, get_embedder
 from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -271,6 +271,9 @@ def run_search(
             fallback=None if text else "empty_query",
         )
     sides = _run_sides(assistant, state, text, options, embedder, query_vector)
+    if maintain and not sides.rows and _indexed_an_empty_index(assistant, state):
+        state = IndexState.objects.get(assistant=assistant)
+        sides = _run_sides(assistant, state, text, options, embedder, query_vector)
     composing = time.perf_counter()
     results, low_confidence = _compose(sides, text, options, now or timezone.now())
     sides.timings["compose"] = _ms(composing)
@@ -312,6 +315,19 @@ def _queue_reindex_if_stale(
         coalesce_key=f"reindex-assistant:{assistant.pk}:{'full' if full else 'incremental'}",
     )
     return state
+
+
+def _indexed_an_empty_index(assistant: Assistant, state: IndexState) -> bool:
+    """Index now when the index holds nothing yet; tell whether that wrote anything.
+
+    OpenClaw's first search of an empty index syncs before it answers (docs/openclaw-behaviour.md
+    §4.6): a note written a moment ago, still waiting for its debounced indexing, is found.
+    """
+    from memory_app.indexing import reindex_assistant
+
+    if MemoryChunk.objects.filter(assistant=assistant, generation=state.active_generation).exists():
+        return False
+    return reindex_assistant(assistant.pk).chunks_written > 0
 
 
 def _mode_ran(sides: _Sides) -> str:
@@ -389,7 +405,7 @@ def _query_vector(
         return None
     started = time.perf_counter()
     try:
-        values = list(given) if given is not None else embedder.embed_queries([query])[0]
+        values = list(given) if given is not None else cached_query_vector(embedder, query)
     except ProviderError as error:
         sides.fallback = f"embedding_failed: {error.message}"
         return None

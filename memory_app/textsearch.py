@@ -8,9 +8,9 @@ Pure module: no Django, no database; `search.py` and `indexing.py` feed its outp
   stemmer never sees, so they are indexed as written.
 * The index side stores `to_tsvector(TS_CONFIG, index_text(text))`; the query side sends
   `to_tsquery(TS_CONFIG, to_tsquery_text(query_terms(query)))`, an OR of quoted terms ranked with
-  `ts_rank_cd`, not OpenClaw's all-terms AND (docs/openclaw-behaviour.md §5, #39484).
+  `ts_rank_cd`, not OpenClaw's all-terms AND (OpenClaw bug reports, docs/openclaw-behaviour.md §5).
 * Postgres' default parser keeps a run of CJK characters as one word, the same problem OpenClaw
-  has with unicode61 (docs/openclaw-behaviour.md §5, #20730). Both sides therefore add the character bigrams of
+  has with unicode61 (OpenClaw bug reports, docs/openclaw-behaviour.md §5). Both sides therefore add the character bigrams of
   every CJK run (the character itself for a one-character run).
 * The parser also reads `src/app/main.py` as one `file` token and `main.py` as a `host`, so a
   search for `main` or `main.py` would miss. Both sides add the parts of such identifiers.

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +62,66 @@ def estimate_text_tokens(text: str) -> int:
     return math.ceil(estimate_string_chars(text) / CHARS_PER_TOKEN)
 
 
+class EstimateMemo:
+    """Estimates of message objects already counted, for as long as the memo is active.
+
+    A context build estimates the same messages several times (the view's size, the prompt, its
+    breakdown); with a memo active (`active`) each message object is counted once, and a stored
+    message's estimate (`Message.estimated_tokens`, computed by these rules when it was stored)
+    can be remembered without counting at all. Entries are keyed by the object itself (its id,
+    with the object kept, so an id is never reused while the memo lives); messages are never
+    changed in place (pruning copies), so an object's estimate stays true.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Mapping[str, Any], int]] = {}
+
+    def remember(self, message: Mapping[str, Any], tokens: int) -> None:
+        self._known[id(message)] = (message, tokens)
+
+    def known(self, message: Mapping[str, Any]) -> int | None:
+        hit = self._known.get(id(message))
+        return hit[1] if hit is not None and hit[0] is message else None
+
+    @contextmanager
+    def active(self) -> Iterator[EstimateMemo]:
+        """Use this memo for every estimate made in the block (on this thread or task)."""
+        token = _active_memo.set(self)
+        try:
+            yield self
+        finally:
+            _active_memo.reset(token)
+
+
+_active_memo: ContextVar[EstimateMemo | None] = ContextVar("openclaw_estimate_memo", default=None)
+
+
+def active_memo() -> EstimateMemo | None:
+    """Return the memo estimates use now, if a block made one active."""
+    return _active_memo.get()
+
+
+def carry_estimate(original: Mapping[str, Any], copy: Mapping[str, Any]) -> None:
+    """Let the active memo know that ``copy`` counts as ``original`` (a copy that adds no text)."""
+    memo = _active_memo.get()
+    tokens = memo.known(original) if memo is not None else None
+    if memo is not None and tokens is not None:
+        memo.remember(copy, tokens)
+
+
 def estimate_message_tokens(message: Mapping[str, Any]) -> int:
     """Estimate one AgentMessage with Pi's per-role rules and the CJK-weighted count."""
+    memo = _active_memo.get()
+    if memo is None:
+        return _estimate_message_tokens(message)
+    tokens = memo.known(message)
+    if tokens is None:
+        tokens = _estimate_message_tokens(message)
+        memo.remember(message, tokens)
+    return tokens
+
+
+def _estimate_message_tokens(message: Mapping[str, Any]) -> int:
     role = message.get("role")
     if role in ("user", "toolResult", "custom"):
         chars, images = _content_chars_and_images(message.get("content"))

@@ -277,6 +277,14 @@ def check_fits_window(settings: dict[str, Any], *, context_window: int) -> None:
         )
 
 
+def smallest_window(settings: dict[str, Any]) -> int:
+    """Return the smallest context window ``settings`` fit in (what `check_fits_window` accepts)."""
+    compaction = settings["compaction"]
+    reserve = int(max(compaction["reserveTokens"], compaction["reserveTokensFloor"]))
+    room = int(max(compaction["memoryFlush"]["softThresholdTokens"], compaction["keepRecentTokens"]))
+    return reserve + room + 1
+
+
 def _check_pruning(pruning: dict[str, Any]) -> None:
     ttl = pruning["ttl"]
     if isinstance(ttl, str):

@@ -21,10 +21,25 @@ DATABASE_RETRY_AFTER_SECONDS = 10
 DATABASE_UNAVAILABLE_MESSAGE = (
     "The database is unavailable; nothing was changed by this request. Try again in a few seconds."
 )
+DATABASE_BUSY_MESSAGE = (
+    "Every database connection of this server process is in use, and none came free in time; "
+    "nothing was changed by this request. Try again in a few seconds."
+)
 
 
-def database_unavailable_body() -> dict[str, Any]:
-    return error_body("database_unavailable", DATABASE_UNAVAILABLE_MESSAGE)
+def database_unavailable_message(exception: BaseException) -> str:
+    """Say which outage it is: the database cannot be reached, or the connection pool is empty."""
+    from psycopg_pool import PoolTimeout
+
+    return (
+        DATABASE_BUSY_MESSAGE
+        if isinstance(exception.__cause__, PoolTimeout)
+        else DATABASE_UNAVAILABLE_MESSAGE
+    )
+
+
+def database_unavailable_body(exception: BaseException) -> dict[str, Any]:
+    return error_body("database_unavailable", database_unavailable_message(exception))
 
 
 class ApiError(exceptions.APIException):
@@ -72,7 +87,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, DATABASE_OUTAGE_ERRORS):
         logger.error("database unavailable: %s", exc)
         return Response(
-            database_unavailable_body(),
+            database_unavailable_body(exc),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
         )
@@ -147,8 +162,10 @@ def database_unavailable_response(request: HttpRequest, exception: Exception) ->
     """503 with Retry-After: JSON under /api/, a short page elsewhere (the dashboard)."""
     logger.error("database unavailable on %s %s: %s", request.method, request.path, exception)
     if ApiErrorMiddleware._is_api(request):
-        response: HttpResponse = JsonResponse(database_unavailable_body(), status=503)
+        response: HttpResponse = JsonResponse(database_unavailable_body(exception), status=503)
     else:
-        response = HttpResponse(DATABASE_UNAVAILABLE_MESSAGE, status=503, content_type="text/plain")
+        response = HttpResponse(
+            database_unavailable_message(exception), status=503, content_type="text/plain"
+        )
     response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     return response

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 
@@ -41,7 +42,25 @@ def session_lock(
         _wait_for_lock(lock_connection, name, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
         yield
     finally:
+        _release(lock_connection)
+
+
+def _release(lock_connection: Any) -> None:
+    """End the lock connection's advisory locks: close it, or hand it back to the pool unlocked.
+
+    A pooled connection (settings.DB_POOL_SIZE) came from the pool and must go back to it, or the
+    pool counts it as lent for good; its session outlives this use, so its locks are released
+    first. One that cannot be unlocked is closed before it goes back, and the pool drops it.
+    """
+    pool = getattr(connection, "pool", None)  # PostgreSQL's wrapper has one (None when not pooling)
+    if pool is None:
         lock_connection.close()  # closing the session releases its advisory locks
+        return
+    try:
+        lock_connection.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        lock_connection.close()
+    pool.putconn(lock_connection)
 
 
 def _wait_for_lock(

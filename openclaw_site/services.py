@@ -20,6 +20,25 @@ DEFAULT_CONTEXT_WINDOW = int(Assistant._meta.get_field("context_window").default
 ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access")
 
 
+def check_writable(assistant: Assistant) -> None:
+    """Refuse any write or turn on an archived assistant with 409 ``assistant_archived``.
+
+    The one rule of docs/design.md, Limits and refusals: an archived assistant is read-only. Every
+    writer of its content calls this (the transcript's `append_messages`, every memory revision,
+    turns, compactions, session changes), so every adapter (REST, MCP, /v1, dashboard) gets the
+    same refusal; reads and exports never call it.
+    """
+    if assistant.archived_at is not None:
+        raise ApiError(
+            "assistant_archived",
+            f"Assistant {assistant.slug!r} is archived, so it is read-only: its sessions, memory and "
+            "exports can be read, but nothing is written and no turn runs. Restore it (dashboard: the "
+            "assistant's page, Restore from archive) to write to it again.",
+            status_code=409,
+            details={"assistant": assistant.slug},
+        )
+
+
 def settings_api_error(error: SettingsError) -> ApiError:
     """Turn a settings validation error into the 400 the API answers, naming the bad key's path."""
     return ApiError("invalid_settings", f"{error.path}: {error.message}", details={"path": error.path})

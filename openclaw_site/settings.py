@@ -176,24 +176,36 @@ TEMPLATES = [
 
 
 # Connections are kept between requests (and checked before reuse), so a request does not pay for
-# a new connection and the search's prepared statements survive it; 0 closes them after each.
+# a new connection; 0 closes them after each. A process that serves ASGI runs each request in a
+# thread of its own, where a kept connection would die with its thread: it sets DB_POOL_SIZE
+# instead (runall does for the web server) and borrows from a psycopg pool of that many
+# connections, waiting up to DB_POOL_TIMEOUT seconds for one (docs/design.md, Serving).
 DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300, minimum=0)
+DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0)
+DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+
+
+def _connection_reuse() -> dict[str, Any]:
+    if not DB_POOL_SIZE:
+        return {"CONN_MAX_AGE": DB_CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True}
+    pool = {"min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT}
+    # The pool checks a connection as it lends it (CONN_HEALTH_CHECKS), so a restarted database
+    # costs no request an error.
+    return {"CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True, "OPTIONS": {"pool": pool}}
 
 
 def _database() -> dict[str, Any]:
     if DATABASE_URL:
         import dj_database_url
 
-        return dict(
-            dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
-        )
-    from openclaw_site.db import embedded_database
+        parsed: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL))
+    else:
+        from openclaw_site.db import embedded_database
 
-    return {
-        **embedded_database(VAR_DIR / "pgdata"),
-        "CONN_MAX_AGE": DB_CONN_MAX_AGE,
-        "CONN_HEALTH_CHECKS": True,
-    }
+        parsed = embedded_database(VAR_DIR / "pgdata")
+    reuse = _connection_reuse()
+    options: dict[str, Any] = {**parsed.get("OPTIONS", {}), **reuse.pop("OPTIONS", {})}
+    return {**parsed, **reuse, "OPTIONS": options}
 
 
 DATABASES = {"default": _database()}

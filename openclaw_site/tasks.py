@@ -35,7 +35,10 @@ Writing the record after the commit (not in the caller's transaction) is what ma
 hold: a fold inside a still-open transaction could be counted by a job that starts before that
 transaction commits and then never sees its change. The cost: a process that dies between its
 commit and the fold leaves that change without a job until the next change of the same object
-(the periodic index refresh catches indexing up regardless). A pending record whose task was lost
+(the periodic index refresh catches indexing up regardless). The fold commits without waiting for
+the disk (`synchronous_commit` off for its transaction only), which widens that window to a crash
+of the database host within a fraction of a second of the fold, and spares every change a second
+flush of the write-ahead log. A pending record whose task was lost
 (a broker restart, a crash between the fold and the send) would swallow every later change, so
 `purge_task_records` fails pending records that have not started within django-q2's retry time;
 the next change then queues a new job.
@@ -162,7 +165,7 @@ def enqueue(
     """
     job = _Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
     if coalesce_key is not None:
-        transaction.on_commit(partial(_fold_or_send, job, owner=owner, coalesce_key=coalesce_key))
+        enqueue_coalesced(Coalesced(job, owner=owner, coalesce_key=coalesce_key))
         return None
     record = TaskRecord.objects.create(
         task_id=uuid.uuid4().hex,
@@ -175,50 +178,85 @@ def enqueue(
     return record
 
 
+@dataclass(frozen=True)
+class Coalesced:
+    """A coalescing job (`enqueue` with a ``coalesce_key``), for `enqueue_coalesced`."""
+
+    job: _Job
+    owner: TaskOwner
+    coalesce_key: str
+
+
+def coalesced(
+    func: str,
+    *args: Any,
+    owner: TaskOwner,
+    coalesce_key: str,
+    task_name: str | None = None,
+    queue: TaskQueue = TaskQueue.DEFAULT,
+) -> Coalesced:
+    """Describe a coalescing job for `enqueue_coalesced` (the arguments are `enqueue`'s)."""
+    job = _Job(func=func, args=args, kind=func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    return Coalesced(job, owner=owner, coalesce_key=coalesce_key)
+
+
+def enqueue_coalesced(*jobs: Coalesced) -> None:
+    """Fold several coalescing jobs after the commit in one statement (one commit, not one each).
+
+    A change that asks for more than one job (an append: its export and its transcript index)
+    pays for one more commit, not two; each job folds or is sent exactly as with `enqueue`.
+    """
+    if jobs:
+        transaction.on_commit(partial(_fold_or_send, jobs))
+
+
 # One statement, so a concurrent fold and `run_tracked`'s move to running take turns on the row
 # lock (see the module docstring). `xmax = 0` holds for a row this statement inserted, not for one
-# it updated. The literal 'queued' lets Postgres match the partial unique index.
+# it updated. The literal 'queued' lets Postgres match the partial unique index. Rows go in key
+# order, so two statements that fold the same keys take their row locks in the same order.
+_FOLD_ROW = f"(%s, %s, %s, %s, %s::jsonb, %s, 0, '', '{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s, %s)"
 _FOLD_SQL = f"""
     INSERT INTO {TaskRecord._meta.db_table} AS record
         (task_id, team_id, assistant_id, kind, object_ids, coalesce_key, coalesced,
          q_task_id, state, progress, error, created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %s::jsonb, %s, 0, '', '{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s, %s)
+    VALUES {{rows}}
     ON CONFLICT (coalesce_key) WHERE state = '{TaskState.QUEUED.value}'
     DO UPDATE SET coalesced = record.coalesced + 1, updated_at = EXCLUDED.updated_at
-    RETURNING id, task_id, (xmax = 0) AS inserted
+    RETURNING id, task_id, coalesce_key, (xmax = 0) AS inserted
 """
 
 
-def _fold_or_send(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> None:
-    """After the commit: fold into the key's pending job, or record a new one and send it."""
+def _fold_or_send(jobs: tuple[Coalesced, ...]) -> None:
+    """After the commit: fold each job into its key's pending one, or record a new one and send it."""
+    by_key = {job.coalesce_key: job for job in jobs}  # a key twice in one statement would clash
     try:
-        record_pk, task_id, inserted = _fold(job, owner=owner, coalesce_key=coalesce_key)
-    except Exception:  # the change that asked for the job has committed: report, don't raise
-        logger.exception("Could not record %s for %s", job.func, coalesce_key)
+        folded = _fold(sorted(by_key.values(), key=lambda job: job.coalesce_key))
+    except Exception:  # the change that asked for the jobs has committed: report, don't raise
+        logger.exception("Could not record the jobs %s", sorted(by_key))
         return
-    if inserted:
-        _send(job, record_pk=record_pk, task_id=task_id)
+    for key, (record_pk, task_id, inserted) in folded.items():
+        if inserted:
+            _send(by_key[key].job, record_pk=record_pk, task_id=task_id)
 
 
-def _fold(job: _Job, *, owner: TaskOwner, coalesce_key: str) -> tuple[int, str, bool]:
-    """Run `_FOLD_SQL`: return the pending record's id and task id, and whether it is new."""
+def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
+    """Run `_FOLD_SQL`: for each key, the pending record's id and task id, and whether it is new."""
     now = timezone.now()
-    params = (
-        uuid.uuid4().hex,
-        owner.team_id,
-        owner.assistant_id,
-        job.kind,
-        json.dumps(owner.object_ids()),
-        coalesce_key,
-        now,
-        now,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(_FOLD_SQL, params)
-        row = cursor.fetchone()
-    if row is None:  # RETURNING gives a row for an insert and for an update alike
-        raise RuntimeError(f"the fold of {coalesce_key} returned no row")
-    return int(row[0]), str(row[1]), bool(row[2])
+    params: list[Any] = []
+    for item in jobs:
+        owner = item.owner
+        params += [uuid.uuid4().hex, owner.team_id, owner.assistant_id, item.job.kind]
+        params += [json.dumps(owner.object_ids()), item.coalesce_key, now, now]
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The change this job is for committed durably already; the fold's own commit need not
+        # wait for the disk (docs/design.md, Background work: what a lost fold costs).
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        cursor.execute(_FOLD_SQL.format(rows=", ".join([_FOLD_ROW] * len(jobs))), params)
+        rows = cursor.fetchall()
+    folded = {str(key): (int(pk), str(task_id), bool(inserted)) for pk, task_id, key, inserted in rows}
+    if len(folded) != len(jobs):  # RETURNING gives a row for an insert and for an update alike
+        raise RuntimeError(f"the fold of {[job.coalesce_key for job in jobs]} returned {len(rows)} rows")
+    return folded
 
 
 def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
@@ -245,6 +283,26 @@ def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
         )
         return
     TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
+
+
+def record_failure(*, owner: TaskOwner, kind: str, error: str) -> TaskRecord:
+    """Record work that ran in a request and failed (an assistant turn), so the Jobs page lists it.
+
+    It is no background task: the record is written finished and failed, with the error, beside
+    the task records, and the Jobs page's filters and links treat it like one.
+    """
+    now = timezone.now()
+    return TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex,
+        team_id=owner.team_id,
+        assistant_id=owner.assistant_id,
+        kind=kind,
+        object_ids=owner.object_ids(),
+        state=TaskState.FAILED,
+        error=error[:10000],
+        started_at=now,
+        finished_at=now,
+    )
 
 
 def record_task(
@@ -318,6 +376,7 @@ TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
     ),
     **dict.fromkeys(
         (
+            "assistant_turn",
             "export_session",
             "export_sessions_index",
             "transcript_changed",

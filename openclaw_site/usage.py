@@ -5,6 +5,10 @@ records its tokens through `record_usage`, the one writer of `UsageRecord`. The 
 `ModelPrice` rows, matched by the model's name or its longest prefix; the cost is fixed when the
 tokens are spent, so a later price change does not rewrite the past. The figures are aggregated
 in SQL (one GROUP BY per breakdown) from the team-scoped queryset `selectors.usage_records` gives.
+
+Every turn prices two or three calls, so each process keeps the price table for
+`PRICE_TABLE_SECONDS`; a price saved or deleted in this process clears it at once (the signals
+connected in `openclaw_site.apps`), one saved in another applies there within that time.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
+from time import monotonic
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
 from openclaw_site.models import Assistant, ModelPrice, UsagePurpose, UsageRecord
@@ -34,12 +39,33 @@ def price_for(model: str) -> ModelPrice | None:
     """
     names = {model, model.rsplit("/", 1)[-1]}
     best: ModelPrice | None = None
-    for price in ModelPrice.objects.all():
+    for price in _price_table():
         if any(name.startswith(price.model) for name in names) and (
             best is None or len(price.model) > len(best.model)
         ):
             best = price
     return best
+
+
+PRICE_TABLE_SECONDS = 30.0
+_prices: tuple[float, tuple[ModelPrice, ...]] | None = None
+
+
+def _price_table() -> tuple[ModelPrice, ...]:
+    """Return every ModelPrice, read again once the process's copy is `PRICE_TABLE_SECONDS` old."""
+    global _prices
+    held = _prices
+    if held is not None and monotonic() - held[0] < PRICE_TABLE_SECONDS:
+        return held[1]
+    table = tuple(ModelPrice.objects.all())
+    _prices = (monotonic(), table)
+    return table
+
+
+def forget_prices(**_signal: Any) -> None:
+    """Drop this process's copy of the price table (a price was saved or deleted)."""
+    global _prices
+    _prices = None
 
 
 def cost_of(price: ModelPrice | None, usage: Usage) -> Decimal:
@@ -109,6 +135,7 @@ class UsageRow:
     cache_write_tokens: int
     cost: Decimal
     unpriced: int = 0  # calls of models without a price
+    name: str = ""  # what a person calls the group, when the key is not it (an assistant's name)
 
     @property
     def total_tokens(self) -> int:
@@ -119,7 +146,7 @@ class UsageRow:
         """The group in words: a purpose's name, "deleted assistant" for a vanished one."""
         if self.key in UsagePurpose.values:
             return str(UsagePurpose(self.key).label)
-        return "—" if self.key is None else str(self.key)
+        return "—" if self.key is None else self.name or str(self.key)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -149,8 +176,12 @@ _SUMS = {
 }
 
 
+# The name shown beside a group whose key is a slug.
+NAMES: dict[str, Any] = {"assistant": Max("assistant__name")}
+
+
 def _row(key: Any, values: Any) -> UsageRow:
-    return UsageRow(key=key, **{name: values[name] for name in _SUMS})
+    return UsageRow(key=key, name=values.get("name") or "", **{name: values[name] for name in _SUMS})
 
 
 def totals(records: QuerySet[UsageRecord]) -> UsageRow:
@@ -160,7 +191,8 @@ def totals(records: QuerySet[UsageRecord]) -> UsageRow:
 
 def breakdown(records: QuerySet[UsageRecord], by: str) -> list[UsageRow]:
     """Return the sums per ``by`` (a key of GROUPINGS), costliest first (days in date order)."""
-    grouped = records.order_by().annotate(group=GROUPINGS[by]).values("group").annotate(**_SUMS)
+    names = {"name": NAMES[by]} if by in NAMES else {}
+    grouped = records.order_by().annotate(group=GROUPINGS[by]).values("group").annotate(**_SUMS, **names)
     ordering = ("group",) if by == "day" else ("-cost", "-input_tokens", "group")
     return [_row(values["group"], values) for values in grouped.order_by(*ordering)]
 

@@ -8,7 +8,10 @@ search runs on full-text alone. The local model is `EMBEDDING_LOCAL_MODEL`: mult
 (the default, docs/dependencies.md) or all-MiniLM-L6-v2.
 
 Queries and documents are embedded apart (`embed_queries`, `embed_documents`): retrieval models
-such as e5 are trained with a different prefix on each side (docs/design.md §D14).
+such as e5 are trained with a different prefix on each side (docs/design.md §D14). Search asks
+for a query's vector through `cached_query_vector`, which keeps the latest queries' vectors per embedder
+identity: users and agents repeat queries, and a local query embedding is the largest CPU cost
+of a search (docs/design.md, Search latency).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import hashlib
 import json
 import logging
 import threading
+from array import array
+from collections import OrderedDict
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -83,6 +88,41 @@ def batch_by_bytes(texts: list[str], *, max_bytes: int = EMBEDDING_BATCH_MAX_BYT
     return batches
 
 
+# --- query vectors, cached ----------------------------------------------------------------------
+
+# Vectors kept per process: float32 (what pgvector stores), 1.5 KB each at 384 dimensions.
+QUERY_CACHE_SIZE = 1024
+_query_cache: OrderedDict[tuple[str, str], array[float]] = OrderedDict()
+_query_cache_lock = threading.Lock()
+
+
+def cached_query_vector(embedder: Embedder, text: str) -> list[float]:
+    """Return the vector of a search query, from the cache when this embedder embedded it lately.
+
+    The key is the embedder's identity (`provider_key`: provider, endpoint, model, dimensions,
+    query prefix), so another model or prefix never answers from the cache. A miss embeds outside
+    the lock; a failure is not remembered.
+    """
+    key = (embedder.provider_key, text)
+    with _query_cache_lock:
+        cached = _query_cache.get(key)
+        if cached is not None:
+            _query_cache.move_to_end(key)
+            return cached.tolist()
+    vector = array("f", embedder.embed_queries([text])[0])
+    with _query_cache_lock:
+        _query_cache[key] = vector
+        _query_cache.move_to_end(key)
+        while len(_query_cache) > QUERY_CACHE_SIZE:
+            _query_cache.popitem(last=False)
+    return vector.tolist()
+
+
+def clear_query_cache() -> None:
+    with _query_cache_lock:
+        _query_cache.clear()
+
+
 _UNSET = object()
 _embedder: Any = _UNSET
 _embedder_error: str | None = None
@@ -118,12 +158,14 @@ def embedder_status(*, load: bool = False) -> dict[str, Any]:
 
 
 def reset_embedders() -> None:
-    """Forget the cached embedder (tests change settings); the loaded model stays in memory."""
+    """Forget the cached embedder and query vectors (tests change settings); the loaded model stays
+    in memory."""
     global _embedder, _embedder_error, _preload_thread
     with _embedder_lock:
         _embedder, _embedder_error = _UNSET, None
         _preload_thread = None
         _ready.clear()
+    clear_query_cache()
 
 
 # --- preloading at process start -------------------------------------------------------------

@@ -30,8 +30,9 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import UsagePurpose
-from openclaw_site.tasks import TaskQueue, enqueue
+from openclaw_site.models import Assistant, UsagePurpose
+from openclaw_site.services import check_writable
+from openclaw_site.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.usage import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
@@ -51,7 +52,8 @@ from sessions_app.context import (
     token_figures,
 )
 from sessions_app.flush import skip_reason
-from sessions_app.messages import MessageInput
+from sessions_app.history import UNSEEN_STOP_REASONS, held_history
+from sessions_app.messages import MessageInput, text_of
 from sessions_app.model_output import (
     assistant_input,
     error_assistant_input,
@@ -267,13 +269,17 @@ def _tool_result_text(content: Any) -> str:
 # --- scheduling after a turn or an ingest ------------------------------------------------------
 
 
-def schedule_maintenance(session_id: int, *, prompt_estimate: int = 0) -> dict[str, Any]:
+def schedule_maintenance(
+    session_id: int, *, prompt_estimate: int = 0, session: Session | None = None
+) -> dict[str, Any]:
     """Queue the compaction (threshold) or the flush the session's figures call for, after commit.
 
     Called after every successful turn and after a REST ingest; `prompt_estimate` is the next
     prompt when it is known (before a turn's model call), as in OpenClaw's projected count.
+    `session` is the row as the caller's append left it (locked and saved), so it is not read again.
     """
-    session = Session.objects.select_related("assistant").get(pk=session_id)
+    if session is None:
+        session = Session.objects.select_related("assistant").get(pk=session_id)
     figures = token_figures(session, prompt_estimate=prompt_estimate)
     if figures.compaction_due:
         enqueue(
@@ -337,12 +343,16 @@ def stream_turn(
     session_id: int,
     inputs: Sequence[MessageInput],
     client_tools: Sequence[dict[str, Any]] = (),
+    resent_history: bool = False,
 ) -> Iterator[TurnEvent]:
     """Store the turn's input and run the turn, yielding its events; raise TurnError when it fails.
 
     `inputs` ends with a user message or tool results (the answers to a caller's tool calls);
     empty, the turn answers what the session already ends with (a retried request).
     `client_tools` are offered to the model beside ours; calling one ends the turn.
+    With `resent_history`, `inputs` is a client's whole conversation: only what the session does
+    not hold yet is stored (`sessions_app.history.held_history`, compared under the turn's lock),
+    and a conversation the session answered already gets that answer again.
     """
     if inputs and inputs[-1].role not in ("user", "toolResult"):
         raise TurnError(
@@ -350,22 +360,21 @@ def stream_turn(
             "A turn runs on a user message or on tool results.",
             status=400,
         )
+    _check_writable(session_id)
     model = require_chat_model()
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
+            if resent_history:
+                held = held_history(session_id, inputs, server_tools=server_tool_names())
+                if held.answered_by is not None:
+                    yield from _replayed_turn(held.answered_by)
+                    return
+                inputs = held.unseen
             rows = store_messages(session_id, list(inputs)) if inputs else []
             yield TurnStarted(rows)
-            last = (
-                rows[-1] if rows else Message.objects.filter(session_id=session_id).order_by("-seq").first()
-            )
-            if last is None or (not rows and last.role == "assistant"):
-                raise TurnError(
-                    "nothing_to_answer",
-                    "Every message is already in the session and answered; send a new message.",
-                    status=400,
-                )
+            last = rows[-1] if rows else _unanswered_row(session_id)
             yield from _Turn(session_id, model, last, client_tools=client_tools).events()
     except LockTimeout:
         raise TurnError(
@@ -375,12 +384,74 @@ def stream_turn(
         ) from None
 
 
+def _unanswered_row(session_id: int) -> Message:
+    """Return the message a turn without new input answers, or refuse: the session is answered.
+
+    Failed and cut replies, which the model never sees, and flush turns do not answer it.
+    """
+    last = (
+        Message.objects.filter(session_id=session_id, flush_turn=False)
+        .exclude(stop_reason__in=UNSEEN_STOP_REASONS)
+        .order_by("-seq")
+        .first()
+    )
+    if last is None or last.role == "assistant":
+        raise TurnError(
+            "nothing_to_answer",
+            "Every message is already in the session and answered; send a new message.",
+            status=400,
+        )
+    return last
+
+
+def _replayed_turn(reply: Message) -> Iterator[TurnEvent]:
+    """Answer a conversation again with the reply the session already holds; nothing is stored."""
+    prompt = (
+        Message.objects.filter(session_id=reply.session_id, seq__lt=reply.seq, flush_turn=False)
+        .exclude(role="assistant")
+        .order_by("-seq")
+        .first()
+    )
+    server_tools = server_tool_names()
+    calls = tuple(
+        ToolCall(id=block["id"], name=block["name"], arguments=block.get("arguments") or {})
+        for block in reply.content or []
+        if isinstance(block, dict)
+        and block.get("type") == "toolCall"
+        and block.get("name") not in server_tools
+    )
+    text = None if reply.silent else visible_reply_text(text_of(reply.content)) or ""
+    result = TurnResult(
+        user_message=prompt or reply,
+        reply=None if reply.silent else reply,
+        reply_text=text,
+        silent=reply.silent,
+        client_tool_calls=calls,
+    )
+    yield TurnStarted([])
+    if text:
+        yield ReplyDelta(text)
+    for call in calls:
+        yield ToolCalled(call, client=True)
+    yield TurnFinished(result)
+
+
+def server_tool_names() -> set[str]:
+    return {spec["name"] for spec in turn_tools()}
+
+
+def _check_writable(session_id: int) -> None:
+    """Refuse a turn of an archived assistant before the model is called (it could store nothing)."""
+    check_writable(Assistant.objects.get(sessions__pk=session_id))
+
+
 def retry_turn(*, session_id: int) -> TurnResult:
     """Run the turn again on the user message whose turn failed (the session's last visible row).
 
     Nothing new is stored for the user: the failed call's error message stays in the transcript
     as a record, and the model, which never sees error messages, answers the same prompt again.
     """
+    _check_writable(session_id)
     model = require_chat_model()
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
@@ -510,7 +581,7 @@ class _Turn:
             except ProviderError as error:
                 if error.is_context_overflow and self._recover_from_overflow(error):
                     continue
-                self._fail(error, session=session)
+                self._fail(error, session=session, partial_text=reply.text)
             self._record_success(session, context, completion)
             return completion
 
@@ -591,7 +662,7 @@ class _Turn:
                 estimated=context.raw_prompt_estimate,
                 reported=prompt_tokens_of(usage),
             )
-        # OpenClaw skips the cache-ttl touch right after a compaction (#9282, #28491).
+        # OpenClaw skips the cache-ttl touch right after a compaction (OpenClaw bug reports, docs/openclaw-behaviour.md §3.2).
         if self.skip_next_touch:
             self.skip_next_touch = False
         else:
@@ -610,11 +681,24 @@ class _Turn:
             self.result.reply_text = None if silent else (visible or "")
         return row
 
-    def _fail(self, error: ProviderError, *, session: Session) -> NoReturn:
-        """Store the failed call as an assistant error message and raise the matching TurnError."""
+    def _fail(self, error: ProviderError, *, session: Session, partial_text: str = "") -> NoReturn:
+        """Store the failed call as an assistant error message (with the text that arrived before
+        a stream broke off) and raise the matching TurnError."""
         model_name = session.assistant.model or self.model.name
-        [row] = store_messages(self.session_id, [error_assistant_input(error, model_name=model_name)])
+        failed = error_assistant_input(
+            error,
+            model_name=model_name,
+            partial_text=partial_text,
+            silent=bool(partial_text) and not streamable_text(partial_text),
+        )
+        [row] = store_messages(self.session_id, [failed])
         self.result.messages.append(row)
+        # The Jobs page lists the failure (failures first), linked to the session, where it is retried.
+        record_failure(
+            owner=session_owner(session=session),
+            kind=FAILED_TURN_KIND,
+            error=f"{model_name}: {error.message or 'the model call failed'}",
+        )
         stored = [self.result.user_message, *self.result.messages]
         details = {
             "provider_message": error.message,
@@ -646,6 +730,9 @@ class _Turn:
             details=details,
             stored=stored,
         )
+
+
+FAILED_TURN_KIND = "assistant_turn"  # "Assistant turn" on the Jobs page
 
 
 def _wait_for_turn_seconds() -> float:

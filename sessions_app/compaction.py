@@ -27,6 +27,7 @@ from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import UsagePurpose
+from openclaw_site.services import check_writable
 from openclaw_site.usage import record_usage
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
@@ -370,6 +371,7 @@ def compact_session(
     session = Session.objects.select_related("assistant", "assistant__team").get(pk=session_id)
     if dry_run:
         return preview_compaction(session, trigger=trigger)
+    check_writable(session.assistant)
     if trigger == Trigger.THRESHOLD and not token_figures(session).compaction_due:
         return None
     with ExitStack() as lock:

@@ -16,12 +16,15 @@ from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
+from django.db import connection
 from django.db.models import F, Sum
 from django.utils import timezone as dj_timezone
 
 from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import (
+    EstimateMemo,
+    active_memo,
     calculate_context_tokens,
     corrected_estimate,
     correction_ratio,
@@ -86,31 +89,47 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
     if cached is not None:
         # From the view's last message on: that message must still be there, as it was.
         newer = _message_entries(session, from_seq=cached.last_seq)
-        if newer and (newer[0]["seq"], newer[0]["id"]) == (cached.last_seq, cached.last_entry_id):
-            return _keep(session, compaction, [*cached.entries, *newer[1:]])
+        if newer and (newer[0][0]["seq"], newer[0][0]["id"]) == (cached.last_seq, cached.last_entry_id):
+            return _keep(session, compaction, [*zip(cached.entries, cached.estimates), *newer[1:]])
     floor = compaction[1] if compaction is not None else 0
-    items = [(entry["seq"], entry) for entry in _message_entries(session, from_seq=floor)]
+    items = [(entry["seq"], (entry, tokens)) for entry, tokens in _message_entries(session, from_seq=floor)]
     compactions = CompactionEntry.objects.filter(session=session, seq__gte=floor)
-    items += [(c.seq, _compaction_entry(c)) for c in compactions]
-    return _keep(session, compaction, [entry for _, entry in sorted(items, key=lambda pair: pair[0])])
+    items += [(c.seq, (_compaction_entry(c), None)) for c in compactions]
+    return _keep(session, compaction, [pair for _, pair in sorted(items, key=lambda item: item[0])])
 
 
-def _message_entries(session: Session, *, from_seq: int) -> list[dict[str, Any]]:
+_Estimated = tuple[dict[str, Any], int | None]  # an entry and its message's stored estimate
+
+
+def _message_entries(session: Session, *, from_seq: int) -> list[_Estimated]:
     messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=from_seq).order_by("seq")
     return [
-        {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)} for m in messages
+        (
+            {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)},
+            m.estimated_tokens,
+        )
+        for m in messages
     ]
 
 
 def _keep(
-    session: Session, compaction: tuple[int, int] | None, entries: list[dict[str, Any]]
+    session: Session, compaction: tuple[int, int] | None, pairs: list[_Estimated]
 ) -> list[dict[str, Any]]:
+    """Cache the view; with an estimate memo active, let it know the stored estimates."""
+    entries = [entry for entry, _ in pairs]
+    estimates = tuple(tokens for _, tokens in pairs)
+    memo = active_memo()
+    if memo is not None:
+        for entry, tokens in pairs:
+            if tokens is not None:
+                memo.remember(entry["message"], tokens)
     last = next((e for e in reversed(entries) if e["type"] == "message"), None)
     view_cache.put(
         session.pk,
         view_cache.CachedView(
             compaction=compaction,
             entries=tuple(entries),
+            estimates=estimates,
             last_seq=last["seq"] if last else 0,
             last_entry_id=last["id"] if last else "",
         ),
@@ -156,7 +175,7 @@ def latest_compaction_index(entries: list[dict[str, Any]]) -> int:
 def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     """Estimate the compaction view's size: reported usage plus corrected estimates of the rest.
 
-    Usage reported before the latest compaction measured the old, longer context (#12170), so only
+    Usage reported before the latest compaction measured the old, longer context (OpenClaw bug reports, docs/openclaw-behaviour.md §5), so only
     assistants after it are trusted, as in cutpoint's `tokensBefore`; and, as Pi's
     `_checkCompaction` does, only those whose call started after the compaction was written (a
     call that raced a background compaction reports the old size).
@@ -181,12 +200,66 @@ def _without_stale_usage(message: dict[str, Any], cutoff_ms: int) -> dict[str, A
     return message
 
 
-def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
-    """Compute `view_tokens` from stored per-message estimates, in a few queries (session API).
+def stored_view_figures(session: Session, *, ratio: float | None) -> tuple[int, int]:
+    """Return `view_tokens` computed from stored per-message estimates, and `transcript_bytes`,
+    in one statement (session API).
 
     Same rule as `view_tokens`: the last trustworthy usage after the latest compaction, plus the
     corrected estimates of the messages after it; without such usage, the whole view estimated.
+    `_VIEW_TOKENS_SQL` reads the latest compaction, the sums, the newest usage candidate and the
+    session's stored size at once; only when that candidate reports no tokens does
+    `_stored_view_tokens_walk` page on.
     """
+    with connection.cursor() as cursor:
+        cursor.execute(_VIEW_TOKENS_SQL, {"session": session.pk})
+        summary, compaction_seq, head, tail, usage_seq, usage, after_usage, size = cursor.fetchone()
+    head_tokens = 0 if compaction_seq is None else int(head) + _summary_tokens(summary)
+    if usage_seq is None:
+        return corrected_estimate(head_tokens + int(tail), ratio), int(size or 0)
+    usage = json.loads(usage) if isinstance(usage, str) else usage
+    tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+    if tokens <= 0:
+        return _stored_view_tokens_walk(session, ratio=ratio), int(size or 0)
+    return tokens + corrected_estimate(int(after_usage), ratio), int(size or 0)
+
+
+def _summary_tokens(summary: str) -> int:
+    return estimate_message_tokens({"role": "compactionSummary", "summary": summary})
+
+
+_MESSAGES = Message._meta.db_table
+_VISIBLE = f"FROM {_MESSAGES} m WHERE m.session_id = %(session)s AND NOT m.flush_turn"
+# The newest assistant usage Pi would trust, after the latest compaction (and newer than it).
+_USAGE_CANDIDATE = f"""
+    SELECT m.seq, m.usage {_VISIBLE}
+      AND m.role = 'assistant' AND m.usage IS NOT NULL
+      AND COALESCE(m.stop_reason, '') NOT IN ('error', 'aborted')
+      AND m.seq > COALESCE((SELECT seq FROM latest), 0)
+      AND m.created_at > COALESCE((SELECT created_at FROM latest), '-infinity')
+    ORDER BY m.seq DESC LIMIT 1
+"""
+_VIEW_TOKENS_SQL = f"""
+    WITH latest AS (
+        SELECT c.seq, c.created_at, c.summary, COALESCE(k.seq, c.seq) AS kept_from
+        FROM {CompactionEntry._meta.db_table} c LEFT JOIN {_MESSAGES} k ON k.id = c.first_kept_id
+        WHERE c.session_id = %(session)s ORDER BY c.seq DESC LIMIT 1
+    ), candidate AS ({_USAGE_CANDIDATE})
+    SELECT
+        (SELECT summary FROM latest),
+        (SELECT seq FROM latest),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
+           AND m.seq >= (SELECT kept_from FROM latest) AND m.seq < (SELECT seq FROM latest)),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
+           AND m.seq > COALESCE((SELECT seq FROM latest), 0)),
+        (SELECT seq FROM candidate),
+        (SELECT usage FROM candidate),
+        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE} AND m.seq > (SELECT seq FROM candidate)),
+        (SELECT transcript_bytes FROM {Session._meta.db_table} WHERE id = %(session)s)
+"""
+
+
+def _stored_view_tokens_walk(session: Session, *, ratio: float | None) -> int:
+    """`stored_view_figures` when the newest usage reports no tokens: page back to one that does."""
     messages = Message.objects.filter(session=session, flush_turn=False)
     latest = (
         CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
@@ -195,9 +268,7 @@ def stored_view_tokens(session: Session, *, ratio: float | None) -> int:
     if latest is not None:
         kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
         head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
-        head_tokens = _sum_estimates(head) + estimate_message_tokens(
-            {"role": "compactionSummary", "summary": latest.summary}
-        )
+        head_tokens = _sum_estimates(head) + _summary_tokens(latest.summary)
         tail = messages.filter(seq__gt=latest.seq)
     usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
     if usage_seq is None:
@@ -414,6 +485,8 @@ class ModelContext:
     ratio: float | None
     now: datetime
     entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    # The estimates counted while building, which the figures below reuse (memory_app.tokens).
+    estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
 
     @property
     def agent_messages(self) -> list[dict[str, Any]]:
@@ -429,11 +502,9 @@ class ModelContext:
     def raw_prompt_estimate(self) -> int:
         """Estimate the whole request: system prompt, messages and tool specs (uncorrected)."""
         tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
-        return (
-            estimate_text_tokens(self.system_prompt.text)
-            + estimate_messages_tokens(self.agent_messages)
-            + tools
-        )
+        with self.estimates.active():
+            messages = estimate_messages_tokens(self.agent_messages)
+        return estimate_text_tokens(self.system_prompt.text) + messages + tools
 
     @property
     def prompt_estimate(self) -> int:
@@ -446,12 +517,14 @@ class ModelContext:
         others = [m for m in self.agent_messages if m.get("role") != "compactionSummary"]
         memory = estimate_text_tokens(self.system_prompt.memory_text) if self.system_prompt.memory_text else 0
         tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
+        with self.estimates.active():
+            summary, messages = estimate_messages_tokens(summaries), estimate_messages_tokens(others)
         raw = {
             "system_prompt": max(0, estimate_text_tokens(self.system_prompt.text) - memory),
             "memory_files": memory,
             "tools": tools,
-            "summary": estimate_messages_tokens(summaries),
-            "messages": estimate_messages_tokens(others),
+            "summary": summary,
+            "messages": messages,
         }
         parts = {name: corrected_estimate(tokens, self.ratio) for name, tokens in raw.items()}
         return ContextBreakdown(context_window=context_window, **parts)
@@ -489,12 +562,15 @@ def build_model_context(
     now = now or dj_timezone.now()
     assistant = session.assistant
     tools = list(tools or [])
-    entries = session_entries(session)
-    view = build_session_context(entries)
+    estimates = active_memo() or EstimateMemo()
+    with estimates.active():
+        entries = session_entries(session)
+        view = build_session_context(entries)
+        pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
-    pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     model = effective_model(assistant)
     return ModelContext(
+        estimates=estimates,
         system_prompt=system_prompt,
         view=view,
         pruning=pruning,
@@ -581,9 +657,10 @@ def token_figures(
     """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
     assistant = session.assistant
     ratio = calibration_ratio(effective_model(assistant))
-    context_tokens = (
-        stored_view_tokens(session, ratio=ratio) if entries is None else view_tokens(entries, ratio=ratio)
-    )
+    if entries is None:
+        context_tokens, size = stored_view_figures(session, ratio=ratio)
+    else:
+        context_tokens, size = view_tokens(entries, ratio=ratio), transcript_bytes(session)
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(
@@ -591,7 +668,7 @@ def token_figures(
         context_tokens=context_tokens,
         last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
         last_output_tokens=output_tokens_of(usage),
-        transcript_bytes=transcript_bytes(session),
+        transcript_bytes=size,
         flushed_this_cycle=has_flushed_this_cycle(
             memory_flush_compaction_count=session.memory_flush_compaction_count,
             compaction_count=session.compaction_count,

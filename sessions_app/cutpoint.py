@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_app.tokens import estimate_context_tokens, estimate_message_tokens
+from memory_app.tokens import carry_estimate, estimate_context_tokens, estimate_message_tokens
 
 Entry = Mapping[str, Any]
 Message = dict[str, Any]
@@ -184,8 +184,10 @@ def _message_entries(entries: Sequence[Entry], start: int, end: int) -> tuple[En
 
 def _entry_message(entry: Entry) -> Message:
     """Return a copy of an entry's message carrying our `entryId` key."""
-    message = dict(entry["message"])
+    original = entry["message"]
+    message = dict(original)
     message.setdefault("entryId", entry.get("id"))
+    carry_estimate(original, message)  # the id is no text the model counts
     return message
 
 
@@ -230,7 +232,7 @@ def _tokens_before(entries: Sequence[Entry], prev_index: int) -> int:
     context = build_session_context(entries)
     if prev_index < 0:
         return estimate_context_tokens(context).tokens
-    # Usage reported before the previous compaction measured the old, longer context (#12170):
+    # Usage reported before the previous compaction measured the old, longer context (OpenClaw bug reports, docs/openclaw-behaviour.md §5):
     # only trust usage from assistants after it, and estimate everything before.
     newer = sum(1 for entry in entries[prev_index + 1 :] if _is_message_entry(entry))
     kept_count = len(context) - newer

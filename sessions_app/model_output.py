@@ -67,11 +67,18 @@ def assistant_input(
     )
 
 
-def error_assistant_input(error: ProviderError, *, model_name: str) -> MessageInput:
-    """Return the assistant message that records a failed model call (stopReason error)."""
+def error_assistant_input(
+    error: ProviderError, *, model_name: str, partial_text: str = "", silent: bool = False
+) -> MessageInput:
+    """Return the assistant message that records a failed model call (stopReason error).
+
+    A stream that broke off keeps the text that arrived before it (`partial_text`), as Pi's
+    streamed assistant message does.
+    """
     return MessageInput(
         role="assistant",
-        content=[],
+        content=[{"type": "text", "text": partial_text}] if partial_text else [],
+        silent=silent,
         stop_reason="error",
         error_message=error.message or "The model call failed.",
         model=model_name,

@@ -32,7 +32,7 @@ class Session(models.Model):
     last_usage = models.JSONField(null=True, blank=True)
     compaction_count = models.PositiveIntegerField(default=0)
     memory_flush_at = models.DateTimeField(null=True, blank=True)
-    # NULL means never flushed: OpenClaw conflated "never" with "flushed at cycle 0" (#47143).
+    # NULL means never flushed: OpenClaw conflated "never" with "flushed at cycle 0" (OpenClaw bug reports, docs/openclaw-behaviour.md §5).
     memory_flush_compaction_count = models.PositiveIntegerField(null=True, blank=True)
     last_cache_touch_at = models.DateTimeField(null=True, blank=True)
     # UTF-8 size of every message's stored content (the force-flush measure), kept up to date by

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant
+from openclaw_site.services import check_writable
 from sessions_app.agent import schedule_maintenance
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session, new_session_key
@@ -45,6 +46,7 @@ def check_session_key(key: str) -> None:
 @transaction.atomic
 def session_create(*, assistant: Assistant, key: str | None = None, title: str = "") -> Session:
     """Create a session of ``assistant`` (a random key when none is given)."""
+    check_writable(assistant)
     key = key or new_session_key()
     check_session_key(key)
     if Session.objects.filter(assistant=assistant, key=key).exists():
@@ -65,6 +67,7 @@ def session_get_or_create(*, assistant: Assistant, key: str | None) -> tuple[Ses
     session = Session.objects.filter(assistant=assistant, key=key).first()
     if session is not None:
         return session, False
+    check_writable(assistant)
     try:
         with transaction.atomic():
             return Session.objects.create(assistant=assistant, key=key), True
@@ -75,6 +78,7 @@ def session_get_or_create(*, assistant: Assistant, key: str | None) -> tuple[Ses
 @transaction.atomic
 def session_update(*, session: Session, title: str) -> Session:
     """Rename a session."""
+    check_writable(session.assistant)
     locked = Session.objects.select_for_update().get(pk=session.pk)
     locked.title = title
     locked.save(update_fields=["title", "updated_at"])
@@ -88,13 +92,14 @@ def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> lis
     commit (`sessions_app.agent.schedule_maintenance`), as after a turn.
     """
     rows = append_messages(session_id=session_id, messages=messages)
-    schedule_maintenance(session_id)
+    schedule_maintenance(session_id, session=rows[0].session if rows else None)
     return rows
 
 
 @transaction.atomic
 def session_archive(*, session: Session, archived: bool) -> Session:
     """Archive a session (kept whole, hidden from the dashboard's list) or bring it back."""
+    check_writable(session.assistant)
     locked = Session.objects.select_for_update().get(pk=session.pk)
     locked.archived_at = timezone.now() if archived else None
     locked.save(update_fields=["archived_at", "updated_at"])
@@ -104,4 +109,5 @@ def session_archive(*, session: Session, archived: bool) -> Session:
 @transaction.atomic
 def session_delete(*, session: Session) -> None:
     """Delete a session with its transcript and compaction history."""
+    check_writable(session.assistant)
     Session.objects.filter(pk=session.pk).delete()

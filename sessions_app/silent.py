@@ -12,7 +12,7 @@ import re
 SILENT_REPLY_TOKEN = "NO_REPLY"
 
 _TOKEN = re.escape(SILENT_REPLY_TOKEN)
-# Whole payload only (#19537): a substantive reply that merely ends with the token is not silent.
+# Whole payload only (OpenClaw bug reports, docs/openclaw-behaviour.md §2.6): a substantive reply that merely ends with the token is not silent.
 _EXACT_RE = re.compile(rf"^\s*{_TOKEN}\s*$", re.IGNORECASE)
 # Trailing token after start, whitespace or markdown asterisks; case-sensitive per the reference.
 _TRAILING_RE = re.compile(rf"(?:^|\s+|\*+){_TOKEN}\s*$")

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import BigIntegerField, Func, Sum, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
-from openclaw_site.tasks import enqueue
+from openclaw_site.services import check_writable
+from openclaw_site.tasks import coalesced, enqueue_coalesced
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 from sessions_app.selectors import session_owner
@@ -74,16 +75,36 @@ def append_messages(
     the session's counters (docs/design.md §D11).
     """
     session = lock_session(session_id)
+    check_writable(session.assistant)
     now = timezone.now()
     rows = [_build(session, item, now=now, silent=silent or item.silent) for item in messages]
     first_seq = session.last_seq + 1
     for row in rows:
         row.seq = take_seq(session)
     _insert_with_fresh_ids(session, rows)
-    session.transcript_bytes += stored_content_bytes(session, from_seq=first_seq)
-    session.save(update_fields=["last_seq", "transcript_bytes", "updated_at"])
+    _record_append(session, first_seq=first_seq, now=now)
     after_transcript_change(session)
     return rows
+
+
+def _record_append(session: Session, *, first_seq: int, now: Any) -> None:
+    """Store the locked session's new last seq and add the new rows' stored size: one statement.
+
+    The size is what Postgres stores (each content's jsonb text), summed inside the UPDATE, which
+    returns the new total for the session instance the caller goes on with.
+    """
+    sql = f"""
+        UPDATE {Session._meta.db_table}
+        SET last_seq = %s, updated_at = %s, transcript_bytes = transcript_bytes + COALESCE(
+            (SELECT SUM(OCTET_LENGTH(content::text)) FROM {Message._meta.db_table}
+             WHERE session_id = %s AND seq >= %s), 0)
+        WHERE id = %s
+        RETURNING transcript_bytes
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session.last_seq, now, session.pk, first_seq, session.pk])
+        (session.transcript_bytes,) = cursor.fetchone()
+    session.updated_at = now
 
 
 def _insert_with_fresh_ids(session: Session, rows: list[Message]) -> None:
@@ -122,9 +143,9 @@ def _draw_ids(rows: list[Message]) -> None:
         row.entry_id = candidate
 
 
-def stored_content_bytes(session: Session, *, from_seq: int = 1) -> int:
-    """Return the UTF-8 size of the content stored for messages from `from_seq` on (one query)."""
-    total = Message.objects.filter(session=session, seq__gte=from_seq).aggregate(size=Sum(_content_octets()))
+def stored_content_bytes(session: Session) -> int:
+    """Return the UTF-8 size of the content stored for the session's messages (one query)."""
+    total = Message.objects.filter(session=session).aggregate(size=Sum(_content_octets()))
     return int(total["size"] or 0)
 
 
@@ -163,21 +184,23 @@ def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
 
 
 def after_transcript_change(session: Session) -> None:
-    """Queue the export mirror and the transcript indexer for after the commit."""
+    """Queue the export mirror and the transcript indexer for after the commit (one fold for both)."""
     owner = session_owner(session=session)
-    enqueue(
-        "sessions_app.tasks.export_session",
-        session.pk,
-        owner=owner,
-        task_name=f"export-session-{session.pk}",
-        coalesce_key=f"export-session:{session.pk}",
-    )
-    enqueue(
-        "sessions_app.tasks.transcript_changed",
-        session.pk,
-        owner=owner,
-        task_name=f"transcript-{session.pk}",
-        coalesce_key=f"transcript-changed:{session.pk}",
+    enqueue_coalesced(
+        coalesced(
+            "sessions_app.tasks.export_session",
+            session.pk,
+            owner=owner,
+            task_name=f"export-session-{session.pk}",
+            coalesce_key=f"export-session:{session.pk}",
+        ),
+        coalesced(
+            "sessions_app.tasks.transcript_changed",
+            session.pk,
+            owner=owner,
+            task_name=f"transcript-{session.pk}",
+            coalesce_key=f"transcript-changed:{session.pk}",
+        ),
     )
 
 

@@ -29,6 +29,8 @@ class CachedView:
 
     compaction: tuple[int, int] | None  # (seq, floor) of the latest compaction, None without one
     entries: tuple[dict[str, Any], ...]
+    # Each message entry's stored token estimate (None for a compaction entry), beside `entries`.
+    estimates: tuple[int | None, ...]
     last_seq: int  # the newest message seq in ``entries`` (0 when there is none)
     last_entry_id: str
 

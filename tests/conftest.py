@@ -43,6 +43,15 @@ pytest_plugins = [
     "tests.asgi_server",
 ]
 
+
+@pytest.fixture(autouse=True)
+def fresh_price_table() -> None:
+    """Price each test's calls from its own database: a rolled-back price clears no process copy."""
+    from openclaw_site.usage import forget_prices
+
+    forget_prices()
+
+
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]
 
 

@@ -6,7 +6,14 @@ import logging
 
 import pytest
 
-from openclaw_site.assistant_settings import default_settings, parse_settings, validate_settings
+from openclaw_site.assistant_settings import (
+    SettingsError,
+    check_fits_window,
+    default_settings,
+    parse_settings,
+    smallest_window,
+    validate_settings,
+)
 from openclaw_site.models import Assistant
 
 
@@ -41,3 +48,12 @@ def test_a_stored_document_that_no_longer_validates_gives_the_defaults(caplog: p
         assert assistant.config == parse_settings(None)
     assert "assistant 7 has invalid settings" in caplog.text
     assert "settings.contextPruning.ttl" in caplog.text
+
+
+def test_smallest_window_is_the_first_window_the_settings_fit():
+    settings = default_settings()
+    smallest = smallest_window(settings)
+    assert smallest == 40001  # the 20000-token reserve floor plus the 20000 recent tokens kept
+    check_fits_window(settings, context_window=smallest)
+    with pytest.raises(SettingsError):
+        check_fits_window(settings, context_window=smallest - 1)

@@ -106,6 +106,32 @@ def test_many_memory_writes_and_index_requests_leave_one_pending_job_each(
     assert reindex.coalesce_key == f"reindex-document:{document.pk}"
 
 
+def test_jobs_asked_for_together_fold_in_one_statement(
+    world, django_capture_on_commit_callbacks, monkeypatch
+):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    owner = TaskOwner(team_id=world.acme.pk)
+    jobs = [
+        tasks.coalesced("tests.test_task_coalescing.noted", "acme", owner=owner, coalesce_key=key)
+        for key in ("together:b", "together:a", "together:b")  # a key twice counts once
+    ]
+    for _ in range(2):
+        with django_capture_on_commit_callbacks() as callbacks:
+            tasks.enqueue_coalesced(*jobs)
+        with CaptureQueriesContext(connection) as folds:
+            callbacks[0]()
+        assert sum("ON CONFLICT (coalesce_key)" in query["sql"] for query in folds.captured_queries) == 1
+
+    records = TaskRecord.objects.filter(coalesce_key__startswith="together:").order_by("coalesce_key")
+    assert [(r.coalesce_key, r.state, r.coalesced) for r in records] == [
+        ("together:a", "queued", 1),
+        ("together:b", "queued", 1),
+    ]
+    assert all(r.q_task_id for r in records)  # each new record sent one task
+
+
 def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(world):
     from memory_app import debounce
     from memory_app.tasks import reindex_document
@@ -219,17 +245,11 @@ def test_a_job_starting_while_a_change_folds_waits_and_then_sees_it(world, monke
     [job] = TaskRecord.objects.filter(coalesce_key="race:acme")
     world.acme.name = "Acme renamed"
     world.acme.save()  # the change commits, then its fold...
-    fold = tasks._Job(
-        func="tests.test_task_coalescing.noted",
-        args=("acme",),
-        kind="noted",
-        queue=TaskQueue.DEFAULT,
-        task_name=None,
-    )
+    fold = tasks.coalesced("tests.test_task_coalescing.noted", "acme", owner=owner, coalesce_key="race:acme")
     started, release = threading.Event(), threading.Event()
     folding, fold_errors = _in_thread(
         lambda: _hold(
-            lambda: tasks._fold_or_send(fold, owner=owner, coalesce_key="race:acme"),
+            lambda: tasks._fold_or_send((fold,)),
             started=started,
             release=release,
         )

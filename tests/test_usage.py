@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -166,6 +167,19 @@ def test_usage_page_full_and_htmx(world, priced):
     assert client.get("/usage/?assistant=rival").status_code == 404
 
 
+def test_usage_names_assistants_and_right_aligns_the_figures(world, priced):
+    world.assistant.name = "Launch Helper"
+    world.assistant.save()
+    spend(world.assistant, "turn", 1000, session_id=5)
+    [row] = usage.breakdown(usage_records(team=world.acme), "assistant")
+    assert (row.key, row.label) == ("helper", "Launch Helper")
+    for htmx in (False, True):
+        text = signed_in(world.vera).get("/usage/", **(HX if htmx else {})).content.decode()
+        table = text[text.index('data-usage="usage-assistants"') :]
+        assert re.search(r"<td>Launch Helper<div", table)
+        assert '<td class="right"' in table
+
+
 def test_a_sessions_page_and_its_usage_filter_show_its_own_spending(world, priced):
     session = factories.make_session(world.assistant)
     spend(world.assistant, "turn", 2000, session_id=session.pk)
@@ -216,3 +230,22 @@ def test_usage_api_refuses_bad_parameters(api, world, query):
 
 def test_usage_api_of_another_teams_assistant_is_404(api, world):
     assert api.get("/api/v1/usage/", {"assistant": "rival"}).status_code == 404
+
+
+def test_a_price_saved_or_deleted_applies_to_the_next_call_at_once(world):
+    def cost() -> Decimal:
+        return usage.record_usage(
+            assistant=world.assistant,
+            purpose=UsagePurpose.TURN,
+            model="house-model",
+            usage=Usage(input=10**6),
+        ).cost
+
+    assert cost() == 0  # no price yet (and the table is now held by this process)
+    price = ModelPrice.objects.create(model="house-model", input_per_mtok=Decimal("2.50"))
+    assert cost() == Decimal("2.50")
+    price.input_per_mtok = Decimal("1.00")
+    price.save()
+    assert cost() == Decimal("1.00")
+    price.delete()
+    assert cost() == 0

@@ -212,7 +212,8 @@ def test_a_bad_upload_imports_nothing(world, files, error):
     assert not Assistant.objects.filter(slug="new").exists()
 
 
-def test_import_refuses_an_existing_assistant_unless_replace_and_members(world):
+def test_import_refuses_an_existing_assistant_unless_replace_and_members(world, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
     upload = _zip_of({"MEMORY.md": "new text\n"})
     assert (
         signed_in(world.bob)
@@ -224,19 +225,41 @@ def test_import_refuses_an_existing_assistant_unless_replace_and_members(world):
     refused = client.post(
         "/workspace/import/", {"assistant": "helper", "archive": _zip_of({"MEMORY.md": "x\n"})}
     )
-    assert refused.status_code == 422 and "already exists" in refused.content.decode()
+    assert refused.status_code == 422 and "exists already: tick this box" in refused.content.decode()
     not_zip = io.BytesIO(b"plain text")
     not_zip.name = "x.zip"
     assert (
         "not a zip file"
         in client.post("/workspace/import/", {"assistant": "z", "archive": not_zip}).content.decode()
     )
-    replaced = client.post(
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_importing_over_an_existing_assistant_asks_first_then_replaces(world, settings, tmp_path, htmx):
+    settings.VAR_DIR = tmp_path
+    factories.make_document(world.assistant, "MEMORY.md", "old\n")
+    client = signed_in(world.alice)
+    headers = HX if htmx else {}
+    asked = client.post(
         "/workspace/import/",
         {"assistant": "helper", "archive": _zip_of({"MEMORY.md": "x\n"}), "replace": "on"},
+        **headers,
     )
-    assert replaced.status_code == 302
+    page = asked.content.decode()
+    assert asked.status_code == 200 and "Replace Helper with the uploaded workspace?" in page
+    assert "removes its 0 sessions and 1 memory document" in page
+    assert is_full_page(asked) is not htmx
+    assert world.assistant.memory_documents.get(path="MEMORY.md").content == "old\n"  # nothing yet
+
+    done = client.post(
+        "/workspace/import/", {"assistant": "helper", "replace": "on", "confirmed": "1"}, **headers
+    )
+    assert done.status_code == 200 if htmx else done.status_code == 302
+    assert (done["HX-Redirect"] if htmx else done["Location"]) == "/assistants/helper/"
     assert world.assistant.memory_documents.get(path="MEMORY.md").content == "x\n"
+    assert list((tmp_path / "import-staging").iterdir()) == []
+    again = client.post("/workspace/import/", {"assistant": "helper", "replace": "on", "confirmed": "1"})
+    assert again.status_code == 422  # the staged upload was used once
 
 
 def test_a_zipped_workspace_folder_imports_too(world):
@@ -245,3 +268,25 @@ def test_a_zipped_workspace_folder_imports_too(world):
     assert response.status_code == 302
     paths = set(Assistant.objects.get(slug="wrapped").memory_documents.values_list("path", flat=True))
     assert paths == {"MEMORY.md", "memory/notes.md"}
+
+
+def test_an_upload_left_unconfirmed_expires_and_is_removed(settings, tmp_path):
+    import os
+    import time
+
+    from sessions_app.workspace import archives
+    from sessions_app.workspace.imports import WorkspaceImportError
+
+    settings.VAR_DIR = tmp_path
+    abandoned = archives.stage_upload(io.BytesIO(b"old"))
+    path = tmp_path / archives.STAGING_DIR / f"{abandoned}.zip"
+    an_hour_ago = time.time() - archives.STAGED_UPLOAD_SECONDS - 1
+    os.utime(path, (an_hour_ago, an_hour_ago))
+
+    fresh = archives.stage_upload(io.BytesIO(b"new"))  # staging removes what has expired
+
+    assert not path.exists()
+    with pytest.raises(WorkspaceImportError, match="expired"):
+        archives.take_staged_upload(abandoned)
+    with archives.take_staged_upload(fresh) as handle:
+        assert handle.read() == b"new"

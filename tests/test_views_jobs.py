@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from openclaw_site.models import TaskRecord
 from tests import factories
+from tests.fake_openai import error_reply
 from tests.views_support import HX, is_full_page, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -102,3 +103,18 @@ def test_a_document_job_links_to_its_document(world):
         and response["Location"] == "/assistants/helper/memory/doc/memory/notes.md"
     )
     assert signed_in(world.charlie).get(link).status_code == 404
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_failed_turn_is_on_the_jobs_page_with_its_error_and_session(world, llm, htmx):
+    session = factories.make_session(world.assistant, title="Launch planning")
+    client = signed_in(world.bob)
+    llm.queue(error_reply(400, "This model refuses the request"))
+    client.post(f"/sessions/{session.pk}/chat/", {"text": "What is the launch date?"})
+    response = client.get("/jobs/?state=failed", **(HX if htmx else {}))
+    page = response.content.decode()
+    assert response.status_code == 200 and is_full_page(response) is not htmx
+    assert "Assistant turn" in page and "This model refuses the request" in page
+    assert f'href="/sessions/{session.pk}/"' in page
+    assert "Assistant turn" in client.get("/jobs/?kind=assistant_turn").content.decode()
+    assert "This model refuses the request" not in client.get("/jobs/?state=succeeded").content.decode()

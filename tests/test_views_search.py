@@ -177,3 +177,27 @@ def test_a_save_not_yet_indexed_polls_then_settles(world):
     )
     badge = client.get("/assistants/helper/memory/status/MEMORY.md", **HX).content.decode()
     assert "not indexed yet" in badge and "every 1s" not in badge
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_results_below_the_score_floor_are_labelled_low_confidence(world, fake_embeddings, htmx):
+    factories.make_document(world.assistant, "MEMORY.md", "- The marketing page belongs to Dana.\n")
+    settings = world.assistant.settings
+    settings["memorySearch"]["query"]["minScore"] = 1.0  # nothing can pass it
+    settings["memorySearch"]["query"]["hybrid"]["enabled"] = False  # no keyword hit fills the slots
+    world.assistant.settings = settings
+    world.assistant.save()
+    reindex_assistant(world.assistant.pk)
+    url = "/assistants/helper/search/?q=who+owns+the+marketing+page"
+    response = signed_in(world.bob).get(url, **(HX if htmx else {}))
+    content = response.content.decode()
+    assert is_full_page(response) is not htmx
+    assert "Low-confidence matches — nothing scored above the floor" in content
+    assert "MEMORY.md" in content  # the nearest are still shown
+
+
+def test_results_above_the_floor_carry_no_low_confidence_label(world, fake_embeddings):
+    factories.make_document(world.assistant, "MEMORY.md", "- The marketing page belongs to Dana.\n")
+    reindex_assistant(world.assistant.pk)
+    content = signed_in(world.bob).get("/assistants/helper/search/?q=marketing+page+Dana").content.decode()
+    assert "MEMORY.md" in content and "Low-confidence" not in content

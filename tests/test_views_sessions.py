@@ -445,3 +445,19 @@ def test_a_chat_stream_runs_once(world, llm):
     assert client.get(url).status_code == 204  # an EventSource reconnecting stops there
     assert signed_in(world.charlie).get(url).status_code == 404
     assert Message.objects.filter(session=session, role="user").count() == 1
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_assistant_replies_are_rendered_markdown_with_scripts_inert_and_raw_text_a_click_away(world, htmx):
+    session = factories.make_session(world.assistant, "md")
+    reply = "Here is **the plan**:\n\n- one\n- two\n\n<script>alert(1)</script> `code`"
+    factories.add_messages(session, user("**not markdown** for users"), assistant(reply))
+    url = f"/sessions/{session.pk}/" if not htmx else f"/sessions/{session.pk}/transcript/"
+    response = signed_in(world.bob).get(url, **(HX if htmx else {}))
+    page = response.content.decode()
+    assert response.status_code == 200 and is_full_page(response) is not htmx
+    assert "<strong>the plan</strong>" in page and "<li>one</li>" in page and "<code>code</code>" in page
+    assert "<script>alert(1)</script>" not in page  # the sanitizer drops it; the raw view escapes it
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "Raw text" in page
+    assert "**not markdown** for users" in page  # a user's text is shown as typed

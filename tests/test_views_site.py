@@ -163,9 +163,43 @@ def test_create_assistant_shows_errors_next_to_fields(world):
     content = response.content.decode()
     assert re.search(r'id="id_slug_error">Your team already has an assistant called', content)
     assert 'id="id_name_error"' in content
-    assert re.search(r'id="id_context_window_error">[^<]*16000', content)
+    assert re.search(r'id="id_context_window_error">[^<]*at least', content)
     assert re.search(r'id="id_timezone_error">[^<]*not an IANA time zone', content)
     assert Assistant.objects.filter(team=world.acme).count() == 1
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_window_too_small_for_the_default_settings_is_refused_on_its_field_in_words(world, htmx):
+    client = signed_in(world.alice)
+    form = client.get("/assistants/new/").content.decode()
+    assert "With the default compaction settings at least 40,001" in form
+    response = client.post(
+        "/assistants/new/",
+        {
+            "slug": "small",
+            "name": "Small",
+            "context_window": 16000,
+            "timezone": "UTC",
+            "workspace_access": "rw",
+        },
+        **(HX if htmx else {}),
+    )
+    content = response.content.decode()
+    assert response.status_code == 422 and is_full_page(response) is not htmx
+    assert re.search(r'id="id_context_window_error">With the default compaction settings the window', content)
+    assert "settings.compaction" not in content  # no setting paths thrown at the user
+    assert not Assistant.objects.filter(slug="small").exists()
+    created = client.post(
+        "/assistants/new/",
+        {
+            "slug": "small",
+            "name": "Small",
+            "context_window": 40001,
+            "timezone": "UTC",
+            "workspace_access": "rw",
+        },
+    )
+    assert created.status_code == 302
 
 
 def test_slug_may_repeat_across_teams(world):

@@ -74,12 +74,14 @@ def test_roles_change_and_the_last_admin_stays(world):
     alice = Membership.objects.get(team=world.acme, user=world.alice)
     response = client.post(f"/team/members/{bob.pk}/role/", {"role": "admin"}, **HX)
     assert response.status_code == 200 and Membership.objects.get(pk=bob.pk).role == "admin"
-    client.post(f"/team/members/{bob.pk}/role/", {"role": "viewer"})
+    assert client.post(f"/team/members/{bob.pk}/role/", {"role": "viewer"}).status_code == 302
     refused = client.post(f"/team/members/{alice.pk}/role/", {"role": "member"}, **HX).content.decode()
     assert "needs an admin" in refused and Membership.objects.get(pk=alice.pk).role == "admin"
     assert "needs an admin" in client.post(f"/team/members/{alice.pk}/remove/", **HX).content.decode()
     assert Membership.objects.filter(pk=alice.pk).exists()
-    client.post(f"/team/members/{bob.pk}/remove/")
+    removed = client.post(f"/team/members/{bob.pk}/remove/")  # without htmx: back to the page
+    assert removed.status_code == 302 and removed["Location"] == "/team/members/"
+    assert "Removed bob." in client.get("/team/members/").content.decode()
     assert not Membership.objects.filter(pk=bob.pk).exists() and User.objects.filter(pk=world.bob.pk).exists()
     theirs = Membership.objects.get(team=world.globex, user=world.charlie)
     assert client.post(f"/team/members/{theirs.pk}/remove/").status_code == 404
@@ -98,6 +100,16 @@ def test_creating_a_team_makes_its_creator_admin_and_works_in_it(world):
     assert client.session[TEAM_SESSION_KEY] == team.pk
     taken = client.post("/teams/new/", {"name": "Acme again", "slug": "acme"})
     assert taken.status_code == 422 and "exists already" in taken.content.decode()
+    derived = client.post("/teams/new/", {"name": "Acme Robotics", "slug": ""})
+    assert derived.status_code == 302 and Team.objects.filter(slug="acme-robotics").exists()
+
+
+def test_the_new_team_page_keeps_the_top_bar_of_a_user_with_a_team(world):
+    page = signed_in(world.alice).get("/teams/new/").content.decode()
+    assert 'aria-label="Main"' in page and "Acme · admin" in page
+    assert re.search(r'<a href="/team/members/" aria-current="page">Team</a>', page)
+    lonely = signed_in(factories.make_user("lonely")).get("/teams/new/")
+    assert lonely.status_code == 200 and 'aria-label="Main"' not in lonely.content.decode()
 
 
 def test_the_last_team_used_is_where_the_next_sign_in_lands(world):

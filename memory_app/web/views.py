@@ -44,7 +44,7 @@ from memory_app.selectors import (
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import TaskOwner, enqueue
-from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
+from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
 
@@ -307,13 +307,24 @@ def memory_new(request: WebRequest, slug: str) -> HttpResponse:
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def memory_delete(request: WebRequest, slug: str, path: str) -> HttpResponse:
     """Delete a document; its revisions stay, so it can be restored."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     document = document_get(assistant=assistant, path=path)
     request.web.require(Role.MEMBER)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Delete {document.path}?",
+                consequence="Search stops finding it and its exported file is removed; its revisions are "
+                "kept under Deleted documents, where you can restore it.",
+                button="Delete",
+                cancel_url=reverse("memory-document", args=[assistant.slug, document.path]),
+            ),
+        )
     delete_document(document=document, provenance=_provenance(request))
     messages.success(request, f"Deleted {path}. Its revisions are kept under Deleted documents.")
     return _redirect(request, reverse("memory", args=[assistant.slug]))

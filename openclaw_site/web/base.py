@@ -14,16 +14,21 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from openclaw_site.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
+from openclaw_site.errors import ApiError
 from openclaw_site.models import Membership, Role, Team
 from openclaw_site.selectors import NotFound
 
@@ -84,6 +89,13 @@ def web_context_for(request: HttpRequest) -> WebContext | None:
     return WebContext(team=chosen.team, role=chosen.role, memberships=tuple(memberships))
 
 
+def attach_web_context(request: HttpRequest) -> None:
+    """Give a signed-in page outside `team_view` (a new team) the top bar's tabs and team switcher."""
+    context = web_context_for(request)
+    if context is not None:
+        cast(WebRequest, request).web = context
+
+
 def team_view(
     view: Callable[Concatenate[WebRequest, P], R],
 ) -> Callable[Concatenate[HttpRequest, P], R | HttpResponse]:
@@ -101,6 +113,10 @@ def team_view(
         web_request.web = context
         try:
             return view(web_request, *args, **kwargs)
+        except ApiError as error:
+            if error.code != "assistant_archived":
+                raise
+            return _refused(web_request, error)
         except NotFound as missing:
             owner = _other_team_showing(view, web_request, args, kwargs)
             if owner is None:
@@ -110,6 +126,15 @@ def team_view(
             )
 
     return wrapper
+
+
+def _refused(request: WebRequest, error: ApiError) -> HttpResponse:
+    """A write the service refused (an archived assistant): say why on the page the user came from."""
+    messages.error(request, error.message)
+    back = request.META.get("HTTP_REFERER", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("home")
+    return HttpResponseClientRedirect(back) if is_htmx(request) else redirect(back)
 
 
 def _other_team_showing(
@@ -146,6 +171,26 @@ def _answers(view: Callable[..., HttpResponseBase], request: WebRequest, args: A
             return False
         finally:
             transaction.set_rollback(True)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What the page before a destructive POST asks when JavaScript (and so hx-confirm) is off."""
+
+    question: str  # "Delete “Launch planning”?"
+    consequence: str  # what the action removes, and whether it can be undone
+    button: str  # the action's verb, on the button that does it
+    cancel_url: str
+    fields: tuple[tuple[str, str], ...] = ()  # hidden form fields the POST needs
+
+
+def confirm_page(request: HtmxHttpRequest, confirmation: Confirmation) -> HttpResponse:
+    """The GET of a destructive action's URL: ask, with a form that POSTs the action to the same URL.
+
+    The dashboard's buttons for these actions are GET forms that htmx posts after its hx-confirm,
+    so without JavaScript they land here first and nothing is changed by following a link.
+    """
+    return render_page(request, "confirm.html", {"confirmation": confirmation}, partial="confirm-panel")
 
 
 def render_page(

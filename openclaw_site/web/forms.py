@@ -16,7 +16,14 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from openclaw_site.assistant_settings import SCHEMA, Field, SettingsError, validate_settings
+from openclaw_site.assistant_settings import (
+    SCHEMA,
+    Field,
+    SettingsError,
+    default_settings,
+    smallest_window,
+    validate_settings,
+)
 from openclaw_site.models import Assistant, Scope
 
 # What each setting does, in a sentence (docs/openclaw-behaviour.md §1.3, §2.1, §3.1, §4.1).
@@ -262,6 +269,9 @@ class AssistantForm(forms.ModelForm):
         return _valid_timezone(self.cleaned_data["timezone"])
 
 
+DEFAULTS_MIN_WINDOW = smallest_window(default_settings())
+
+
 class AssistantCreateForm(AssistantForm):
     class Meta(AssistantForm.Meta):
         fields = ["slug", "name", "model", "context_window", "system_prompt", "timezone", "workspace_access"]
@@ -273,6 +283,21 @@ class AssistantCreateForm(AssistantForm):
     def __init__(self, *args: Any, team: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
+        self.fields["context_window"].help_text = (
+            f"Tokens the model accepts. With the default compaction settings at least "
+            f"{DEFAULTS_MIN_WINDOW:,}; a smaller one (down to 16,000) needs a smaller reserve and "
+            "kept tail under Settings afterwards."
+        )
+
+    def clean_context_window(self) -> int:
+        window = self.cleaned_data["context_window"]
+        if window < DEFAULTS_MIN_WINDOW:
+            raise forms.ValidationError(
+                f"With the default compaction settings the window must be at least {DEFAULTS_MIN_WINDOW:,} "
+                "tokens (the compaction reserve plus the recent tokens kept verbatim). Create it "
+                "with a larger window, then lower the reserve under Settings."
+            )
+        return window
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]

@@ -6,7 +6,7 @@ Team admins add, re-role and remove members; everyone sees who is in the team.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
 from openclaw_site import teams
@@ -24,7 +25,15 @@ from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Membership, Role
 from openclaw_site.selectors import membership_get, membership_list
-from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
+from openclaw_site.web.base import (
+    Confirmation,
+    WebRequest,
+    attach_web_context,
+    confirm_page,
+    is_htmx,
+    render_page,
+    team_view,
+)
 
 UNPROCESSABLE = 422
 
@@ -94,15 +103,26 @@ def member_role(request: WebRequest, pk: int) -> HttpResponse:
             lambda: teams.member_set_role(membership=membership, role=form.cleaned_data["role"]),
             f"{membership.user.get_username()} is now {form.cleaned_data['role']}.",
         )
-    return _members_page(request, AddMemberForm())
+    return _members_page(request, AddMemberForm()) if is_htmx(request) else redirect("team")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def member_remove(request: WebRequest, pk: int) -> HttpResponse:
     """Remove a member from the team (admins); never the last admin."""
     request.web.require(Role.ADMIN)
     membership = membership_get(team=request.web.team, pk=pk)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Remove {membership.user.get_username()} from {request.web.team.name}?",
+                consequence="They lose access to its assistants at once; their account stays, and you can "
+                "add them again.",
+                button="Remove",
+                cancel_url=reverse("team"),
+            ),
+        )
     _apply(
         request,
         lambda: teams.member_remove(membership=membership),
@@ -111,7 +131,7 @@ def member_remove(request: WebRequest, pk: int) -> HttpResponse:
     if membership.user_id == request.user.pk and not Membership.objects.filter(pk=membership.pk).exists():
         request.session.pop(TEAM_SESSION_KEY, None)
         return redirect("home")
-    return _members_page(request, AddMemberForm())
+    return _members_page(request, AddMemberForm()) if is_htmx(request) else redirect("team")
 
 
 def _apply(request: WebRequest, change, done: str) -> None:
@@ -126,8 +146,21 @@ def _apply(request: WebRequest, change, done: str) -> None:
 class NewTeamForm(forms.Form):
     name = forms.CharField(max_length=200)
     slug = forms.CharField(
-        max_length=64, validators=[validate_slug], help_text="Short name: letters, digits, - and _."
+        max_length=64,
+        required=False,
+        validators=[validate_slug],
+        help_text="Short name: letters, digits, - and _. Empty: made from the name.",
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("slug") and data.get("name"):
+            data["slug"] = slugify(data["name"])[:64]
+            if not data["slug"]:
+                self.add_error(
+                    "slug", "Give a short name: the name has no letters or digits to make one from."
+                )
+        return data
 
 
 @login_required
@@ -135,6 +168,7 @@ class NewTeamForm(forms.Form):
 def team_new(request: HttpRequest) -> HttpResponse:
     """Create a team; its creator is its first admin and works in it from now on."""
     user = cast(User, request.user)  # login_required let only a signed-in user through
+    attach_web_context(request)
     form = NewTeamForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

@@ -20,7 +20,7 @@ from openclaw_site import jobs, services
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
-from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
+from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 
 UNPROCESSABLE = 422
@@ -177,12 +177,22 @@ def api_keys(request: WebRequest) -> HttpResponse:
     return response
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def api_key_revoke(request: WebRequest, pk: int) -> HttpResponse:
     """Revoke a key of the team now; its clients get 401 from the next request on."""
     request.web.require(Role.ADMIN)
     key = api_key_get(team=request.web.team, pk=pk)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Revoke “{key.name}”?",
+                consequence="Its clients get 401 from their next request on. It cannot be undone.",
+                button="Revoke",
+                cancel_url=reverse("api-keys"),
+            ),
+        )
     if key.revoked_at is None:
         services.api_key_revoke(key=key)
         messages.success(request, f"Revoked {key.name}.")
@@ -250,24 +260,47 @@ def assistant_rename(request: WebRequest, slug: str) -> HttpResponse:
     return _redirect(request, reverse("assistant", args=[assistant.slug]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def assistant_archive(request: WebRequest, slug: str) -> HttpResponse:
-    """Archive an assistant or bring it back (admins); nothing is deleted."""
+    """Archive an assistant (read-only from then on) or bring it back (admins); nothing is deleted."""
     request.web.require(Role.ADMIN)
     assistant = assistant_get(team=request.web.team, slug=slug)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Archive {assistant.name}?",
+                consequence="It keeps its sessions, memory and exports, which stay readable, but it becomes "
+                "read-only: no messages, turns or memory writes until you restore it.",
+                button="Archive",
+                cancel_url=reverse("assistant", args=[assistant.slug]),
+                fields=(("archived", "1"),),
+            ),
+        )
     archived = request.POST.get("archived") != "0"
     services.assistant_archive(assistant=assistant, archived=archived)
     messages.success(request, f"{'Archived' if archived else 'Restored'} {assistant.name}.")
     return _redirect(request, reverse("assistant", args=[assistant.slug]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def assistant_delete(request: WebRequest, slug: str) -> HttpResponse:
     """Delete an assistant with its sessions, memory and exported files (admins)."""
     request.web.require(Role.ADMIN)
     assistant = assistant_get(team=request.web.team, slug=slug)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Delete {assistant.name}?",
+                consequence="This removes its sessions, memory documents, revisions and exported files. "
+                "It cannot be undone.",
+                button="Delete assistant",
+                cancel_url=reverse("assistant", args=[assistant.slug]),
+            ),
+        )
     services.assistant_delete(assistant=assistant)
     messages.success(request, f"Deleted {assistant.name}, its sessions, memory and exported files.")
     return _redirect(request, reverse("home"))

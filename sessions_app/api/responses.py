@@ -84,7 +84,7 @@ def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def context_payload(session: Session) -> dict[str, Any]:
     """Return exactly what the session's next model call would send, and how it was made."""
     context = build_model_context(session, tools=turn_tools())
-    figures = token_figures(session, entries=context.entries)
+    figures = token_figures(session)  # from the stored estimates: one query, the same figures
     latest = latest_compaction_index(context.entries)
     compaction = context.entries[latest] if latest >= 0 else None
     return {

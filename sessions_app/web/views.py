@@ -28,7 +28,7 @@ from openclaw_site.errors import ApiError
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get, usage_records
 from openclaw_site.streaming import sse_event, streaming_response
-from openclaw_site.web.base import WebRequest, is_htmx, render_page, team_view
+from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 from sessions_app import selectors, services
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.web import pages
@@ -410,24 +410,46 @@ def session_rename(request: WebRequest, pk: int) -> HttpResponse:
     return redirect("session", pk=session.pk)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def session_archive(request: WebRequest, pk: int) -> HttpResponse:
     """Archive a session or bring it back (members); its transcript and export stay."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     request.web.require(Role.MEMBER)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Archive “{session.title or session.key}”?",
+                consequence="It leaves the list of sessions; its transcript and exported file stay, "
+                "and you can restore it.",
+                button="Archive",
+                cancel_url=reverse("session", args=[session.pk]),
+                fields=(("archived", "1"),),
+            ),
+        )
     archived = request.POST.get("archived") != "0"
     services.session_archive(session=session, archived=archived)
     messages.success(request, "Archived the session." if archived else "Restored the session.")
     return _redirect(request, reverse("session", args=[session.pk]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @team_view
 def session_delete(request: WebRequest, pk: int) -> HttpResponse:
     """Delete a session with its transcript, compactions and exported file (members)."""
     session = selectors.session_get(team=request.web.team, pk=pk)
     request.web.require(Role.MEMBER)
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            Confirmation(
+                question=f"Delete “{session.title or session.key}”?",
+                consequence="This removes its transcript, compactions and exported file. It cannot be undone.",
+                button="Delete session",
+                cancel_url=reverse("session", args=[session.pk]),
+            ),
+        )
     services.session_delete(session=session)
     messages.success(request, f"Deleted {session.title or 'the session'}.")
     return _redirect(request, reverse("sessions", args=[session.assistant.slug]))

@@ -12,14 +12,16 @@ from django.core.validators import validate_slug
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 
-from openclaw_site.models import Role
-from openclaw_site.selectors import assistant_get
-from openclaw_site.web.base import WebRequest, render_page, team_view
-from sessions_app.workspace.archives import import_zip, workspace_zip
+from openclaw_site.models import Assistant, Role
+from openclaw_site.selectors import NotFound, assistant_get
+from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
+from sessions_app.workspace.archives import import_zip, stage_upload, take_staged_upload, workspace_zip
 from sessions_app.workspace.imports import WorkspaceImportError
 
 UNPROCESSABLE = 422
@@ -52,29 +54,66 @@ class WorkspaceImportForm(forms.Form):
     )
 
 
+STAGED_IMPORT_KEY = "staged-workspace-import"
+
+
 @require_http_methods(["GET", "POST"])
 @team_view
 def workspace_import(request: WebRequest) -> HttpResponse:
-    """Import a zipped workspace into a new assistant, or replace an existing one (admins)."""
+    """Import a zipped workspace into a new assistant, or replace an existing one (admins).
+
+    Replacing asks first: the upload is staged and the confirmation page (inline for htmx) posts
+    the import again with ``confirmed``; the staged file is taken from the user's session.
+    """
     request.web.require(Role.ADMIN)
     if request.method == "GET":
         form = WorkspaceImportForm(initial={"assistant": request.GET.get("assistant", "")})
         return render_page(request, "sessions/import.html", {"form": form}, partial="import-form")
+    staged = request.session.pop(STAGED_IMPORT_KEY, "") if request.POST.get("confirmed") else ""
     form = WorkspaceImportForm(request.POST, request.FILES)
+    form.fields["archive"].required = not staged
     if form.is_valid():
-        slug = form.cleaned_data["assistant"]
-        try:
-            report = import_zip(
-                form.cleaned_data["archive"],
-                team_slug=request.web.team.slug,
-                assistant_slug=slug,
-                replace=form.cleaned_data["replace"],
+        slug, replace = form.cleaned_data["assistant"], form.cleaned_data["replace"]
+        existing = _existing_assistant(request, slug)
+        if existing is not None and not replace:
+            form.add_error(
+                "replace", f"{existing.name} ({slug}) exists already: tick this box to replace it."
             )
-        except WorkspaceImportError as error:
-            form.add_error(None, f"Nothing was imported: {error}.")
+        elif existing is not None and not staged:
+            request.session[STAGED_IMPORT_KEY] = stage_upload(form.cleaned_data["archive"])
+            return confirm_page(request, _replace_confirmation(existing))
         else:
-            messages.success(request, report.lines()[0])
-            return redirect(reverse("assistant", args=[slug]))
+            try:
+                upload = take_staged_upload(staged) if staged else form.cleaned_data["archive"]
+                with upload:
+                    report = import_zip(
+                        upload, team_slug=request.web.team.slug, assistant_slug=slug, replace=replace
+                    )
+            except WorkspaceImportError as error:
+                form.add_error(None, f"Nothing was imported: {error}.")
+            else:
+                messages.success(request, report.lines()[0])
+                url = reverse("assistant", args=[slug])
+                return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
     return render_page(
         request, "sessions/import.html", {"form": form}, partial="import-form", status=UNPROCESSABLE
+    )
+
+
+def _existing_assistant(request: WebRequest, slug: str) -> Assistant | None:
+    try:
+        return assistant_get(team=request.web.team, slug=slug)
+    except NotFound:
+        return None
+
+
+def _replace_confirmation(assistant: Assistant) -> Confirmation:
+    sessions, documents = assistant.sessions.count(), assistant.memory_documents.count()
+    return Confirmation(
+        question=f"Replace {assistant.name} with the uploaded workspace?",
+        consequence=f"This removes its {sessions} session{pluralize(sessions)} and {documents} memory "
+        f"document{pluralize(documents)} and loads the workspace's instead. It cannot be undone.",
+        button="Replace",
+        cancel_url=reverse("workspace-import") + f"?assistant={assistant.slug}",
+        fields=(("assistant", assistant.slug), ("replace", "on"), ("confirmed", "1")),
     )

@@ -32,6 +32,18 @@
     }
   });
 
+  // Scroll the transcript's last entry into view above the chat box, which is sticky on wide
+  // screens and would otherwise cover it (its height varies: a notice, a longer draft).
+  function showLatest() {
+    var transcript = document.getElementById("transcript");
+    var last = transcript && transcript.lastElementChild;
+    if (!last) return;
+    var composer = document.getElementById("composer");
+    var covered = composer && getComputedStyle(composer).position === "sticky" ? composer.offsetHeight : 0;
+    last.style.scrollMarginBottom = covered + "px";
+    last.scrollIntoView({block: "end"});
+  }
+
   // While the assistant works, show the user's message at once; the reply's swap replaces it.
   document.addEventListener("htmx:beforeRequest", function (event) {
     var form = event.detail.elt;
@@ -52,7 +64,7 @@
     body.textContent = text;
     bubble.append(head, body);
     transcript.append(bubble);
-    bubble.scrollIntoView({block: "end"});
+    showLatest();
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
@@ -60,8 +72,7 @@
     var pending = document.getElementById("pending-message");
     if (event.detail.successful) {
       form.reset();
-      var transcript = document.getElementById("transcript");
-      if (transcript) transcript.lastElementChild && transcript.lastElementChild.scrollIntoView({block: "end"});
+      showLatest();
     } else if (pending) {
       pending.remove();
     }
@@ -87,11 +98,12 @@
 
   // The session page opens at its latest message (unless a link points at one), and a tab row
   // wider than the screen shows its active tab.
+  // It scrolls once everything is laid out ("load"): at DOMContentLoaded later content (fonts,
+  // the gauge) still moved the latest message out of view again.
+  window.addEventListener("load", function () {
+    if (!location.hash) showLatest();
+  });
   document.addEventListener("DOMContentLoaded", function () {
-    var transcript = document.getElementById("transcript");
-    if (transcript && !location.hash && transcript.lastElementChild) {
-      transcript.lastElementChild.scrollIntoView({block: "end"});
-    }
     document.querySelectorAll(".tabs [aria-current=page], .mainnav [aria-current=page]").forEach(function (tab) {
       tab.scrollIntoView({block: "nearest", inline: "nearest"});
     });

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from openclaw_site import usage
-from openclaw_site.models import TaskRecord
+from openclaw_site.models import Membership, TaskRecord
 from providers.chat import Usage
 from tests import factories
 from tests.browser.conftest import SCREENSHOTS
@@ -36,6 +36,9 @@ def pages(world):
     factories.make_api_key(
         world.acme, ["sessions:read", "memory:read"], name="Nightly export to the data lake"
     )
+    # A second team puts the team switcher in the top bar, the widest thing on a phone.
+    research = factories.make_team("acme-robotics-research-lab")
+    Membership.objects.create(user=world.alice, team=research, role="admin")
     revision = document.revisions.first()
     usage.record_usage(
         assistant=world.assistant,
@@ -77,6 +80,8 @@ def pages(world):
         "/teams/new/",
         "/workspace/import/",
         "/accounts/password_change/",
+        f"/sessions/{session.pk}/delete/",
+        "/assistants/helper/archive/",
     ]
 
 
@@ -125,3 +130,21 @@ def test_the_keys_table_fits_a_phone_for_every_role(page, live_server, world, si
         revoke = page.get_by_role("button", name="Revoke")
         revoke.scroll_into_view_if_needed()
         assert revoke.is_visible() and revoke.bounding_box()["x"] + revoke.bounding_box()["width"] <= 375
+
+
+SWITCHER_ROOM = """() => { const select = document.getElementById('team-switch');
+  const probe = document.createElement('span');
+  probe.style.font = getComputedStyle(select).font; probe.style.whiteSpace = 'nowrap';
+  probe.textContent = [...select.options].map(o => o.text).sort((a, b) => b.length - a.length)[0];
+  document.body.append(probe); const needed = probe.getBoundingClientRect().width; probe.remove();
+  return select.getBoundingClientRect().width - needed; }"""
+
+
+def test_the_team_switcher_shows_the_whole_team_name_on_a_desktop(page, live_server, world, sign_in, pages):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    sign_in(page, "alice")
+    assert page.locator("#team-switch option").all_inner_texts() == [
+        "Acme · admin",
+        "Acme Robotics Research Lab · admin",
+    ]
+    assert page.evaluate(SWITCHER_ROOM) > 0, "the longest team name is cut off"

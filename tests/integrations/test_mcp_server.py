@@ -296,17 +296,39 @@ def test_a_key_without_the_tools_scope_is_refused(asgi_live_server, world, tool)
 def test_another_teams_assistant_is_not_found(asgi_live_server, world, acme_secret, tool):
     _, arguments = TOOLS[tool]
 
-    by_url = tool_error(call_tool(mcp_url(asgi_live_server.url, "rival"), acme_secret, tool, arguments))
     by_argument = tool_error(
         call_tool(mcp_url(asgi_live_server.url, None), acme_secret, tool, {**arguments, "assistant": "rival"})
     )
 
-    assert (
-        by_url
-        == by_argument
-        == {"code": "not_found", "message": "Assistant 'rival' not found.", "details": {}}
-    )
+    assert by_argument == {"code": "not_found", "message": "Assistant 'rival' not found.", "details": {}}
     assert not Session.objects.exists() and not MemoryDocument.objects.exists()
+
+
+@pytest.mark.parametrize("slug", ["rival", "no-such-assistant"])
+def test_a_url_naming_no_assistant_of_the_team_is_refused_before_any_call(
+    asgi_live_server, world, acme_secret, slug
+):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    response = httpx2.post(
+        mcp_url(asgi_live_server.url, slug),
+        json=initialize,
+        headers={"Authorization": f"Bearer {acme_secret}", "Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "not_found" and f"No assistant {slug!r} in this key's team" in error["message"]
+    assert "/mcp/<assistant slug>/" in error["message"]
 
 
 def test_the_assistant_comes_from_the_url_or_the_argument_never_both(asgi_live_server, world, acme_secret):
@@ -329,3 +351,27 @@ def test_the_assistant_comes_from_the_url_or_the_argument_never_both(asgi_live_s
     assert by_argument["text"].startswith("# Notes")
     assert unnamed["code"] == "assistant_required"
     assert both["code"] == "assistant_mismatch"
+
+
+def test_a_note_written_before_the_index_has_anything_is_found_by_the_next_search(
+    asgi_live_server, world, acme_secret, fake_embeddings, monkeypatch
+):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # tasks wait in the broker, as behind a busy worker
+    url = mcp_url(asgi_live_server.url)
+    call_tool(
+        url, acme_secret, "memory_write", {"mode": "append", "content": "- The demo launches on 12 March."}
+    )
+
+    found = tool_json(call_tool(url, acme_secret, "memory_search", {"query": "when does the demo launch"}))
+    rest = httpx2.get(
+        f"{asgi_live_server.url}/api/v1/assistants/helper/search/",
+        params={"q": "demo launch"},
+        headers={"Authorization": f"Bearer {acme_secret}"},
+        timeout=30,
+    ).json()
+
+    today = local_today(world.assistant, timezone.now())
+    assert [r["citation"] for r in found["results"]] == [f"memory/{today.isoformat()}.md#L1"]
+    assert [r["citation"] for r in rest["results"]] == [f"memory/{today.isoformat()}.md#L1"]

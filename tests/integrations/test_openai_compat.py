@@ -6,13 +6,16 @@ The assistant's model is the scripted server (tests/fake_openai.py); the SDK und
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 
 from sessions_app.models import Message, Session
-from tests.fake_openai import chunked_reply, text_reply, tool_call_reply
+from tests.fake_openai import chunked_reply, delay_reply, text_reply, tool_call_reply
 from tests.streaming_support import wait_for
 
 WEATHER_TOOL = {
@@ -145,6 +148,73 @@ def test_a_resent_history_appends_only_what_the_session_lacks(client, llm) -> No
     assert Session.objects.filter(key="resent").count() == 1
 
 
+def test_two_requests_resending_the_same_history_at_once_append_it_once(client, llm) -> None:
+    llm.queue(text_reply("first answer"), delay_reply(1.5, text_reply("second answer")))
+    client.chat.completions.create(
+        model="helper", messages=[{"role": "user", "content": "one"}], user="twice"
+    )
+    history = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "two"},
+    ]
+    together = threading.Barrier(2)
+
+    def ask(_: int) -> str | None:
+        together.wait()
+        answer = client.chat.completions.create(model="helper", messages=history, user="twice")  # type: ignore[arg-type]
+        return answer.choices[0].message.content
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(ask, range(2)))
+
+    assert answers == ["second answer", "second answer"]  # the later one gets the stored reply
+    assert roles("twice") == ["user", "assistant", "user", "assistant"]
+    assert len(llm.chat_requests) == 2
+
+
+def test_a_retried_request_gets_the_stored_reply_streamed_without_a_model_call(client, llm) -> None:
+    llm.queue(text_reply("the one answer", usage={"prompt_tokens": 20, "completion_tokens": 3}))
+    history = [{"role": "user", "content": "only once"}]
+    client.chat.completions.create(model="helper", messages=history, user="retried")  # type: ignore[arg-type]
+
+    chunks = list(
+        client.chat.completions.create(
+            model="helper",
+            messages=history,  # type: ignore[arg-type]
+            user="retried",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "the one answer"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 0  # nothing was generated
+    assert roles("retried") == ["user", "assistant"] and len(llm.chat_requests) == 1
+
+
+def test_a_request_resent_after_a_cut_stream_is_answered_again(client, llm) -> None:
+    llm.queue(chunked_reply("Cut ", "short ", "here", chunk_delay_seconds=0.5), text_reply("whole answer"))
+    history = [{"role": "user", "content": "go on"}]
+    stream = client.chat.completions.create(model="helper", messages=history, stream=True, user="resumed")  # type: ignore[arg-type]
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    stream.close()
+    wait_for(lambda: Message.objects.filter(session__key="resumed", stop_reason="aborted").exists())
+
+    again = client.chat.completions.create(model="helper", messages=history, user="resumed")  # type: ignore[arg-type]
+
+    assert again.choices[0].message.content == "whole answer"
+    assert [
+        (m.role, m.stop_reason) for m in Message.objects.filter(session__key="resumed").order_by("seq")
+    ] == [
+        ("user", ""),
+        ("assistant", "aborted"),
+        ("assistant", "stop"),
+    ]
+
+
 def test_models_are_the_teams_assistants(client, world) -> None:
     ids = [model.id for model in client.models.list()]
     assert ids == ["helper"]  # not globex's "rival"
@@ -153,7 +223,8 @@ def test_models_are_the_teams_assistants(client, world) -> None:
 def test_errors_come_in_openais_shape_with_our_codes(client, asgi_live_server) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="rival", messages=[{"role": "user", "content": "hi"}])
-    assert missing.value.code == "not_found"
+    assert missing.value.code == "not_found" and missing.value.param == "model"
+    assert "model is an assistant's slug (GET /v1/models lists them)" in missing.value.message
 
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(model="helper", messages=[])
@@ -164,26 +235,26 @@ def test_errors_come_in_openais_shape_with_our_codes(client, asgi_live_server) -
         stranger.models.list()
     assert denied.value.code == "invalid_api_key"
 
+    opened = httpx2.get(f"{asgi_live_server.url}/v1/chat/completions", timeout=30)  # e.g. in a browser
+    assert (opened.status_code, opened.headers["Allow"]) == (405, "POST")
+    assert opened.json()["error"]["code"] == "method_not_allowed"
 
-def test_a_client_that_leaves_mid_stream_leaves_the_cut_reply_stored_as_aborted(client, llm) -> None:
-    llm.queue(chunked_reply("Partial ", "reply ", "that ", "never ", "ends", chunk_delay_seconds=0.3))
 
-    stream = client.chat.completions.create(
-        model="helper", messages=[{"role": "user", "content": "go"}], stream=True, user="cut"
-    )
-    for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            break
-    stream.close()
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ({"extra_headers": {"X-Session-Key": "bad key!"}}, "the X-Session-Key header"),
+        ({"user": "Alice Smith"}, "user"),
+        ({"metadata": {"session_key": "a/b"}}, "metadata.session_key"),
+    ],
+)
+def test_a_session_key_that_cannot_name_a_session_says_where_it_came_from(client, where, named) -> None:
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}], **where)
 
-    cut = wait_for(lambda: Message.objects.filter(session__key="cut", role="assistant").first())
-    assert cut.stop_reason == "aborted"
-    assert cut.content[0]["text"].startswith("Partial ")
-    llm.queue(text_reply("back again"))
-    again = client.chat.completions.create(
-        model="helper", messages=[{"role": "user", "content": "still there?"}], user="cut"
-    )
-    assert again.choices[0].message.content == "back again"  # the turn's lock was released
+    assert bad.value.code == "invalid_session_key"
+    assert f"The session key (from {named}) must be letters, digits" in bad.value.message
+    assert not Session.objects.exists()
 
 
 def test_open_webuis_chat_header_names_the_session(client, llm) -> None:

@@ -295,8 +295,8 @@ def test_an_empty_query_returns_nothing(world, fake_embeddings) -> None:
     assert response.results == [] and response.fallback == "empty_query"
 
 
-def test_a_search_on_a_never_indexed_assistant_queues_the_index(
-    world, fake_embeddings, django_capture_on_commit_callbacks
+def test_the_first_search_of_a_never_indexed_assistant_indexes_before_it_answers(
+    world, fake_embeddings
 ) -> None:
     from memory_app.models import IndexState, MemoryDocument
 
@@ -304,10 +304,10 @@ def test_a_search_on_a_never_indexed_assistant_queues_the_index(
     MemoryDocument.objects.create(
         assistant=world.assistant, path="MEMORY.md", content="orphan walrus note", content_hash="x"
     )
-    with django_capture_on_commit_callbacks(execute=True):
-        first = hybrid_search(assistant=world.assistant, query="walrus")
-    assert first.results == [] and IndexState.objects.filter(assistant=world.assistant).exists()
-    assert [r.path for r in hybrid_search(assistant=world.assistant, query="walrus").results] == ["MEMORY.md"]
+    # OpenClaw's first search of an empty index syncs first (docs/openclaw-behaviour.md §4.6).
+    first = hybrid_search(assistant=world.assistant, query="walrus")
+    assert [r.path for r in first.results] == ["MEMORY.md"]
+    assert IndexState.objects.filter(assistant=world.assistant).exists()
 
 
 def test_a_search_after_a_settings_change_queues_the_rebuild(

@@ -224,3 +224,18 @@ def test_corrected_estimate() -> None:
     assert corrected_estimate(3, 1.5) == 5  # rounds up: 4.5 -> 5
     assert corrected_estimate(1000, 7.0) == 2000  # clamped again at use
     assert corrected_estimate(1000, 0.1) == 500
+
+
+def test_an_active_memo_counts_each_message_object_once_and_copies_carry_it():
+    from memory_app.tokens import EstimateMemo, carry_estimate, estimate_message_tokens
+
+    stored = {"role": "user", "content": "x" * 40}
+    memo = EstimateMemo()
+    memo.remember(stored, 999)  # a stored estimate stands for the object
+    twin = dict(stored)
+    with memo.active():
+        copy = dict(stored)
+        carry_estimate(stored, copy)
+        assert estimate_message_tokens(stored) == estimate_message_tokens(copy) == 999
+        assert estimate_message_tokens(twin) == 10  # an equal object that nobody vouched for is counted
+    assert estimate_message_tokens(stored) == 10  # outside the block nothing is remembered

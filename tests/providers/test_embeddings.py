@@ -7,10 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from providers import embeddings as embeddings_module
 from providers.e5_embeddings import E5Embedder
 from providers.embeddings import (
     LOCAL_BACKENDS,
     batch_by_bytes,
+    cached_query_vector,
     embedder_status,
     get_embedder,
     make_provider_key,
@@ -397,3 +399,55 @@ def test_the_web_process_preloads_when_its_application_is_built(
     importlib.reload(openclaw_site.wsgi)
     preload_embedder().join(timeout=30)
     assert counting_backend.built == 1 and embedder_status()["ready"] is True
+
+
+def recording_e5() -> tuple[E5Embedder, RecordingE5Model]:
+    engine = RecordingE5Model()
+    return E5Embedder(engine), engine
+
+
+def test_a_repeated_query_is_embedded_once_and_gets_the_same_vector() -> None:
+    reset_embedders()
+    embedder, engine = recording_e5()
+
+    first = cached_query_vector(embedder, "launch date")
+    again = cached_query_vector(embedder, "launch date")
+
+    assert engine.read == ["query: launch date"]
+    assert again == first == pytest.approx(fake_embedding("launch date"), abs=1e-6)
+    again[0] = 99.0  # a caller's copy: the cache keeps its own
+    assert cached_query_vector(embedder, "launch date") == first
+
+
+def test_the_query_cache_is_per_embedder_identity_and_forgets_the_oldest(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reset_embedders()
+    e5, engine = recording_e5()
+    remote = make_embedder(fake_openai, [])
+    cached_query_vector(e5, "launch date")
+
+    cached_query_vector(remote, "launch date")  # another identity: embedded again, by its server
+    assert len(fake_openai.embedding_requests) == 1 and engine.read == ["query: launch date"]
+
+    monkeypatch.setattr(embeddings_module, "QUERY_CACHE_SIZE", 2)
+    cached_query_vector(e5, "second")
+    cached_query_vector(e5, "third")  # the cache holds two: "launch date" (e5) and the remote one went
+    cached_query_vector(e5, "launch date")
+    assert engine.read == ["query: launch date", "query: second", "query: third", "query: launch date"]
+    reset_embedders()  # settings changed: nothing is kept
+    cached_query_vector(e5, "third")
+    assert engine.read[-1] == "query: third"
+
+
+def test_a_failed_query_embedding_is_not_remembered(fake_openai: FakeOpenAI) -> None:
+    reset_embedders()
+    fake_openai.embedding_errors.append(error_reply(400, "bad input"))
+    remote = make_embedder(fake_openai, [])
+
+    with pytest.raises(ProviderError):
+        cached_query_vector(remote, "launch date")
+
+    assert cached_query_vector(remote, "launch date") == pytest.approx(
+        fake_embedding("launch date"), abs=1e-6
+    )

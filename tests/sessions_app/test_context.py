@@ -188,6 +188,23 @@ def test_stored_figures_agree_with_the_view_and_ignore_stale_usage(world, no_llm
 
 
 @pytest.mark.django_db
+def test_stored_figures_pass_over_usage_pi_would_not_trust(world, no_llm):
+    from sessions_app.context import session_entries, view_tokens
+
+    session = factories.make_session(world.assistant)
+    factories.add_messages(session, user("a"), assistant("counted", usage=usage(3000, 20)))
+    factories.add_messages(session, user("b"), assistant("empty usage", usage=usage(0, 0)))
+    factories.add_messages(session, user("c"), assistant("failed", usage=usage(9000, 5), stopReason="error"))
+    factories.add_messages(session, user("d" * 400))
+
+    figures = token_figures(session)
+    # The all-zero and the failed call's usage are passed over: 3,020 reported, the rest estimated.
+    assert figures.context_tokens == view_tokens(session_entries(session), ratio=None)
+    assert 3020 < figures.context_tokens < 3300
+    assert figures.transcript_bytes == session.__class__.objects.get(pk=session.pk).transcript_bytes > 400
+
+
+@pytest.mark.django_db
 def test_force_flush_by_transcript_size(world):
     world.assistant.settings = validate_settings(
         {"compaction": {"memoryFlush": {"forceFlushTranscriptBytes": "1kb"}}}

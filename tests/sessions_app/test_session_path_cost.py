@@ -121,3 +121,17 @@ def test_ids_that_keep_clashing_fail_the_append_and_store_nothing(world, no_llm,
     with pytest.raises(RuntimeError, match="no free entry ids"):
         factories.add_messages(session, user("never stored"))
     assert Message.objects.filter(session=session).count() == before
+
+
+def test_a_context_build_counts_no_stored_message_again(world, no_llm, monkeypatch):
+    from memory_app import tokens
+
+    session = session_with(world, 50)
+    counted: list[str] = []
+    count = tokens._estimate_message_tokens
+    monkeypatch.setattr(tokens, "_estimate_message_tokens", lambda m: counted.append(m["role"]) or count(m))
+
+    context = build_model_context(session)
+    assert context.prompt_estimate > 0 and context.breakdown(context_window=200000).messages > 0
+    # Every message was counted when it was stored; the build, the estimate and the breakdown reuse that.
+    assert counted == []

@@ -3,8 +3,8 @@
 The web server serves `openclaw_site.asgi:application` (ASGI, so streamed replies hold no worker,
 docs/design.md, Streaming): uvicorn in development; gunicorn with uvicorn workers when DEBUG is
 off (uvicorn's own `--workers` where this uvicorn has no `uvicorn.workers`). Its database
-connections are not kept between requests unless DB_CONN_MAX_AGE says otherwise: under ASGI each
-request runs in a thread of its own, so a kept connection would only wait for its thread to go.
+connections come from a pool (DB_POOL_SIZE, default 100 per process): under ASGI each request
+runs in a thread of its own, so a connection kept per thread would only wait for its thread to go.
 
 Two django-q2 clusters: the default one (exports, indexing, the schedules) and the urgent one
 (memory flushes and compactions, settings.Q_URGENT_CLUSTER), each a `manage.py qcluster` process
@@ -148,8 +148,13 @@ def web_command(addr: str, *, debug: bool) -> list[str]:
     return [*uvicorn, "--workers", WEB_WORKERS]
 
 
+# Connections each web process may hold at once: every open stream holds two for its turn (its
+# lock and its queries, docs/design.md, Streaming), so 50 streams spread over the two workers fit.
+WEB_POOL_SIZE = "100"
+
+
 def _web_env() -> dict[str, str]:
-    return {**os.environ, "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "0")}
+    return {**os.environ, "DB_POOL_SIZE": os.environ.get("DB_POOL_SIZE", WEB_POOL_SIZE)}
 
 
 def _cluster_env(cluster: str | None) -> dict[str, str]:
