@@ -100,10 +100,20 @@ def sort_by_score(results: Iterable[Ranked]) -> list[Ranked]:
     """Sort by score, highest first; equal scores by the better keyword, then vector match.
 
     Results tied on the fused score (text alone often ties: same terms, same coverage) come out
-    in the order of their match, not of their paths; the input order breaks what is left.
+    in the order of their match, not of their paths; what is still tied goes to the shorter chunk
+    (the same terms in fewer words), then by path and line, so the order never depends on the
+    order the database returned the rows in.
     """
     return sorted(
-        results, key=lambda ranked: (ranked.score, ranked.text_score, ranked.vector_score), reverse=True
+        results,
+        key=lambda ranked: (
+            -ranked.score,
+            -ranked.text_score,
+            -ranked.vector_score,
+            len(ranked.candidate.text),
+            ranked.candidate.path,
+            ranked.candidate.start_line,
+        ),
     )
 
 

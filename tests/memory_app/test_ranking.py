@@ -311,3 +311,13 @@ def test_ranked_is_immutable() -> None:
     with pytest.raises(AttributeError):
         ranked.score = 1.0  # type: ignore[misc]
     assert replace(ranked, score=1.0).score == 1.0
+
+
+def test_full_ties_go_to_the_shorter_chunk_then_the_path_whatever_the_input_order():
+    from memory_app.ranking import sort_by_score
+
+    long_a = _ranked("a", 0.5, path="memory/a.md", snippet="heron " + "filler " * 20)
+    short_b = _ranked("b", 0.5, path="memory/b.md", snippet="heron notes")
+    same_c = _ranked("c", 0.5, path="memory/c.md", snippet="heron notes")
+    for order in ([long_a, short_b, same_c], [same_c, long_a, short_b], [long_a, same_c, short_b]):
+        assert _ids(sort_by_score(order)) == ["b", "c", "a"]
