@@ -185,15 +185,6 @@ DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0)
 DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
 
 
-def _connection_reuse() -> dict[str, Any]:
-    if not DB_POOL_SIZE:
-        return {"CONN_MAX_AGE": DB_CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True}
-    pool = {"min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT}
-    # The pool checks a connection as it lends it (CONN_HEALTH_CHECKS), so a restarted database
-    # costs no request an error.
-    return {"CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True, "OPTIONS": {"pool": pool}}
-
-
 def _database() -> dict[str, Any]:
     if DATABASE_URL:
         import dj_database_url
@@ -203,9 +194,21 @@ def _database() -> dict[str, Any]:
         from openclaw_site.db import embedded_database
 
         parsed = embedded_database(VAR_DIR / "pgdata")
-    reuse = _connection_reuse()
-    options: dict[str, Any] = {**parsed.get("OPTIONS", {}), **reuse.pop("OPTIONS", {})}
-    return {**parsed, **reuse, "OPTIONS": options}
+    options: dict[str, Any] = dict(parsed.get("OPTIONS", {}))
+    if DB_POOL_SIZE:
+        # The pool checks a connection as it lends it (CONN_HEALTH_CHECKS), so a restarted
+        # database costs no request an error.
+        options["pool"] = {
+            "min_size": min(2, DB_POOL_SIZE),
+            "max_size": DB_POOL_SIZE,
+            "timeout": DB_POOL_TIMEOUT,
+        }
+    return {
+        **parsed,
+        "CONN_MAX_AGE": 0 if DB_POOL_SIZE else DB_CONN_MAX_AGE,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": options,
+    }
 
 
 DATABASES = {"default": _database()}

@@ -585,17 +585,6 @@ def build_model_context(
 # --- session token figures --------------------------------------------------------------------
 
 
-def transcript_bytes(session: Session) -> int:
-    """Return the UTF-8 size of every stored message's content (the force-flush measure).
-
-    OpenClaw measures the JSONL file, which also never shrinks on compaction; message content is
-    nearly all of it. Every append adds to the figure kept on the session row, read here by
-    primary key (a caller's instance may predate the latest append).
-    """
-    stored = Session.objects.filter(pk=session.pk).values_list("transcript_bytes", flat=True).first()
-    return int(stored or 0)
-
-
 @dataclass(frozen=True)
 class TokenFigures:
     """A session's token figures against its thresholds (session API, /context, the triggers)."""
@@ -651,16 +640,15 @@ class TokenFigures:
         }
 
 
-def token_figures(
-    session: Session, *, entries: list[dict[str, Any]] | None = None, prompt_estimate: int = 0
-) -> TokenFigures:
-    """Compute a session's token figures; `prompt_estimate` is the next user message, if known."""
+def token_figures(session: Session, *, prompt_estimate: int = 0) -> TokenFigures:
+    """Compute a session's token figures; `prompt_estimate` is the next user message, if known.
+
+    The view's size and the transcript's are read from what is stored (`stored_view_figures`),
+    so a caller's session instance may predate the latest append.
+    """
     assistant = session.assistant
     ratio = calibration_ratio(effective_model(assistant))
-    if entries is None:
-        context_tokens, size = stored_view_figures(session, ratio=ratio)
-    else:
-        context_tokens, size = view_tokens(entries, ratio=ratio), transcript_bytes(session)
+    context_tokens, size = stored_view_figures(session, ratio=ratio)
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(

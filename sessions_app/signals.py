@@ -15,9 +15,6 @@ from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.models import CompactionEntry, Session
 from sessions_app.selectors import session_owner
 
-# `append_messages` saves only these and enqueues the export itself (transcript.after_transcript_change).
-_APPEND_FIELDS = frozenset({"last_seq", "transcript_bytes", "updated_at"})
-
 
 def memory_changed(
     sender: Any, *, team_id: int, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
@@ -33,9 +30,9 @@ def memory_changed(
     )
 
 
-def session_saved(sender: Any, instance: Session, update_fields: Any = None, **kwargs: Any) -> None:
-    if update_fields is not None and frozenset(update_fields) <= _APPEND_FIELDS:
-        return
+def session_saved(sender: Any, instance: Session, **kwargs: Any) -> None:
+    # An append updates its session row without a save and queues its own export
+    # (transcript.after_transcript_change).
     enqueue(
         "sessions_app.tasks.export_session",
         instance.pk,

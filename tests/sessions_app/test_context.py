@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from openclaw_site.assistant_settings import validate_settings
-from sessions_app.context import build_model_context, token_figures, transcript_bytes
+from sessions_app.context import build_model_context, token_figures
 from sessions_app.models import ModelCalibration
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
@@ -143,7 +143,7 @@ def test_token_figures_use_reported_usage_plus_estimates_after_it(world):
     session.last_usage, session.total_tokens_fresh = usage(175000, 2000), True
     figures = token_figures(session, prompt_estimate=1000)
     assert figures.projected_tokens == 178000 and figures.flush_reason == "tokens"
-    assert transcript_bytes(session) > 4000
+    assert figures.transcript_bytes > 4000
 
 
 @pytest.mark.django_db
