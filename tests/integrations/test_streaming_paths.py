@@ -4,7 +4,7 @@
 stream. A client that leaves mid-reply leaves the transcript the user message and what the model
 had generated, stored as an assistant message with stopReason "aborted" (docs/design.md,
 Streaming), and the turn's lock released; the model sends a chunk a second, so the client leaves
-after the first and the turn notices at the second. A NO_REPLY answer sends no text at all.
+after the first and the turn notices at the second (or, on a busy machine, already before it). A NO_REPLY answer sends no text at all.
 """
 
 from __future__ import annotations
@@ -79,10 +79,13 @@ def test_a_client_that_leaves_mid_reply_leaves_what_was_generated_stored_as_abor
     leave(asgi_live_server, acme_secret, world, session)
 
     cut = wait_for(lambda: Message.objects.filter(session=session, role="assistant").first())
-    assert [(m.role, m.stop_reason, m.content, m.silent) for m in session.messages.order_by("seq")] == [
-        ("user", "", "tell a story", False),
-        ("assistant", "aborted", [{"type": "text", "text": "Once upon "}], False),
-    ]
+    stored = [(m.role, m.stop_reason, m.silent) for m in session.messages.order_by("seq")]
+    assert stored == [("user", "", False), ("assistant", "aborted", False)]
+    assert session.messages.order_by("seq").first().content == "tell a story"
+    # What the model had generated when the turn saw the client gone: the chunk the client was
+    # shown and, when the next one arrived first, that one too; never the whole reply.
+    prefixes = [[{"type": "text", "text": "".join(CHUNKS[:n])}] for n in range(1, len(CHUNKS))]
+    assert cut.content in prefixes, cut.content
     assert cut.usage is None
     llm.queue(text_reply("The end."))
     client = openai.OpenAI(base_url=f"{asgi_live_server.url}/v1", api_key=acme_secret, max_retries=0)
