@@ -75,13 +75,25 @@ class EstimateMemo:
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self._also: list[EstimateMemo] = []
 
     def remember(self, message: Mapping[str, Any], tokens: int) -> None:
         self._known[id(message)] = (message, tokens)
 
     def known(self, message: Mapping[str, Any]) -> int | None:
         hit = self._known.get(id(message))
-        return hit[1] if hit is not None and hit[0] is message else None
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        for other in self._also:
+            tokens = other.known(message)
+            if tokens is not None:
+                return tokens
+        return None
+
+    def consult(self, other: EstimateMemo) -> None:
+        """Also answer from ``other`` (a longer-lived memo, such as a cached view's), unchanged."""
+        if other is not self and all(memo is not other for memo in self._also):
+            self._also.append(other)
 
     @contextmanager
     def active(self) -> Iterator[EstimateMemo]:

@@ -340,16 +340,26 @@ def usage_from(usage: Any) -> Usage | None:
 
 
 def to_openai_messages(
-    agent_messages: list[dict[str, Any]], *, system_prompt: str | None
+    agent_messages: list[dict[str, Any]],
+    *,
+    system_prompt: str | None,
+    convert: Callable[
+        [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
+    ]
+    | None = None,
 ) -> list[dict[str, Any]]:
-    """Convert AgentMessages to OpenAI chat messages (new dicts; `entryId` is never sent)."""
+    """Convert AgentMessages to OpenAI chat messages (new dicts; `entryId` is never sent).
+
+    ``convert(message, openai_message_parts)`` may stand in for the per-message conversion (a
+    caller that remembers what it converted before); what it returns must not be changed.
+    """
     converted: list[dict[str, Any]] = []
     if system_prompt:
         converted.append({"role": "system", "content": system_prompt})
     for message in agent_messages:
         if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
             continue  # Pi `transformMessages`: incomplete turns are never replayed.
-        converted.extend(_convert(message))
+        converted.extend(convert(message, openai_message_parts) if convert else openai_message_parts(message))
     return _settle_tool_runs(converted)
 
 
@@ -362,7 +372,8 @@ def _settle_tool_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message is not None and message["role"] == "tool":
             run.append(message)
             continue
-        settled.extend(_close_tool_run(run, expected))
+        if run or expected:
+            settled.extend(_close_tool_run(run, expected))
         if message is None:
             break
         settled.append(message)
@@ -387,7 +398,8 @@ def _missing_result(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": MISSING_TOOL_RESULT_TEXT}
 
 
-def _convert(message: dict[str, Any]) -> list[dict[str, Any]]:
+def openai_message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the OpenAI messages one AgentMessage becomes (none, one, or a tool result's)."""
     role = message.get("role")
     if role == "user":
         return [{"role": "user", "content": _user_content(message.get("content"))}]

@@ -12,6 +12,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import cached_property
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -84,18 +85,27 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
 
     The entries are shared with the cache: callers build new dicts, never change these.
     """
+    return session_view(session)[0]
+
+
+def session_view(session: Session) -> tuple[list[dict[str, Any]], view_cache.ViewMemo]:
+    """Return `session_entries` and the memo of what calls derived from them (`view_cache.ViewMemo`).
+
+    With an estimate memo active, it also answers from the view's stored estimates.
+    """
     compaction = _latest_compaction(session)
     cached = view_cache.get(session.pk, compaction)
     if cached is not None:
         # From the view's last message on: that message must still be there, as it was.
         newer = _message_entries(session, from_seq=cached.last_seq)
         if newer and (newer[0][0]["seq"], newer[0][0]["id"]) == (cached.last_seq, cached.last_entry_id):
-            return _keep(session, compaction, [*zip(cached.entries, cached.estimates), *newer[1:]])
+            return _keep(session, compaction, cached, newer[1:])
     floor = compaction[1] if compaction is not None else 0
     items = [(entry["seq"], (entry, tokens)) for entry, tokens in _message_entries(session, from_seq=floor)]
     compactions = CompactionEntry.objects.filter(session=session, seq__gte=floor)
     items += [(c.seq, (_compaction_entry(c), None)) for c in compactions]
-    return _keep(session, compaction, [pair for _, pair in sorted(items, key=lambda item: item[0])])
+    pairs = [pair for _, pair in sorted(items, key=lambda item: item[0])]
+    return _keep(session, compaction, None, pairs)
 
 
 _Estimated = tuple[dict[str, Any], int | None]  # an entry and its message's stored estimate
@@ -113,28 +123,32 @@ def _message_entries(session: Session, *, from_seq: int) -> list[_Estimated]:
 
 
 def _keep(
-    session: Session, compaction: tuple[int, int] | None, pairs: list[_Estimated]
-) -> list[dict[str, Any]]:
-    """Cache the view; with an estimate memo active, let it know the stored estimates."""
-    entries = [entry for entry, _ in pairs]
-    estimates = tuple(tokens for _, tokens in pairs)
-    memo = active_memo()
-    if memo is not None:
-        for entry, tokens in pairs:
-            if tokens is not None:
-                memo.remember(entry["message"], tokens)
+    session: Session,
+    compaction: tuple[int, int] | None,
+    cached: view_cache.CachedView | None,
+    added: list[_Estimated],
+) -> tuple[list[dict[str, Any]], view_cache.ViewMemo]:
+    """Cache the view (``cached`` extended by ``added``), registering only the added messages."""
+    memo = cached.memo if cached is not None else view_cache.ViewMemo()
+    for entry, tokens in added:
+        if entry["type"] == "message":
+            memo.register(entry["message"], tokens)
+    entries = [*(cached.entries if cached is not None else ()), *(entry for entry, _ in added)]
+    active = active_memo()
+    if active is not None:
+        active.consult(memo.estimates)
     last = next((e for e in reversed(entries) if e["type"] == "message"), None)
     view_cache.put(
         session.pk,
         view_cache.CachedView(
             compaction=compaction,
             entries=tuple(entries),
-            estimates=estimates,
             last_seq=last["seq"] if last else 0,
             last_entry_id=last["id"] if last else "",
+            memo=memo,
         ),
     )
-    return entries
+    return entries, memo
 
 
 def _latest_compaction(session: Session) -> tuple[int, int] | None:
@@ -487,24 +501,50 @@ class ModelContext:
     entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
     # The estimates counted while building, which the figures below reuse (memory_app.tokens).
     estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
+    # What earlier calls derived from the view's messages (sessions_app.view_cache).
+    view_memo: view_cache.ViewMemo = field(repr=False, default_factory=view_cache.ViewMemo)
 
     @property
     def agent_messages(self) -> list[dict[str, Any]]:
         """Return the pruned AgentMessage list (what the model sees, before format conversion)."""
         return self.pruning.result.messages
 
-    @property
+    @cached_property
     def openai_messages(self) -> list[dict[str, Any]]:
-        """Return the chat-completions `messages` exactly as sent."""
-        return to_openai_messages(self.agent_messages, system_prompt=self.system_prompt.text)
+        """Return the chat-completions `messages` exactly as sent (not to be changed)."""
+        return to_openai_messages(
+            self.agent_messages, system_prompt=self.system_prompt.text, convert=self.view_memo.converted
+        )
+
+    def messages_json(self) -> tuple[str, str]:
+        """Return `openai_messages` and `agent_messages` as JSON arrays, each message encoded once."""
+        return self.view_memo.json_array(self.openai_messages), self.view_memo.json_array(self.agent_messages)
+
+    @cached_property
+    def _message_estimates(self) -> tuple[int, int]:
+        """Return the estimates of the summary messages and of the others, each counted once."""
+        summary = messages = 0
+        with self.estimates.active():
+            for message in self.agent_messages:
+                tokens = estimate_message_tokens(message)
+                if message.get("role") == "compactionSummary":
+                    summary += tokens
+                else:
+                    messages += tokens
+        return summary, messages
+
+    @cached_property
+    def _tools_estimate(self) -> int:
+        return estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
 
     @property
     def raw_prompt_estimate(self) -> int:
         """Estimate the whole request: system prompt, messages and tool specs (uncorrected)."""
-        tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
-        with self.estimates.active():
-            messages = estimate_messages_tokens(self.agent_messages)
-        return estimate_text_tokens(self.system_prompt.text) + messages + tools
+        return (
+            estimate_text_tokens(self.system_prompt.text)
+            + sum(self._message_estimates)
+            + self._tools_estimate
+        )
 
     @property
     def prompt_estimate(self) -> int:
@@ -513,16 +553,12 @@ class ModelContext:
 
     def breakdown(self, *, context_window: int) -> ContextBreakdown:
         """Split the request's estimate into its parts (corrected like `prompt_estimate`) and the free rest."""
-        summaries = [m for m in self.agent_messages if m.get("role") == "compactionSummary"]
-        others = [m for m in self.agent_messages if m.get("role") != "compactionSummary"]
         memory = estimate_text_tokens(self.system_prompt.memory_text) if self.system_prompt.memory_text else 0
-        tools = estimate_text_tokens(json.dumps(self.tools, ensure_ascii=False)) if self.tools else 0
-        with self.estimates.active():
-            summary, messages = estimate_messages_tokens(summaries), estimate_messages_tokens(others)
+        summary, messages = self._message_estimates
         raw = {
             "system_prompt": max(0, estimate_text_tokens(self.system_prompt.text) - memory),
             "memory_files": memory,
-            "tools": tools,
+            "tools": self._tools_estimate,
             "summary": summary,
             "messages": messages,
         }
@@ -564,7 +600,7 @@ def build_model_context(
     tools = list(tools or [])
     estimates = active_memo() or EstimateMemo()
     with estimates.active():
-        entries = session_entries(session)
+        entries, view_memo = session_view(session)
         view = build_session_context(entries)
         pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
@@ -579,6 +615,7 @@ def build_model_context(
         ratio=calibration_ratio(model),
         now=now,
         entries=entries,
+        view_memo=view_memo,
     )
 
 

@@ -183,8 +183,14 @@ def _message_entries(entries: Sequence[Entry], start: int, end: int) -> tuple[En
 
 
 def _entry_message(entry: Entry) -> Message:
-    """Return a copy of an entry's message carrying our `entryId` key."""
-    original = entry["message"]
+    """Return the entry's message carrying our `entryId` key: itself if it has it, else a copy.
+
+    The message itself, not a copy, is what lets a cached view's memo recognise it
+    (`sessions_app.view_cache.ViewMemo`); messages are never changed in place.
+    """
+    original: Message = entry["message"]
+    if original.get("entryId") == entry.get("id"):
+        return original
     message = dict(original)
     message.setdefault("entryId", entry.get("id"))
     carry_estimate(original, message)  # the id is no text the model counts

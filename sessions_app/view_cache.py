@@ -11,16 +11,88 @@ used only when the latest compaction is the one it was built on, and when its la
 still there with the same entry id (a row read inside a transaction that rolled back is not).
 Anything else builds the view from scratch. Views are evicted least recently used once the
 process holds more than `SESSION_VIEW_CACHE_MESSAGES` messages; 0 turns the cache off.
+
+What each call derives from a view's messages is kept beside it (`ViewMemo`): their token
+estimates, their OpenAI chat form and the JSON text of both. A view extended by new messages keeps
+its memo, so a context build or a turn converts and encodes only the messages stored since; the
+memo holds only the view's own message objects, which nothing changes in place (pruning copies),
+so what it remembers of one stays true.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+
+from memory_app.tokens import EstimateMemo
+
+Converter = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+class ViewMemo:
+    """What the calls on one cached view derived from its messages, kept for the next call.
+
+    Only registered objects are remembered (the view's messages and the OpenAI messages made
+    from them); anything else, such as a pruned copy, is derived anew each time and not kept, so
+    the memo never outgrows its view. Keys are object ids with the object kept beside them, so an
+    id is never reused while the memo lives.
+    """
+
+    def __init__(self) -> None:
+        self.estimates = EstimateMemo()
+        self._registered: dict[int, Mapping[str, Any]] = {}
+        self._converted: dict[int, tuple[Mapping[str, Any], list[dict[str, Any]]]] = {}
+        self._encoded: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._lock = threading.Lock()  # two requests of one process may share a view
+
+    def register(self, message: Mapping[str, Any], tokens: int | None) -> None:
+        """Remember ``message`` as one of the view's own, with its stored estimate if known."""
+        with self._lock:
+            self._registered[id(message)] = message
+            if tokens is not None:
+                self.estimates.remember(message, tokens)
+
+    def _owns(self, message: Mapping[str, Any]) -> bool:
+        return self._registered.get(id(message)) is message
+
+    def converted(self, message: dict[str, Any], convert: Converter) -> list[dict[str, Any]]:
+        """Return ``convert(message)``, converted once for the view's own messages."""
+        hit = self._converted.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        parts = convert(message)
+        if self._owns(message):
+            with self._lock:
+                self._converted[id(message)] = (message, parts)
+                for part in parts:  # the parts are the view's own too: their JSON is kept
+                    self._registered[id(part)] = part
+        return parts
+
+    def json(self, value: Mapping[str, Any]) -> str:
+        """Return ``value`` as compact JSON text, encoded once for the view's own objects."""
+        hit = self._encoded.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        text = encode_json(value)
+        if self._owns(value):
+            with self._lock:
+                self._encoded[id(value)] = (value, text)
+        return text
+
+    def json_array(self, values: Iterable[Mapping[str, Any]]) -> str:
+        """Return a JSON array of ``values``, each encoded as `json` does."""
+        return "[" + ",".join(self.json(value) for value in values) + "]"
+
+
+def encode_json(value: Any) -> str:
+    """Encode as the API's JSON renderer does: compact, non-ASCII kept as it is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -29,10 +101,9 @@ class CachedView:
 
     compaction: tuple[int, int] | None  # (seq, floor) of the latest compaction, None without one
     entries: tuple[dict[str, Any], ...]
-    # Each message entry's stored token estimate (None for a compaction entry), beside `entries`.
-    estimates: tuple[int | None, ...]
     last_seq: int  # the newest message seq in ``entries`` (0 when there is none)
     last_entry_id: str
+    memo: ViewMemo = field(default_factory=ViewMemo, compare=False, repr=False)
 
     @property
     def messages(self) -> int:

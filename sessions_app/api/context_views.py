@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
-from sessions_app.api.responses import compact_or_raise, context_payload, entry_dict, run_dict
+from sessions_app.api.responses import compact_or_raise, context_payload_json, entry_dict, run_dict
 from sessions_app.api.serializers import (
     CompactedOutput,
     CompactionPreviewOutput,
@@ -28,8 +29,9 @@ class SessionContextApi(SessionApiView):
     """``GET /sessions/{id}/context/``: the messages the model would be sent now; nothing changes."""
 
     @extend_schema(operation_id="sessions_context", responses=ContextOutput)
-    def get(self, request: Request, session_id: int) -> Response:
-        return Response(context_payload(session_get(team=self.team, pk=session_id)))
+    def get(self, request: Request, session_id: int) -> HttpResponse:
+        text = context_payload_json(session_get(team=self.team, pk=session_id))
+        return HttpResponse(text.encode(), content_type="application/json")
 
 
 class StrictBooleanField(serializers.BooleanField):

@@ -38,10 +38,17 @@ from sessions_app.compaction import (
     manual_reply_text,
     parse_compact_command,
 )
-from sessions_app.context import build_model_context, latest_compaction_index, session_figures, token_figures
+from sessions_app.context import (
+    ModelContext,
+    build_model_context,
+    latest_compaction_index,
+    session_figures,
+    token_figures,
+)
 from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionEntry, CompactionRun, Session
 from sessions_app.transcript import compaction_entry_dict
+from sessions_app.view_cache import encode_json
 
 # --- shapes -----------------------------------------------------------------------------------
 
@@ -83,16 +90,32 @@ def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def context_payload(session: Session) -> dict[str, Any]:
     """Return exactly what the session's next model call would send, and how it was made."""
+    context, payload = _context_parts(session)
+    return {**payload, "messages": context.openai_messages, "agent_messages": context.agent_messages}
+
+
+def context_payload_json(session: Session) -> str:
+    """Return `context_payload` as JSON text, each stored message encoded once per process.
+
+    The two message lists are most of a long session's payload, and a cached view keeps their
+    messages' JSON (`sessions_app.view_cache.ViewMemo`), so only what changed is encoded.
+    """
+    context, payload = _context_parts(session)
+    messages, agent_messages = context.messages_json()
+    head = encode_json(payload)
+    return f'{head[:-1]},"messages":{messages},"agent_messages":{agent_messages}}}'
+
+
+def _context_parts(session: Session) -> tuple[ModelContext, dict[str, Any]]:
+    """Build the next call's context; return it and every payload field but the message lists."""
     context = build_model_context(session, tools=turn_tools())
     figures = token_figures(session)  # from the stored estimates: one query, the same figures
     latest = latest_compaction_index(context.entries)
     compaction = context.entries[latest] if latest >= 0 else None
-    return {
+    return context, {
         "session": session.pk,
         "model": context.model or None,
-        "messages": context.openai_messages,
         "tools": openai_tools(context.tools),
-        "agent_messages": context.agent_messages,
         "system_prompt": context.system_prompt.text,
         "memory_files": list(context.system_prompt.memory_paths),
         "compaction": {"entry_id": compaction["id"], "first_kept_entry_id": compaction["firstKeptEntryId"]}

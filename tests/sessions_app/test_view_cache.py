@@ -1,18 +1,25 @@
 """The per-process view cache (sessions_app.view_cache): a cached view is always the view the
-database holds, and extending it reads only the messages stored since."""
+database holds, extending it reads only the messages stored since, and what calls derive from its
+messages (their OpenAI form, their JSON) is derived once and stays what a fresh build gives."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from openclaw_site.assistant_settings import validate_settings
+from providers.openai_chat import to_openai_messages
 from sessions_app import view_cache
-from sessions_app.context import session_entries
+from sessions_app.api.responses import context_payload, context_payload_json
+from sessions_app.context import build_model_context, session_entries
 from sessions_app.messages import validate_message
 from sessions_app.model_output import store_messages
+from sessions_app.models import Session
 from tests import factories
-from tests.messages import chatter, user
+from tests.messages import assistant, chatter, tool_call, tool_result, user
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +102,58 @@ def test_views_past_the_limit_are_evicted_least_recently_used_first(world, setti
 
     assert view_cache.get(first.pk, None) is None
     assert view_cache.get(second.pk, None) is not None
+
+
+def payloads(session) -> tuple[dict, dict]:
+    """The /context/ payload as the JSON endpoint encodes it, and as the dict the MCP tool returns."""
+    session = Session.objects.get(pk=session.pk)
+    as_text = json.loads(context_payload_json(session))
+    as_dict = json.loads(json.dumps(context_payload(Session.objects.get(pk=session.pk))))
+    return as_text, as_dict
+
+
+def test_the_context_json_is_the_payload_through_appends_pruning_and_compactions(world, settings) -> None:
+    world.assistant.settings = validate_settings(
+        {"contextPruning": {"mode": "always", "softTrimRatio": 0.0, "keepLastAssistants": 1}}
+    )
+    world.assistant.save()
+    session = factories.make_session(world.assistant, key="encoded")
+    rows = factories.add_messages(
+        session,
+        *chatter(3),
+        assistant(calls=[tool_call("call_1")]),
+        tool_result("call_1", "x" * 20_000),
+        assistant(calls=[tool_call("call_2")]),  # never answered: a result is synthesised
+    )
+    for step in range(3):
+        as_text, as_dict = payloads(session)
+        assert as_text == as_dict
+        assert as_text["pruning"]["changes"], "the old tool result is trimmed"
+        if step == 0:
+            assert as_text["messages"][-1]["role"] == "tool"  # the synthesised answer to call_2
+            factories.add_messages(session, tool_result("call_2", "done"), user("and now?"))
+        elif step == 1:
+            factories.add_compaction(session, first_kept=rows[4])
+    view_cache.forget(session.pk)
+    assert payloads(session)[0] == as_text  # built from the database alone: the same
+
+
+def test_a_view_converts_and_encodes_each_stored_message_once(world) -> None:
+    session = factories.make_session(world.assistant, key="encoded")
+    factories.add_messages(session, *chatter(5))
+    first = build_model_context(Session.objects.get(pk=session.pk))
+    first.messages_json()
+    (added,) = factories.add_messages(session, user("one more"))
+
+    converted: list[dict] = []
+
+    def counting(message, convert):
+        return first.view_memo.converted(message, lambda m: converted.append(m) or convert(m))
+
+    second = build_model_context(Session.objects.get(pk=session.pk))
+    assert second.view_memo is first.view_memo
+    to_openai_messages(second.agent_messages, system_prompt=None, convert=counting)
+    assert [m["entryId"] for m in converted] == [added.entry_id]
+    # The old messages' OpenAI form is the very object made the first time, and so is its JSON.
+    assert second.openai_messages[1] is first.openai_messages[1]
+    assert second.view_memo.json(second.openai_messages[1]) is first.view_memo.json(first.openai_messages[1])
