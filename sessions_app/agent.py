@@ -46,7 +46,9 @@ from sessions_app.compaction import (
 )
 from sessions_app.context import (
     ModelContext,
+    TokenFigures,
     build_model_context,
+    cache_touch_fields,
     record_cache_touch,
     record_calibration,
     token_figures,
@@ -139,6 +141,9 @@ class TurnResult:
     # Calls of tools the caller supplied (the OpenAI-compatible endpoint): the turn stops there
     # and the caller answers them in its next request.
     client_tool_calls: tuple[ToolCall, ...] = ()
+    # The session as the turn left it and its token figures (what the response reports).
+    final_session: Session | None = None
+    figures: TokenFigures | None = None
 
 
 @dataclass(frozen=True)
@@ -280,7 +285,12 @@ def schedule_maintenance(
     """
     if session is None:
         session = Session.objects.select_related("assistant").get(pk=session_id)
-    figures = token_figures(session, prompt_estimate=prompt_estimate)
+    return maintenance_for(session, token_figures(session, prompt_estimate=prompt_estimate))
+
+
+def maintenance_for(session: Session, figures: TokenFigures) -> dict[str, Any]:
+    """Queue what `figures` (the session's, computed by the caller) call for; see `schedule_maintenance`."""
+    session_id = session.pk
     if figures.compaction_due:
         enqueue(
             "sessions_app.tasks.compact_session_task",
@@ -493,9 +503,12 @@ class _Turn:
         self.overflow_attempts = 0
         self.skip_next_touch = False
         self.call_started_at = dj_timezone.now()
+        self._held_session: Session | None = None
 
     def session(self) -> Session:
-        return Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
+        """Return the session as stored now (the row `_before_first_call` just read, once)."""
+        held, self._held_session = self._held_session, None
+        return held or Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
 
     def events(self) -> Iterator[TurnEvent]:
         self._before_first_call()
@@ -523,7 +536,9 @@ class _Turn:
             if theirs:
                 self._hand_over(assistant_row, completion, theirs)
                 break
-        after = schedule_maintenance(self.session_id)
+        self.result.final_session = Session.objects.select_related("assistant").get(pk=self.session_id)
+        self.result.figures = token_figures(self.result.final_session)
+        after = maintenance_for(self.result.final_session, self.result.figures)
         self.result.scheduled = {
             key: bool(value) or bool(self.result.scheduled.get(key))
             for key, value in after.items()
@@ -550,9 +565,8 @@ class _Turn:
         figures = token_figures(session, prompt_estimate=self.result.user_message.estimated_tokens)
         if not figures.compaction_due:
             if figures.flush_reason and skip_reason(session) is None:
-                self.result.scheduled = schedule_maintenance(
-                    self.session_id, prompt_estimate=self.result.user_message.estimated_tokens
-                )
+                self.result.scheduled = maintenance_for(session, figures)
+            self._held_session = session  # nothing changed it: the first call goes on with it
             return
         try:
             run = compact_session(session_id=self.session_id, trigger="budget")
@@ -651,12 +665,9 @@ class _Turn:
             session_id=self.session_id,
         )
         usage = usage_dict(completion)
+        fields: dict[str, Any] = {}
         if usage is not None:
-            Session.objects.filter(pk=self.session_id).update(
-                total_tokens=prompt_tokens_of(usage),
-                total_tokens_fresh=True,
-                last_usage=usage,
-            )
+            fields.update(total_tokens=prompt_tokens_of(usage), total_tokens_fresh=True, last_usage=usage)
             record_calibration(
                 model=context.model or completion.model,
                 estimated=context.raw_prompt_estimate,
@@ -666,7 +677,9 @@ class _Turn:
         if self.skip_next_touch:
             self.skip_next_touch = False
         else:
-            record_cache_touch(self.session_id, at=dj_timezone.now())
+            fields.update(cache_touch_fields(at=dj_timezone.now()))
+        if fields:  # the usage and the touch in one statement
+            Session.objects.filter(pk=self.session_id).update(**fields)
 
     def _store_assistant(self, completion: Completion, *, final: bool) -> Message:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None

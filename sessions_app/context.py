@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
 from django.db import connection
-from django.db.models import F, Sum
+from django.db.models import Sum
 from django.utils import timezone as dj_timezone
 
 from memory_app.documents import daily_note_path
@@ -335,16 +335,23 @@ def calibration_ratio(model: str) -> float | None:
 
 
 def record_calibration(*, model: str, estimated: int, reported: int) -> None:
-    """Add one call's estimated and reported prompt tokens to the model's totals (atomic update)."""
+    """Add one call's estimated and reported prompt tokens to the model's totals (one upsert)."""
     if not model or estimated <= 0 or reported <= 0:
         return
-    ModelCalibration.objects.get_or_create(model=model)
-    ModelCalibration.objects.filter(model=model).update(
-        estimated_tokens=F("estimated_tokens") + estimated,
-        reported_tokens=F("reported_tokens") + reported,
-        samples=F("samples") + 1,
-        updated_at=dj_timezone.now(),
-    )
+    table = ModelCalibration._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} AS calibration (model, estimated_tokens, reported_tokens, samples, updated_at)
+            VALUES (%s, %s, %s, 1, %s)
+            ON CONFLICT (model) DO UPDATE SET
+                estimated_tokens = calibration.estimated_tokens + EXCLUDED.estimated_tokens,
+                reported_tokens = calibration.reported_tokens + EXCLUDED.reported_tokens,
+                samples = calibration.samples + 1,
+                updated_at = EXCLUDED.updated_at
+            """,
+            [model, estimated, reported, dj_timezone.now()],
+        )
 
 
 # --- system prompt: the assistant's own, then memory -----------------------------------------
@@ -481,7 +488,12 @@ def _closed_reason(settings: PruningSettings, touch_ms: int | None, now_ms: int)
 
 def record_cache_touch(session_id: int, *, at: datetime) -> None:
     """Record that the provider cache was touched at `at` (OpenClaw's `openclaw.cache-ttl` entry)."""
-    Session.objects.filter(pk=session_id).update(last_cache_touch_at=at)
+    Session.objects.filter(pk=session_id).update(**cache_touch_fields(at=at))
+
+
+def cache_touch_fields(*, at: datetime) -> dict[str, Any]:
+    """Return the session fields a cache touch at `at` sets (for an update that sets more)."""
+    return {"last_cache_touch_at": at}
 
 
 # --- the model context ------------------------------------------------------------------------
@@ -703,10 +715,13 @@ def token_figures(session: Session, *, prompt_estimate: int = 0) -> TokenFigures
     )
 
 
-def session_figures(session: Session) -> dict[str, Any]:
-    """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours)."""
+def session_figures(session: Session, *, figures: TokenFigures | None = None) -> dict[str, Any]:
+    """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours).
+
+    ``figures``: the session's `token_figures`, when the caller has just computed them.
+    """
     return {
-        **token_figures(session).as_dict(),
+        **(figures or token_figures(session)).as_dict(),
         "total_tokens": session.total_tokens,
         "total_tokens_fresh": session.total_tokens_fresh,
         "compaction_count": session.compaction_count,

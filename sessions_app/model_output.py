@@ -98,12 +98,13 @@ def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageIn
     )
 
 
-@transaction.atomic
 def store_messages(session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False) -> list[Message]:
-    """Append messages; flush-turn messages are stored silent and flagged in the same transaction."""
-    rows = append_messages(session_id=session_id, messages=inputs, silent=flush_turn)
-    if flush_turn:
+    """Append messages (one transaction); flush-turn messages are stored silent and flagged in it."""
+    if not flush_turn:
+        return append_messages(session_id=session_id, messages=inputs)
+    with transaction.atomic():
+        rows = append_messages(session_id=session_id, messages=inputs, silent=True)
         Message.objects.filter(pk__in=[row.pk for row in rows]).update(flush_turn=True)
-        for row in rows:
-            row.flush_turn = True
+    for row in rows:
+        row.flush_turn = True
     return rows

@@ -233,7 +233,9 @@ def turn_body(result: TurnResult, *, stored_message_dict: Any) -> dict[str, Any]
         "messages": [stored_message_dict(row) for row in [result.user_message, *result.messages]],
         "reply": reply_payload(result),
         "compactions": [run_dict(run) for run in result.compactions],
-        "tokens": session_figures(Session.objects.get(pk=result.user_message.session_id)),
+        "tokens": session_figures(result.final_session, figures=result.figures)
+        if result.final_session is not None
+        else session_figures(Session.objects.get(pk=result.user_message.session_id)),
     }
 
 
