@@ -18,7 +18,8 @@ from memory_app.models import MemoryChunk
 from openclaw_site.models import TaskRecord
 from openclaw_site.tasks import TaskOwner, TaskQueue, defer_until, enqueue, task_status
 from tests import factories
-from tests.task_brokers import Clock, TaskBroker, tracked_func, work_one
+from tests.messages import user
+from tests.task_brokers import Clock, TaskBroker, drain, tracked_func, work_one
 
 DEFAULT, URGENT = TaskQueue.DEFAULT.cluster, TaskQueue.URGENT.cluster
 WAIT = 60.0
@@ -85,6 +86,35 @@ def test_the_orm_broker_does_not_hand_out_a_deferred_task_before_it_is_due(
     clock.advance(2 * WAIT)
     [(_, payload)] = broker.dequeue()
     assert SignedPackage.loads(payload)["args"][0] == index_record().task_id
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm"], indirect=True)  # drain: deferred rows stay out
+def test_a_transcript_appended_to_without_pause_is_indexed_once_its_first_request_is_due(
+    world, task_broker: TaskBroker, clock: Clock, settings: Any, tmp_path
+):
+    settings.SESSION_INDEX_DEBOUNCE_SECONDS = WAIT
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 100000,
+        "deltaMessages": 1,
+        "postCompactionForce": True,
+    }
+    world.assistant.save()
+    session = factories.make_session(world.assistant, "steady")
+    for n in range(4):  # a message every 15 s: each would push a trailing 60 s debounce out
+        factories.add_messages(session, user(f"walrus {n}"))
+        drain(DEFAULT)  # the check queues the index job, which defers (held back, out of drain)
+        clock.advance(WAIT / 4)
+    [record] = TaskRecord.objects.filter(kind="index_session_transcript")
+    assert (record.state, record.coalesced) == ("queued", 3)
+
+    clock.advance(1)  # 61 s after the first request, 16 s after the last
+    drain(DEFAULT)
+    record.refresh_from_db()
+    assert record.state == "succeeded", record.error
+    texts = MemoryChunk.objects.filter(session_pk=session.pk).values_list("text", flat=True)
+    assert all(f"walrus {n}" in " ".join(texts) for n in range(4))
 
 
 def fold_a_change_then_defer(team_id: int) -> None:
