@@ -278,10 +278,10 @@ def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
     return folded
 
 
-def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | None = None) -> None:
-    """Send the record's task to django-q2 (on the ORM broker held back until ``not_before``)."""
+def _send(job: _Job, *, record_pk: int, task_id: str, broker: Broker | None = None) -> None:
+    """Send the record's task to django-q2, through ``broker`` if given (else the queue's own)."""
     name = (job.task_name or f"{job.kind}-{task_id}")[:100]
-    held_back = {"broker": _HeldBackORM(job.queue.cluster, not_before)} if not_before else {}
+    through = {"broker": broker} if broker is not None else {}
     try:
         q_id = async_task(
             "openclaw_site.tasks.run_tracked",
@@ -291,7 +291,7 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
             queue=job.queue.value,
             task_name=name,
             cluster=job.queue.cluster,
-            **held_back,
+            **through,
         )
     except Exception as error:  # the write that asked for the task has committed: report, don't raise
         # Run inline (OPENCLAW_TASKS_SYNC), a failing task raises here after run_tracked recorded
@@ -324,11 +324,6 @@ class _HeldBackORM(ORM):
             pk = int(super().enqueue(task))
             self.get_connection().filter(pk=pk).update(lock=self.until)
         return pk
-
-
-def _holds_back(broker: Broker) -> bool:
-    """Tell whether ``broker`` can keep a task from being dequeued until a given time."""
-    return isinstance(broker, ORM)
 
 
 def record_failure(*, owner: TaskOwner, kind: str, error: str) -> TaskRecord:
@@ -433,9 +428,9 @@ def _defer(
         _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
         return outcome
     job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
-    if _holds_back(get_broker(queue.cluster)):
-        _send(job, record_pk=record.pk, task_id=task_id, not_before=until)
-    else:
+    if isinstance(get_broker(queue.cluster), ORM):
+        _send(job, record_pk=record.pk, task_id=task_id, broker=_HeldBackORM(queue.cluster, until))
+    else:  # no delayed delivery (Redis): a short pause, then the end of the queue
         time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))
         _send(job, record_pk=record.pk, task_id=task_id)
     return {"deferred_until": until.isoformat()}
