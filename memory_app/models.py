@@ -203,17 +203,18 @@ class IndexState(models.Model):
 
 
 class IndexedSource(models.Model):
-    """Per document path or session: the debounce ticket and how far a transcript was indexed.
+    """Per document path or session: the pending index request and how far a transcript was indexed.
 
-    A change bumps ``request_version`` and pushes ``due_at``; the task that wakes with an older
-    version leaves the work to the newer one (a debounce that works across worker processes).
+    A change sets ``due_at`` (no later than ``due_by``), the index job takes the request once it
+    is due and clears both (memory_app.debounce: a debounce that works across worker processes).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="indexed_sources")
     source = models.CharField(max_length=16, choices=Source.choices)
     key = models.CharField(max_length=255)
-    request_version = models.PositiveIntegerField(default=0)
+    # The pending request, None when there is none: when it falls due, and the latest it may.
     due_at = models.DateTimeField(null=True, blank=True)
+    due_by = models.DateTimeField(null=True, blank=True)
     indexed_version = models.PositiveIntegerField(default=0)
     # Sessions: the last message seq included in the index (the delta thresholds count after it).
     indexed_upto = models.PositiveIntegerField(default=0)

@@ -18,7 +18,7 @@ from memory_app import debounce
 from memory_app.indexing import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
-from openclaw_site.tasks import TaskOwner, enqueue
+from openclaw_site.tasks import TaskOwner, TaskQueue, enqueue
 from providers.embeddings import preload_embedder
 
 
@@ -32,7 +32,10 @@ def preload_worker_embedder(sender: Any, **kwargs: Any) -> None:
 def schedule_document_index(
     sender: Any, *, team_id: int, assistant_id: int, path: str, document_id: int | None, **kwargs: Any
 ) -> None:
-    """Queue a debounced reindex of the changed document, or drop a deleted one's chunks."""
+    """Queue a debounced reindex of the changed document, or drop a deleted one's chunks.
+
+    Trailing: each save pushes the index out by the debounce, up to the cap (memory_app.debounce).
+    """
     if document_id is None:
         remove_entry_rows(assistant_id=assistant_id, source=Source.MEMORY, path=path)
         return
@@ -41,6 +44,7 @@ def schedule_document_index(
         source=Source.MEMORY,
         key=path,
         delay_seconds=settings.MEMORY_INDEX_DEBOUNCE_SECONDS,
+        max_delay_seconds=settings.MEMORY_INDEX_MAX_WAIT_SECONDS,
     )
     enqueue(
         "memory_app.tasks.reindex_document",
@@ -48,4 +52,7 @@ def schedule_document_index(
         owner=TaskOwner(team_id=team_id, assistant_id=assistant_id, document_id=document_id),
         task_name=f"index-doc-{document_id}",
         coalesce_key=f"reindex-document:{document_id}",
+        # A person waits for the write to be searchable: ahead of transcript indexing and exports
+        # (docs/design.md, Background work).
+        queue=TaskQueue.URGENT,
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory_app import debounce, indexing
 from memory_app.models import MemoryDocument, Source
-from openclaw_site.tasks import report_progress
+from openclaw_site.tasks import defer_until, report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -15,18 +15,16 @@ logger = logging.getLogger(__name__)
 def reindex_document(document_id: int) -> dict[str, Any]:
     """Index one memory document once its debounce has passed (memory_app.debounce).
 
-    The one pending job of the document stands for every change folded into it, so it waits for
-    the latest request when it starts, not for the one that queued it.
+    The one pending job of the document stands for every change folded into it: started before
+    the request is due, it goes back to the queue until then (`defer_until`), reading nothing.
     """
     document = MemoryDocument.objects.filter(pk=document_id).values("assistant_id", "path").first()
     if document is None:
         return {"skipped": "document deleted"}
     assistant_id, path = document["assistant_id"], document["path"]
-    version = debounce.latest_version(assistant_id=assistant_id, source=Source.MEMORY, key=path)
-    if version is not None and not debounce.wait_turn(
-        assistant_id=assistant_id, source=Source.MEMORY, key=path, version=version
-    ):
-        return {"skipped": "superseded by a newer change"}
+    due = debounce.take_turn(assistant_id=assistant_id, source=Source.MEMORY, key=path)
+    if due is not None:
+        defer_until(due)
     return indexing.index_document(document_id).as_dict()
 
 

@@ -84,6 +84,8 @@ try:
     # Finished TaskRecords (the jobs page's history) are purged once this old.
     TASK_RETENTION_DAYS = env_int("OPENCLAW_TASK_RETENTION_DAYS", 7, minimum=1)
     MEMORY_INDEX_DEBOUNCE_SECONDS = env_float("MEMORY_INDEX_DEBOUNCE_SECONDS", 1.5, minimum=0)
+    # A document saved without pause is still indexed this long after its first unindexed save.
+    MEMORY_INDEX_MAX_WAIT_SECONDS = env_float("MEMORY_INDEX_MAX_WAIT_SECONDS", 5.0, minimum=0)
     SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
     # Messages of recently used sessions' views each process keeps (sessions_app.view_cache); 0: off.
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)

@@ -43,26 +43,42 @@ flush of the write-ahead log. A pending record whose task was lost
 `purge_task_records` fails pending records that have not started within django-q2's retry time;
 the next change then queues a new job.
 
-Flush and compaction go to the urgent queue (`TaskQueue.URGENT`): a cluster of their own with its
-own workers (settings.Q_CLUSTER's ALT_CLUSTERS), so no backlog of exports delays them.
+Flush, compaction and a memory document's index go to the urgent queue (`TaskQueue.URGENT`): a
+cluster of their own with its own workers (settings.Q_CLUSTER's ALT_CLUSTERS), so no backlog of
+exports and transcript indexing delays them.
+
+**A job that is not due yet waits in the queue, not in a worker** (docs/design.md, Background
+work). Its function raises `Deferred` (`defer_until(when)`) before it reads what it works on;
+`run_tracked` then puts the same record back to queued, so changes that come meanwhile fold into
+it again, and sends its task once more, held back until ``when``: on the ORM broker the queue row's
+``lock`` is set to ``when`` (django-q2 dequeues only rows with ``lock < now``); a broker that cannot
+hold a task back (Redis) gets it again after the worker paused at most `UNDELAYED_PAUSE_SECONDS`.
+Should a change have queued a new record with the same key while this job ran (the partial unique
+index admits one queued record a key), the newer job carries the change and this one succeeds
+without a second send. Run inline (OPENCLAW_TASKS_SYNC), the function is called again after a
+sleep, as there is no queue to hand the wait to.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from typing import Any, overload
+from typing import Any, NoReturn, overload
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django_q.brokers import Broker, get_broker
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.models import Task
 from django_q.tasks import async_task
 
@@ -77,6 +93,9 @@ FINISHED_STATES = (TaskState.SUCCEEDED, TaskState.FAILED)
 # The retention purge deletes at most this many records a run (every 10 minutes), so one run never
 # holds locks on a large table for long.
 PURGE_BATCH = 10_000
+# A deferred job on a broker that cannot hold a task back (Redis) pauses its worker at most this
+# long before it goes back to the end of the queue: a bounded share of the slot, and no spinning.
+UNDELAYED_PAUSE_SECONDS = 0.5
 
 
 class TaskQueue(StrEnum):
@@ -259,16 +278,20 @@ def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
     return folded
 
 
-def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
+def _send(job: _Job, *, record_pk: int, task_id: str, broker: Broker | None = None) -> None:
+    """Send the record's task to django-q2, through ``broker`` if given (else the queue's own)."""
     name = (job.task_name or f"{job.kind}-{task_id}")[:100]
+    through = {"broker": broker} if broker is not None else {}
     try:
         q_id = async_task(
             "openclaw_site.tasks.run_tracked",
             task_id,
             job.func,
             *job.args,
+            queue=job.queue.value,
             task_name=name,
             cluster=job.queue.cluster,
+            **through,
         )
     except Exception as error:  # the write that asked for the task has committed: report, don't raise
         # Run inline (OPENCLAW_TASKS_SYNC), a failing task raises here after run_tracked recorded
@@ -283,6 +306,24 @@ def _send(job: _Job, *, record_pk: int, task_id: str) -> None:
         )
         return
     TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
+
+
+class _HeldBackORM(ORM):
+    """django-q2's ORM broker, but the task it enqueues is not dequeued before ``until``.
+
+    `ORM.dequeue` takes rows with ``lock < now``; the row is written and its lock set to ``until``
+    in one transaction, so no worker sees it in between.
+    """
+
+    def __init__(self, list_key: str, until: datetime) -> None:
+        super().__init__(list_key=list_key)
+        self.until = until
+
+    def enqueue(self, task: str) -> int:
+        with transaction.atomic(using=Conf.ORM):
+            pk = int(super().enqueue(task))
+            self.get_connection().filter(pk=pk).update(lock=self.until)
+        return pk
 
 
 def record_failure(*, owner: TaskOwner, kind: str, error: str) -> TaskRecord:
@@ -315,18 +356,38 @@ def record_task(
     )
 
 
-def run_tracked(task_id: str, func: str, *args: Any) -> Any:
+class Deferred(Exception):
+    """Raised by a task function that is not due yet: run it again, no earlier than ``until``.
+
+    Raise it before reading what the job works on: the job goes back to queued (`run_tracked`), so
+    the changes that fold into it meanwhile are seen by its next run.
+    """
+
+    def __init__(self, until: datetime) -> None:
+        super().__init__(f"deferred until {until.isoformat()}")
+        self.until = until
+
+
+def defer_until(when: datetime) -> NoReturn:
+    """Hand the running job's wait back to the queue: it runs again once ``when`` has passed."""
+    raise Deferred(when)
+
+
+def run_tracked(task_id: str, func: str, *args: Any, queue: str = TaskQueue.DEFAULT.value) -> Any:
     """Worker entry point: run ``func(*args)`` and record its state and result on the TaskRecord.
 
     The move to running is its own statement, committed (the worker runs in autocommit) before the
     function reads anything: from then on a change folds into a new job, and every change that
-    folded into this one committed before it (module docstring).
+    folded into this one committed before it (module docstring). A function that raises `Deferred`
+    is queued again on ``queue`` (`_defer`).
     """
     now = timezone.now()
     TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
     token = _current_task.set(task_id)
     try:
-        result = import_string(func)(*args)
+        result = _call(func, args)
+    except Deferred as deferred:
+        return _defer(task_id, func, args, queue=TaskQueue(queue), until=deferred.until)
     except Exception as error:
         _finish(task_id, state=TaskState.FAILED, error=f"{type(error).__name__}: {error}")
         raise  # django-q2 records the failure too
@@ -334,6 +395,45 @@ def run_tracked(task_id: str, func: str, *args: Any) -> Any:
         _current_task.reset(token)
     _finish(task_id, state=TaskState.SUCCEEDED, result=_jsonable(result))
     return result
+
+
+def _call(func: str, args: tuple[Any, ...]) -> Any:
+    """Call the task function; run inline (no queue to wait in), sleep out a deferral and call again."""
+    function = import_string(func)
+    while True:
+        try:
+            return function(*args)
+        except Deferred as deferred:
+            if not Conf.SYNC:
+                raise
+            time.sleep(max(0.0, (deferred.until - timezone.now()).total_seconds()))
+
+
+def _defer(
+    task_id: str, func: str, args: tuple[Any, ...], *, queue: TaskQueue, until: datetime
+) -> dict[str, Any]:
+    """Put the record back to queued and send its task again, to run no earlier than ``until``.
+
+    If a change queued a newer record with the same key while this job ran, that job carries the
+    change: this one succeeds and sends nothing.
+    """
+    record = TaskRecord.objects.get(task_id=task_id)
+    try:
+        with transaction.atomic():
+            TaskRecord.objects.filter(pk=record.pk).update(
+                state=TaskState.QUEUED, started_at=None, updated_at=timezone.now()
+            )
+    except IntegrityError:  # the partial unique index: a record with this key is queued already
+        outcome = {"skipped": "a newer queued job carries the change"}
+        _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
+        return outcome
+    job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
+    if isinstance(get_broker(queue.cluster), ORM):
+        _send(job, record_pk=record.pk, task_id=task_id, broker=_HeldBackORM(queue.cluster, until))
+    else:  # no delayed delivery (Redis): a short pause, then the end of the queue
+        time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))
+        _send(job, record_pk=record.pk, task_id=task_id)
+    return {"deferred_until": until.isoformat()}
 
 
 def _finish(task_id: str, *, state: str, result: Any = None, error: str = "") -> None:

@@ -5,8 +5,9 @@ A transcript is rendered as one line per user or assistant message (`User: ...` 
 collapsed and secrets redacted. Line i cites its message ``seq`` and carries the message time, so
 results point at ``sessions/<key>.jsonl#L<seq>-L<seq>`` and decay by when things were said.
 
-When: after ``deltaBytes`` bytes or ``deltaMessages`` messages arrived since the last index (5 s
-debounce, `SESSION_INDEX_DEBOUNCE_SECONDS`), and after each compaction (``postCompactionForce``).
+When: after ``deltaBytes`` bytes or ``deltaMessages`` messages arrived since the last index, 5 s
+after the first such request (`SESSION_INDEX_DEBOUNCE_SECONDS`; later requests join that batch,
+as OpenClaw's session watcher does), and after each compaction (``postCompactionForce``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from memory_app.indexing import (
     remove_entry_rows,
 )
 from memory_app.models import IndexedSource, Source
-from openclaw_site.tasks import enqueue
+from openclaw_site.tasks import defer_until, enqueue
 from sessions_app.models import Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
@@ -201,6 +202,7 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
         source=Source.SESSIONS,
         key=str(session.pk),
         delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS,
+        max_delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS,  # fixed: from the first request
     )
     enqueue(
         "sessions_app.tasks.index_session_transcript",
@@ -224,20 +226,18 @@ def note_transcript_change(session_id: int) -> bool:
 
 
 def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
-    """Task body: wait out the debounce of the latest request, then index unless a newer one came.
+    """Task body: index the transcript once the pending request is due.
 
-    The session's one pending index job stands for every request folded into it, so it takes the
-    latest version when it starts (memory_app.debounce).
+    The session's one pending index job stands for every request folded into it: started before
+    the request is due, it goes back to the queue until then (`defer_until`, memory_app.debounce).
     """
     session = Session.objects.filter(pk=session_id).values("assistant_id").first()
     if session is None:
         return {"skipped": "session deleted"}
     assistant_id, key = session["assistant_id"], str(session_id)
-    version = debounce.latest_version(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
-    if version is not None and not debounce.wait_turn(
-        assistant_id=assistant_id, source=Source.SESSIONS, key=key, version=version
-    ):
-        return {"skipped": "superseded by a newer change"}
+    due = debounce.take_turn(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
+    if due is not None:
+        defer_until(due)
     return index_session_transcript(session_id, force=force).as_dict()
 
 

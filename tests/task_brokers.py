@@ -5,7 +5,8 @@ in a temporary folder, once per test run, and stops it at the end. `task_broker`
 over both brokers: a test that asks for it runs once on each, with tasks going through the broker
 instead of running inline (the rest of the suite runs them inline, OPENCLAW_TASKS_SYNC).
 `work_one(cluster)` takes the next task of a cluster's queue and runs it through django-q2's own
-worker and monitor functions, as one worker of that cluster does.
+worker and monitor functions, as one worker of that cluster does. `clock` moves Django's
+`timezone.now` forward, as waiting would, for a deferred task (openclaw_site.tasks.Deferred).
 
 A test that runs tasks needs real commits (`django_db(transaction=True)`): django-q2's worker
 closes stale connections before each task, which would end a test's wrapping transaction.
@@ -19,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from multiprocessing import Value
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,37 @@ def task_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(Conf, "ORM", None)
         monkeypatch.setattr(Conf, "REDIS", url)
     return TaskBroker(kind=request.param)
+
+
+class Clock:
+    """Django's clock, moved forward by `advance` (every `timezone.now()` call reads it).
+
+    Frozen, it stands still in between; else it runs on, as a broker needs (ORM dequeues rows
+    locked before now).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, frozen: bool) -> None:
+        from django.utils import timezone
+
+        self.offset = timedelta()
+        real_now, start = timezone.now, timezone.now()
+        read = (lambda: start) if frozen else real_now
+        monkeypatch.setattr(timezone, "now", lambda: read() + self.offset)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Move time forward without waiting: `clock.advance(60)`."""
+    return Clock(monkeypatch, frozen=False)
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """A clock that only moves by `advance`, for exact due times."""
+    return Clock(monkeypatch, frozen=True)
 
 
 def work_one(cluster: str) -> dict[str, Any] | None:

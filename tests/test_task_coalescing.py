@@ -132,16 +132,21 @@ def test_jobs_asked_for_together_fold_in_one_statement(
     assert all(r.q_task_id for r in records)  # each new record sent one task
 
 
-def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(world):
+def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(world, frozen_clock):
     from memory_app import debounce
     from memory_app.tasks import reindex_document
 
     document = factories.make_document(world.assistant, "MEMORY.md", "otters")
     key = {"assistant_id": world.assistant.pk, "source": Source.MEMORY, "key": "MEMORY.md"}
-    for _ in range(3):  # three writes folded into one job
-        latest = debounce.request(**key, delay_seconds=0)
-    assert debounce.latest_version(**key) == latest
-    # An older version's job would step aside; the one pending job indexes.
+    for _ in range(3):  # three writes folded into one job, the last one just now
+        frozen_clock.advance(1)
+        latest = debounce.request(**key, delay_seconds=1.5, max_delay_seconds=5)
+    # Started now, the one pending job is not due: it hands its wait back to the queue until
+    # 1.5 s after the latest save.
+    with pytest.raises(tasks.Deferred) as deferred:
+        reindex_document(document.pk)
+    assert deferred.value.until == latest == timezone.now() + timedelta(seconds=1.5)
+    frozen_clock.advance(1.5)
     assert reindex_document(document.pk)["entries"] == 1
 
 

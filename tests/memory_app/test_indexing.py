@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from memory_app import debounce, indexing
 from memory_app.documents import Provenance, delete_document, write_document
@@ -251,26 +254,38 @@ def test_the_embedding_cache_is_keyed_by_provider_model_and_hash(
     assert MemoryChunk.objects.filter(assistant=world.other_assistant).get().embedding is not None
 
 
-def test_debounce_lets_only_the_latest_request_run(world) -> None:
+def test_session_requests_keep_the_first_due_time_until_the_job_takes_it(world, frozen_clock) -> None:
+    # OpenClaw's session watcher: a 5 s timer from the first change; later changes join the batch.
+    key = {"assistant_id": world.assistant.pk, "source": Source.SESSIONS, "key": "12"}
+    first = debounce.request(**key, delay_seconds=5, max_delay_seconds=5)
+    assert first == timezone.now() + timedelta(seconds=5)
+    for _ in range(3):
+        frozen_clock.advance(2)  # a change every 2 s, past the first due time
+        assert debounce.request(**key, delay_seconds=5, max_delay_seconds=5) == first
+    assert debounce.take_turn(**key) is None  # due: taken
+    assert IndexedSource.objects.get(**key).due_at is None
+    # The next change starts the next batch.
+    assert debounce.request(**key, delay_seconds=5, max_delay_seconds=5) == timezone.now() + timedelta(
+        seconds=5
+    )
+
+
+def test_memory_requests_push_their_due_time_out_up_to_the_cap(world, frozen_clock) -> None:
     key = {"assistant_id": world.assistant.pk, "source": Source.MEMORY, "key": "MEMORY.md"}
-    first = debounce.request(**key, delay_seconds=0)
-    second = debounce.request(**key, delay_seconds=0)
-    assert second == first + 1
-    assert debounce.wait_turn(**key, version=first) is False
-    assert debounce.wait_turn(**key, version=second) is True
+    start = timezone.now()
+    assert debounce.request(**key, delay_seconds=1.5, max_delay_seconds=5) == start + timedelta(seconds=1.5)
+    frozen_clock.advance(1)
+    assert debounce.request(**key, delay_seconds=1.5, max_delay_seconds=5) == start + timedelta(seconds=2.5)
+    assert debounce.take_turn(**key) == start + timedelta(seconds=2.5)  # not due: the job defers
+    frozen_clock.advance(3)  # saved again and again: never later than 5 s after the first save
+    assert debounce.request(**key, delay_seconds=1.5, max_delay_seconds=5) == start + timedelta(seconds=5)
+    frozen_clock.advance(1)
+    assert debounce.take_turn(**key) is None
 
 
-def test_debounce_waits_until_due(world) -> None:
-    key = {"assistant_id": world.assistant.pk, "source": Source.MEMORY, "key": "MEMORY.md"}
-    version = debounce.request(**key, delay_seconds=1.5)
-    slept: list[float] = []
-
-    def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-        IndexedSource.objects.filter(**dict(key.items())).update(due_at=None)
-
-    assert debounce.wait_turn(**key, version=version, sleep=fake_sleep) is True
-    assert len(slept) == 1 and 0 < slept[0] <= 1.5
+def test_a_job_with_nothing_pending_runs(world) -> None:
+    key = {"assistant_id": world.assistant.pk, "source": Source.SESSIONS, "key": "12"}
+    assert debounce.take_turn(**key) is None  # no row: a forced index, or the request was taken
 
 
 def test_the_vector_query_uses_the_partial_hnsw_index(

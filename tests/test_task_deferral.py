@@ -1,0 +1,168 @@
+"""A job started before it is due waits in the queue, not in a worker (openclaw_site.tasks.Deferred).
+
+Tasks go through the ORM broker and a real Redis (tests/task_brokers.py); `clock` moves time
+forward instead of waiting.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from django_q.brokers import get_broker
+from django_q.signing import SignedPackage
+
+from memory_app.models import MemoryChunk
+from openclaw_site.models import TaskRecord
+from openclaw_site.tasks import TaskOwner, TaskQueue, defer_until, enqueue, task_status
+from tests import factories
+from tests.messages import user
+from tests.task_brokers import Clock, TaskBroker, drain, tracked_func, work_one
+
+DEFAULT, URGENT = TaskQueue.DEFAULT.cluster, TaskQueue.URGENT.cluster
+WAIT = 60.0
+
+
+@pytest.fixture
+def slow_memory_index(settings: Any) -> None:
+    """A memory document's index falls due a minute after its save."""
+    settings.MEMORY_INDEX_DEBOUNCE_SECONDS = WAIT
+    settings.MEMORY_INDEX_MAX_WAIT_SECONDS = WAIT
+
+
+def index_record() -> TaskRecord:
+    [record] = TaskRecord.objects.filter(kind="reindex_document")
+    return record
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_started_before_due_goes_back_to_queued_takes_changes_and_runs_once_due(
+    world, task_broker: TaskBroker, clock: Clock, slow_memory_index
+):
+    factories.make_document(world.assistant, "MEMORY.md", "otters hold hands")
+    # A person's memory write is indexed on the urgent queue, ahead of transcripts and exports.
+    assert task_broker.queue_size(URGENT) == 1
+
+    started = work_one(URGENT)  # a worker takes it at once: not due for a minute
+    assert started is not None and started["success"], started
+    assert tracked_func(started) == "memory_app.tasks.reindex_document"
+    assert set(started["result"]) == {"deferred_until"}
+    record = index_record()
+    assert (record.state, record.started_at, record.coalesced) == ("queued", None, 0)
+    assert task_status(record)["state"] == "queued"  # the Jobs page and the API
+    assert MemoryChunk.objects.count() == 0
+
+    # A save while it waits folds into the same record (it read nothing yet).
+    factories.make_document(world.assistant, "MEMORY.md", "otters sleep afloat")
+    record = index_record()
+    assert (record.state, record.coalesced) == ("queued", 1)
+
+    clock.advance(2 * WAIT)
+    while (task := work_one(URGENT)) is not None and "deferred_until" in task["result"]:
+        pass  # Redis holds nothing back: the worker handed it back until due
+    assert task is not None and task["success"], task
+    assert tracked_func(task) == "memory_app.tasks.reindex_document"
+    record = index_record()
+    assert record.state == "succeeded" and (record.result or {}).get("entries") == 1
+    assert task_status(record)["state"] == "succeeded"
+    [chunk] = MemoryChunk.objects.filter(assistant=world.assistant, path="MEMORY.md")
+    assert "afloat" in chunk.text
+    assert work_one(URGENT) is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm"], indirect=True)  # Redis cannot hold a task back
+def test_the_orm_broker_does_not_hand_out_a_deferred_task_before_it_is_due(
+    world, task_broker: TaskBroker, clock: Clock, slow_memory_index
+):
+    factories.make_document(world.assistant, "MEMORY.md", "otters")
+    work_one(URGENT)  # deferred
+    broker = get_broker(URGENT)
+    assert (broker.queue_size(), broker.lock_size()) == (0, 1)
+    assert not broker.dequeue()
+
+    clock.advance(2 * WAIT)
+    [(_, payload)] = broker.dequeue()
+    assert SignedPackage.loads(payload)["args"][0] == index_record().task_id
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm"], indirect=True)  # drain: deferred rows stay out
+def test_a_transcript_appended_to_without_pause_is_indexed_once_its_first_request_is_due(
+    world, task_broker: TaskBroker, clock: Clock, settings: Any, tmp_path
+):
+    settings.SESSION_INDEX_DEBOUNCE_SECONDS = WAIT
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 100000,
+        "deltaMessages": 1,
+        "postCompactionForce": True,
+    }
+    world.assistant.save()
+    session = factories.make_session(world.assistant, "steady")
+    for n in range(4):  # a message every 15 s: each would push a trailing 60 s debounce out
+        factories.add_messages(session, user(f"walrus {n}"))
+        drain(DEFAULT)  # the check queues the index job, which defers (held back, out of drain)
+        clock.advance(WAIT / 4)
+    [record] = TaskRecord.objects.filter(kind="index_session_transcript")
+    assert (record.state, record.coalesced) == ("queued", 3)
+
+    clock.advance(1)  # 61 s after the first request, 16 s after the last
+    drain(DEFAULT)
+    record.refresh_from_db()
+    assert record.state == "succeeded", record.error
+    texts = MemoryChunk.objects.filter(session_pk=session.pk).values_list("text", flat=True)
+    assert all(f"walrus {n}" in " ".join(texts) for n in range(4))
+
+
+def fold_a_change_then_defer(team_id: int) -> None:
+    """A job during whose run a change queues the next job of its key, then not due yet."""
+    enqueue_deferring(team_id)
+    defer_until(timezone.now() + timedelta(seconds=WAIT))
+
+
+def enqueue_deferring(team_id: int) -> None:
+    enqueue(
+        "tests.test_task_deferral.fold_a_change_then_defer",
+        team_id,
+        owner=TaskOwner(team_id=team_id),
+        coalesce_key=f"defer:{team_id}",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deferred_job_leaves_the_work_to_a_newer_queued_job_of_its_key(world, task_broker: TaskBroker):
+    enqueue_deferring(world.acme.pk)
+    [first] = TaskRecord.objects.filter(coalesce_key=f"defer:{world.acme.pk}")
+
+    task = work_one(DEFAULT)
+    assert task is not None and task["success"], task  # no IntegrityError
+    first.refresh_from_db()
+    assert first.state == "succeeded"
+    assert first.result == {"skipped": "a newer queued job carries the change"}
+    [newer] = TaskRecord.objects.filter(coalesce_key=f"defer:{world.acme.pk}", state="queued")
+    assert newer.pk != first.pk
+    assert task_broker.queue_size(DEFAULT) == 1  # the newer job's task only
+
+
+calls: list[str] = []
+
+
+def due_on_the_second_call() -> str:
+    calls.append("called")
+    if len(calls) == 1:
+        defer_until(timezone.now())
+    return "ran"
+
+
+@pytest.mark.django_db
+def test_run_inline_a_deferred_job_waits_and_runs_again_under_the_same_record(
+    world, django_capture_on_commit_callbacks
+):
+    calls.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        enqueue("tests.test_task_deferral.due_on_the_second_call", owner=TaskOwner(team_id=world.acme.pk))
+    [record] = TaskRecord.objects.filter(kind="due_on_the_second_call")
+    assert (record.state, record.result, len(calls)) == ("succeeded", "ran", 2)
