@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,8 +95,9 @@ class OpenAIChatModel:
         # `post` is the client's documented way to send a body as it is: `chat.completions.create`
         # first walks every message against the SDK's TypedDicts, which took longer than the
         # rest of a turn on a long session (bench/sessions.py). The body is already plain JSON.
+        content = request_content(request)
         response = call_with_retries(
-            lambda: self._client.post("/chat/completions", body=request, cast_to=ChatCompletion),
+            lambda: self._client.post("/chat/completions", content=content, cast_to=ChatCompletion),
             backoff=self.backoff,
             sleep=self._sleep,
             what="model call",
@@ -123,10 +124,11 @@ class OpenAIChatModel:
             model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
         )
         request.update(stream=True, stream_options={"include_usage": True})
+        content = request_content(request)
         chunks = call_with_retries(
             lambda: self._client.post(
                 "/chat/completions",
-                body=request,
+                content=content,
                 cast_to=ChatCompletion,
                 stream=True,
                 # Chunks stay plain JSON: building the SDK's model of each chunk cost more CPU
@@ -239,6 +241,41 @@ class StreamedReply:
             model=self.model,
             thinking=self.reasoning,
         )
+
+
+class EncodedMessages(list[dict[str, Any]]):
+    """Chat messages that know their JSON text, from a caller that keeps each message's encoding.
+
+    The list must not be changed once made: `json` is the list as it was made (encoded on first
+    use by ``encode``).
+    """
+
+    def __init__(self, messages: Iterable[dict[str, Any]], *, encode: Callable[[list[dict[str, Any]]], str]):
+        super().__init__(messages)
+        self._encode = encode
+        self._json: str | None = None
+
+    def json(self) -> str:
+        if self._json is None:
+            self._json = self._encode(self)
+        return self._json
+
+
+def request_content(request: dict[str, Any]) -> bytes:
+    """Encode a request body as the SDK does (compact JSON, non-ASCII kept as it is).
+
+    Messages that come encoded (`EncodedMessages`) are spliced in as they are, so a long session's
+    request is not encoded again from scratch on every call.
+    """
+    messages = request.get("messages")
+    if not isinstance(messages, EncodedMessages):
+        return _dumps(request).encode()
+    rest = _dumps({key: value for key, value in request.items() if key != "messages"})
+    return f'{rest[:-1]},"messages":{messages.json()}}}'.encode()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _request_body(

@@ -37,7 +37,7 @@ from memory_app.tokens import (
 from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
 from providers.chat import get_chat_model
-from providers.openai_chat import to_openai_messages
+from providers.openai_chat import EncodedMessages, to_openai_messages
 from sessions_app import view_cache
 from sessions_app.cutpoint import build_session_context
 from sessions_app.messages import epoch_ms
@@ -522,15 +522,20 @@ class ModelContext:
         return self.pruning.result.messages
 
     @cached_property
-    def openai_messages(self) -> list[dict[str, Any]]:
-        """Return the chat-completions `messages` exactly as sent (not to be changed)."""
-        return to_openai_messages(
+    def openai_messages(self) -> EncodedMessages:
+        """Return the chat-completions `messages` exactly as sent (not to be changed).
+
+        They carry their JSON, made of each message's kept encoding (`view_cache.ViewMemo`), which
+        the model request splices in as it is.
+        """
+        messages = to_openai_messages(
             self.agent_messages, system_prompt=self.system_prompt.text, convert=self.view_memo.converted
         )
+        return EncodedMessages(messages, encode=self.view_memo.json_array)
 
     def messages_json(self) -> tuple[str, str]:
         """Return `openai_messages` and `agent_messages` as JSON arrays, each message encoded once."""
-        return self.view_memo.json_array(self.openai_messages), self.view_memo.json_array(self.agent_messages)
+        return self.openai_messages.json(), self.view_memo.json_array(self.agent_messages)
 
     @cached_property
     def _message_estimates(self) -> tuple[int, int]:

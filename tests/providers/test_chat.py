@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,7 +10,13 @@ import pytest
 
 from providers.chat import Completion, ToolCall, Usage, get_chat_model, reset_providers
 from providers.errors import ProviderError
-from providers.openai_chat import MISSING_TOOL_RESULT_TEXT, OpenAIChatModel, to_openai_messages
+from providers.openai_chat import (
+    MISSING_TOOL_RESULT_TEXT,
+    EncodedMessages,
+    OpenAIChatModel,
+    request_content,
+    to_openai_messages,
+)
 from tests.fake_openai import (
     FakeOpenAI,
     delay_reply,
@@ -429,3 +436,27 @@ def test_default_backend_is_the_openai_compatible_model(llm_settings: FakeOpenAI
 
     assert settings.CHAT_MODEL_BACKEND == "providers.openai_chat.OpenAIChatModel"
     assert isinstance(get_chat_model(), OpenAIChatModel)
+
+
+@pytest.mark.pure
+def test_messages_that_come_encoded_are_spliced_into_the_request_as_they_are() -> None:
+    messages = [{"role": "system", "content": "Zeit: 部署窗口"}, {"role": "user", "content": 'say "hi"'}]
+    made: list[list[dict[str, Any]]] = []
+
+    def encode(items: list[dict[str, Any]]) -> str:
+        made.append(items)
+        return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+
+    request = {"model": "m", "messages": EncodedMessages(messages, encode=encode), "stream": True}
+
+    body = request_content(request)
+    assert json.loads(body) == {"model": "m", "messages": messages, "stream": True}
+    assert "部署窗口".encode() in body  # non-ASCII kept, as the SDK sends it
+    request_content(request)
+    assert len(made) == 1  # encoded once, however often the request is sent (retries)
+    assert (
+        request_content({**request, "messages": messages})
+        == json.dumps(
+            {"model": "m", "messages": messages, "stream": True}, ensure_ascii=False, separators=(",", ":")
+        ).encode()
+    )
