@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,14 +390,34 @@ def to_openai_messages(
     ``convert(message, openai_message_parts)`` may stand in for the per-message conversion (a
     caller that remembers what it converted before); what it returns must not be changed.
     """
+    return settle_openai_messages(
+        convert_messages(agent_messages, convert=convert), system_prompt=system_prompt
+    )
+
+
+def convert_messages(
+    agent_messages: Sequence[dict[str, Any]],
+    *,
+    convert: Callable[
+        [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
+    ]
+    | None = None,
+) -> list[dict[str, Any]]:
+    """Convert message by message (the first step of `to_openai_messages`: a list converts as its parts do)."""
     converted: list[dict[str, Any]] = []
-    if system_prompt:
-        converted.append({"role": "system", "content": system_prompt})
     for message in agent_messages:
         if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
             continue  # Pi `transformMessages`: incomplete turns are never replayed.
         converted.extend(convert(message, openai_message_parts) if convert else openai_message_parts(message))
-    return _settle_tool_runs(converted)
+    return converted
+
+
+def settle_openai_messages(
+    converted: list[dict[str, Any]], *, system_prompt: str | None
+) -> list[dict[str, Any]]:
+    """Put the system prompt first and close the tool runs (the last step of `to_openai_messages`)."""
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return _settle_tool_runs([*system, *converted])
 
 
 def _settle_tool_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,16 +425,19 @@ def _settle_tool_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     settled: list[dict[str, Any]] = []
     run: list[dict[str, Any]] = []
     expected: list[str] = []
-    for message in [*messages, None]:  # None flushes the last run
-        if message is not None and message["role"] == "tool":
+    for message in messages:
+        if message["role"] == "tool":
             run.append(message)
             continue
         if run or expected:
             settled.extend(_close_tool_run(run, expected))
-        if message is None:
-            break
+            run, expected = [], []
         settled.append(message)
-        run, expected = [], [call["id"] for call in message.get("tool_calls", [])]
+        calls = message.get("tool_calls")
+        if calls:
+            expected = [call["id"] for call in calls]
+    if run or expected:
+        settled.extend(_close_tool_run(run, expected))
     return settled
 
 
@@ -422,7 +445,7 @@ def _close_tool_run(run: list[dict[str, Any]], expected: list[str]) -> list[dict
     # OpenAI rejects tool calls without a `tool` answer, and any non-tool message inside the run,
     # so (as Pi does) missing results are synthesised and tool images follow the whole run.
     answered = {message["tool_call_id"] for message in run}
-    tools = [{k: v for k, v in message.items() if k != _IMAGES_KEY} for message in run]
+    tools = [{k: v for k, v in m.items() if k != _IMAGES_KEY} if _IMAGES_KEY in m else m for m in run]
     missing = [_missing_result(call_id) for call_id in expected if call_id not in answered]
     images = [part for message in run for part in message.get(_IMAGES_KEY, [])]
     if not images:

@@ -37,9 +37,9 @@ from memory_app.tokens import (
 from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
 from providers.chat import get_chat_model
-from providers.openai_chat import EncodedMessages, to_openai_messages
+from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages
 from sessions_app import view_cache
-from sessions_app.cutpoint import build_session_context
+from sessions_app.cutpoint import build_session_context, extend_session_context
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
 from sessions_app.pruning import PruneResult, prune_context, should_prune
@@ -85,11 +85,12 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
 
     The entries are shared with the cache: callers build new dicts, never change these.
     """
-    return session_view(session)[0]
+    return list(session_view(session).entries)
 
 
-def session_view(session: Session) -> tuple[list[dict[str, Any]], view_cache.ViewMemo]:
-    """Return `session_entries` and the memo of what calls derived from them (`view_cache.ViewMemo`).
+def session_view(session: Session) -> view_cache.CachedView:
+    """Return the session's view as cached: `session_entries`, their model-visible messages
+    (`build_session_context`) and the memo of what calls derived from them (`view_cache.ViewMemo`).
 
     With an estimate memo active, it also answers from the view's stored estimates.
     """
@@ -127,28 +128,33 @@ def _keep(
     compaction: tuple[int, int] | None,
     cached: view_cache.CachedView | None,
     added: list[_Estimated],
-) -> tuple[list[dict[str, Any]], view_cache.ViewMemo]:
+) -> view_cache.CachedView:
     """Cache the view (``cached`` extended by ``added``), registering only the added messages."""
     memo = cached.memo if cached is not None else view_cache.ViewMemo()
     for entry, tokens in added:
         if entry["type"] == "message":
             memo.register(entry["message"], tokens)
-    entries = [*(cached.entries if cached is not None else ()), *(entry for entry, _ in added)]
+    new_entries = [entry for entry, _ in added]
+    entries = (*(cached.entries if cached is not None else ()), *new_entries)
     active = active_memo()
     if active is not None:
         active.consult(memo.estimates)
+    context = extend_session_context(cached.context, new_entries) if cached is not None else None
+    if context is None:
+        context = build_session_context(entries)
+        if context and context[0].get("role") == "compactionSummary":
+            memo.register(context[0], None)  # the view's own too: converted and encoded once
     last = next((e for e in reversed(entries) if e["type"] == "message"), None)
-    view_cache.put(
-        session.pk,
-        view_cache.CachedView(
-            compaction=compaction,
-            entries=tuple(entries),
-            last_seq=last["seq"] if last else 0,
-            last_entry_id=last["id"] if last else "",
-            memo=memo,
-        ),
+    view = view_cache.CachedView(
+        compaction=compaction,
+        entries=entries,
+        last_seq=last["seq"] if last else 0,
+        last_entry_id=last["id"] if last else "",
+        memo=memo,
+        context=tuple(context),
     )
-    return entries, memo
+    view_cache.put(session.pk, view)
+    return view
 
 
 def _latest_compaction(session: Session) -> tuple[int, int] | None:
@@ -528,27 +534,36 @@ class ModelContext:
         They carry their JSON, made of each message's kept encoding (`view_cache.ViewMemo`), which
         the model request splices in as it is.
         """
-        messages = to_openai_messages(
-            self.agent_messages, system_prompt=self.system_prompt.text, convert=self.view_memo.converted
+        memo = self.view_memo
+        converted = memo.extended(
+            "openai", self.agent_messages, lambda new: convert_messages(new, convert=memo.converted)
         )
-        return EncodedMessages(messages, encode=self.view_memo.json_array)
+        messages = settle_openai_messages(converted, system_prompt=self.system_prompt.text)
+        return EncodedMessages(messages, encode=self._encode_openai)
+
+    def _encode_openai(self, messages: list[dict[str, Any]]) -> str:
+        """Encode the request's messages; the system prompt, made anew each call, apart from the
+        rest, whose kept encoding then still matches (`view_cache.ViewMemo.extended`)."""
+        memo = self.view_memo
+        if not self.system_prompt.text:
+            return memo.json_array(messages, slot="openai-json")
+        system, rest = memo.json(messages[0]), memo.json_array(messages[1:], slot="openai-json")
+        return f"[{system}]" if rest == "[]" else f"[{system},{rest[1:]}"
 
     def messages_json(self) -> tuple[str, str]:
         """Return `openai_messages` and `agent_messages` as JSON arrays, each message encoded once."""
-        return self.openai_messages.json(), self.view_memo.json_array(self.agent_messages)
+        return self.openai_messages.json(), self.view_memo.json_array(self.agent_messages, slot="agent-json")
 
     @cached_property
     def _message_estimates(self) -> tuple[int, int]:
         """Return the estimates of the summary messages and of the others, each counted once."""
-        summary = messages = 0
+        agent_messages = self.agent_messages
         with self.estimates.active():
-            for message in self.agent_messages:
-                tokens = estimate_message_tokens(message)
-                if message.get("role") == "compactionSummary":
-                    summary += tokens
-                else:
-                    messages += tokens
-        return summary, messages
+            tokens = self.view_memo.extended(
+                "estimates", agent_messages, lambda new: [estimate_message_tokens(m) for m in new]
+            )
+        summary = sum(t for m, t in zip(agent_messages, tokens) if m.get("role") == "compactionSummary")
+        return summary, sum(tokens) - summary
 
     @cached_property
     def _tools_estimate(self) -> int:
@@ -617,8 +632,8 @@ def build_model_context(
     tools = list(tools or [])
     estimates = active_memo() or EstimateMemo()
     with estimates.active():
-        entries, view_memo = session_view(session)
-        view = build_session_context(entries)
+        cached_view = session_view(session)
+        entries, view_memo, view = list(cached_view.entries), cached_view.memo, list(cached_view.context)
         pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
     model = effective_model(assistant)

@@ -83,6 +83,17 @@ def build_session_context(entries: Sequence[Entry]) -> list[Message]:
     ]
 
 
+def extend_session_context(context: Sequence[Message], added: Sequence[Entry]) -> list[Message] | None:
+    """Return `build_session_context` of entries that grew by ``added``, given it for the shorter ones.
+
+    Entries added after the latest compaction only append their messages; None when ``added``
+    holds a compaction (the view starts anew: build it from all entries).
+    """
+    if any(entry.get("type") == "compaction" for entry in added):
+        return None
+    return [*context, *(_entry_message(entry) for entry in added if _is_message_entry(entry))]
+
+
 def prepare_compaction(entries: Sequence[Entry], *, keep_recent_tokens: int) -> CompactionPlan | None:
     """Find the cut point and split the history into summarised and kept parts (Pi)."""
     if not entries or entries[-1].get("type") == "compaction":

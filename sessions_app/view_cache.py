@@ -22,9 +22,10 @@ so what it remembers of one stays true.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ class ViewMemo:
         self._registered: dict[int, Mapping[str, Any]] = {}
         self._converted: dict[int, tuple[Mapping[str, Any], list[dict[str, Any]]]] = {}
         self._encoded: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._slots: dict[str, tuple[list[Any], list[Any]]] = {}  # see `extended`
         self._lock = threading.Lock()  # two requests of one process may share a view
 
     def register(self, message: Mapping[str, Any], tokens: int | None) -> None:
@@ -85,9 +87,27 @@ class ViewMemo:
                 self._encoded[id(value)] = (value, text)
         return text
 
-    def json_array(self, values: Iterable[Mapping[str, Any]]) -> str:
-        """Return a JSON array of ``values``, each encoded as `json` does."""
-        return "[" + ",".join(self.json(value) for value in values) + "]"
+    def json_array(self, values: Sequence[Mapping[str, Any]], *, slot: str = "") -> str:
+        """Return a JSON array of ``values``, each encoded as `json` does (see `extended` for ``slot``)."""
+        return "[" + ",".join(self.extended(slot, values, lambda new: [self.json(v) for v in new])) + "]"
+
+    def extended(
+        self, slot: str, values: Sequence[Any], derive: Callable[[Sequence[Any]], list[Any]]
+    ) -> list[Any]:
+        """Return ``derive(values)``, deriving only what follows the values of the slot's last call.
+
+        ``derive`` must work item by item (``derive(a + b) == derive(a) + derive(b)``); the last
+        call's values are reused while they are the same objects at the head of ``values``, as
+        they are when a view only grew (an empty ``slot`` keeps nothing).
+        """
+        last = self._slots.get(slot) if slot else None
+        if last is not None and len(values) >= len(last[0]) and all(map(operator.is_, values, last[0])):
+            derived = [*last[1], *derive(values[len(last[0]) :])]
+        else:
+            derived = derive(values)
+        if slot:
+            self._slots[slot] = (list(values), derived)
+        return derived
 
 
 def encode_json(value: Any) -> str:
@@ -104,6 +124,8 @@ class CachedView:
     last_seq: int  # the newest message seq in ``entries`` (0 when there is none)
     last_entry_id: str
     memo: ViewMemo = field(default_factory=ViewMemo, compare=False, repr=False)
+    # The model-visible messages of ``entries`` (`cutpoint.build_session_context`), extended with them.
+    context: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def messages(self) -> int:

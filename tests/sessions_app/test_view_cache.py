@@ -157,3 +157,19 @@ def test_a_view_converts_and_encodes_each_stored_message_once(world) -> None:
     # The old messages' OpenAI form is the very object made the first time, and so is its JSON.
     assert second.openai_messages[1] is first.openai_messages[1]
     assert second.view_memo.json(second.openai_messages[1]) is first.view_memo.json(first.openai_messages[1])
+
+
+def test_a_memo_slot_derives_only_what_follows_the_values_it_saw_last() -> None:
+    memo = view_cache.ViewMemo()
+    first, second, third = ({"n": n} for n in range(3))
+    derived: list[list[dict]] = []
+
+    def derive(values):
+        derived.append(list(values))
+        return [value["n"] * 10 for value in values]
+
+    assert memo.extended("slot", [first, second], derive) == [0, 10]
+    assert memo.extended("slot", [first, second, third], derive) == [0, 10, 20]
+    assert derived[-1] == [third]  # the head was the same objects: only the new one derived
+    assert memo.extended("slot", [{"n": 0}, second, third], derive) == [0, 10, 20]
+    assert len(derived[-1]) == 3  # an equal but other object at the head: derived anew
