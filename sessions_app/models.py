@@ -85,7 +85,9 @@ class Role(models.TextChoices):
 
 
 class Message(models.Model):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: the unique (session, seq) and (session, entry_id) indexes lead with it,
+    # and every append would otherwise write a third one.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     seq = models.PositiveIntegerField()
     entry_id = models.CharField(max_length=8, default=new_entry_id)
     role = models.CharField(max_length=16, choices=Role.choices)
