@@ -48,8 +48,8 @@ class ViewMemo:
     def __init__(self) -> None:
         self.estimates = EstimateMemo()
         self._registered: dict[int, Mapping[str, Any]] = {}
-        self._converted: dict[int, tuple[Mapping[str, Any], list[dict[str, Any]]]] = {}
-        self._encoded: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._converted: dict[int, tuple[Any, Any]] = {}  # id -> (message, its OpenAI messages)
+        self._encoded: dict[int, tuple[Any, Any]] = {}  # id -> (object, its JSON text)
         self._slots: dict[str, tuple[list[Any], list[Any]]] = {}  # see `extended`
         self._lock = threading.Lock()  # two requests of one process may share a view
 
@@ -65,27 +65,30 @@ class ViewMemo:
 
     def converted(self, message: dict[str, Any], convert: Converter) -> list[dict[str, Any]]:
         """Return ``convert(message)``, converted once for the view's own messages."""
-        hit = self._converted.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        parts = convert(message)
-        if self._owns(message):
-            with self._lock:
-                self._converted[id(message)] = (message, parts)
-                for part in parts:  # the parts are the view's own too: their JSON is kept
-                    self._registered[id(part)] = part
-        return parts
+
+        def convert_and_own(value: dict[str, Any]) -> list[dict[str, Any]]:
+            parts = convert(value)
+            if self._owns(value):
+                with self._lock:  # the parts are the view's own too: their JSON is kept
+                    self._registered.update((id(part), part) for part in parts)
+            return parts
+
+        return self._kept(self._converted, message, convert_and_own)
 
     def json(self, value: Mapping[str, Any]) -> str:
         """Return ``value`` as compact JSON text, encoded once for the view's own objects."""
-        hit = self._encoded.get(id(value))
-        if hit is not None and hit[0] is value:
+        return self._kept(self._encoded, value, encode_json)
+
+    def _kept(self, store: dict[int, tuple[Any, Any]], obj: Any, make: Callable[[Any], Any]) -> Any:
+        """Return ``make(obj)``, kept in ``store`` for the view's own objects."""
+        hit = store.get(id(obj))
+        if hit is not None and hit[0] is obj:
             return hit[1]
-        text = encode_json(value)
-        if self._owns(value):
+        value = make(obj)
+        if self._owns(obj):
             with self._lock:
-                self._encoded[id(value)] = (value, text)
-        return text
+                store[id(obj)] = (obj, value)
+        return value
 
     def json_array(self, values: Sequence[Mapping[str, Any]], *, slot: str = "") -> str:
         """Return a JSON array of ``values``, each encoded as `json` does (see `extended` for ``slot``)."""
