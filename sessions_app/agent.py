@@ -67,6 +67,7 @@ from sessions_app.models import CompactionRun, Message, RunState, Session
 from sessions_app.selectors import session_owner
 from sessions_app.silent import ReplyStream, streamable_text, visible_reply_text
 from sessions_app.thresholds import prompt_tokens_of
+from sessions_app.transcript import after_transcript_change
 
 logger = logging.getLogger(__name__)
 
@@ -382,16 +383,32 @@ def stream_turn(
                     yield from _replayed_turn(held.answered_by)
                     return
                 inputs = held.unseen
-            rows = store_messages(session_id, list(inputs)) if inputs else []
-            yield TurnStarted(rows)
-            last = rows[-1] if rows else _unanswered_row(session_id)
-            yield from _Turn(session_id, model, last, client_tools=client_tools).events()
+            rows = store_messages(session_id, list(inputs), announce=False) if inputs else []
+            turn: _Turn | None = None
+            try:
+                yield TurnStarted(rows)
+                last = rows[-1] if rows else _unanswered_row(session_id)
+                turn = _Turn(session_id, model, last, client_tools=client_tools)
+                yield from turn.events()
+            finally:
+                _announce_turn([*rows, *(turn.result.messages if turn else [])])
     except LockTimeout:
         raise TurnError(
             "turn_in_progress",
             "Another turn is running in this session; nothing was stored. Retry when it has finished.",
             status=409,
         ) from None
+
+
+def _announce_turn(stored: list[Message]) -> None:
+    """Queue the export and the indexer once for everything a turn stored, however it ended.
+
+    A turn stores its input, then replies, tool results or an error, each without announcing
+    (``announce=False``): one fold for the turn instead of one per append. Should the process
+    die in between, the transcript waits for its next change (docs/design.md, Background work).
+    """
+    if stored:
+        after_transcript_change(stored[-1].session)  # the session as the last append locked it
 
 
 def _unanswered_row(session_id: int) -> Message:
@@ -529,7 +546,9 @@ class _Turn:
             for call in completion.tool_calls:
                 yield ToolCalled(call, client=call in theirs)
             session = self.session()
-            results = store_messages(self.session_id, [self._tool_result(call, session) for call in ours])
+            results = store_messages(
+                self.session_id, [self._tool_result(call, session) for call in ours], announce=False
+            )
             self.result.messages += results
             for row in results:
                 yield ToolResultStored(row)
@@ -626,9 +645,12 @@ class _Turn:
         """Store what the model generated before the listener left, with stopReason `aborted`."""
         cut = Completion(text=reply.text, tool_calls=(), usage=None, stop_reason="aborted", model=model_name)
         silent = not streamable_text(reply.text)  # nobody saw any of it
-        store_messages(
-            self.session_id, [assistant_input(cut, silent=silent, started_at=self.call_started_at)]
+        [row] = store_messages(
+            self.session_id,
+            [assistant_input(cut, silent=silent, started_at=self.call_started_at)],
+            announce=False,
         )
+        self.result.messages.append(row)
 
     def _recover_from_overflow(self, error: ProviderError) -> bool:
         """Compact (trigger overflow) and tell whether the call should be retried (docs/openclaw-behaviour.md §1.4 T3)."""
@@ -685,7 +707,9 @@ class _Turn:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
         silent = final and not completion.tool_calls and visible is None
         [row] = store_messages(
-            self.session_id, [assistant_input(completion, silent=silent, started_at=self.call_started_at)]
+            self.session_id,
+            [assistant_input(completion, silent=silent, started_at=self.call_started_at)],
+            announce=False,
         )
         self.result.messages.append(row)
         if final:
@@ -704,7 +728,7 @@ class _Turn:
             partial_text=partial_text,
             silent=bool(partial_text) and not streamable_text(partial_text),
         )
-        [row] = store_messages(self.session_id, [failed])
+        [row] = store_messages(self.session_id, [failed], announce=False)
         self.result.messages.append(row)
         # The Jobs page lists the failure (failures first), linked to the session, where it is retried.
         record_failure(

@@ -98,10 +98,15 @@ def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageIn
     )
 
 
-def store_messages(session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False) -> list[Message]:
-    """Append messages (one transaction); flush-turn messages are stored silent and flagged in it."""
+def store_messages(
+    session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False, announce: bool = True
+) -> list[Message]:
+    """Append messages (one transaction); flush-turn messages are stored silent and flagged in it.
+
+    ``announce``: as `append_messages`'s (a turn announces its change once, when it ends).
+    """
     if not flush_turn:
-        return append_messages(session_id=session_id, messages=inputs)
+        return append_messages(session_id=session_id, messages=inputs, announce=announce)
     with transaction.atomic():
         rows = append_messages(session_id=session_id, messages=inputs, silent=True)
         Message.objects.filter(pk__in=[row.pk for row in rows]).update(flush_turn=True)

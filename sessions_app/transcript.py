@@ -67,12 +67,13 @@ MAX_ENTRY_ID_ATTEMPTS = 5
 
 @transaction.atomic
 def append_messages(
-    *, session_id: int, messages: Iterable[MessageInput], silent: bool = False
+    *, session_id: int, messages: Iterable[MessageInput], silent: bool = False, announce: bool = True
 ) -> list[Message]:
     """Append messages atomically (all or nothing) and return the stored rows.
 
     The cost follows the batch, not the history: one lock, one multi-row insert, one update of
-    the session's counters (docs/design.md §D11).
+    the session's counters (docs/design.md §D11). ``announce=False`` leaves queuing the export
+    and the indexer (`after_transcript_change`) to the caller, which stores more first (a turn).
     """
     session = lock_session(session_id)
     check_writable(session.assistant)
@@ -83,7 +84,8 @@ def append_messages(
         row.seq = take_seq(session)
     _insert_with_fresh_ids(session, rows)
     _record_append(session, first_seq=first_seq, now=now)
-    after_transcript_change(session)
+    if announce:
+        after_transcript_change(session)
     return rows
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory_app.tools import build_memory_read
 from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.models import TaskRecord
 from providers.chat import reset_providers
 from sessions_app.agent import (
     MAX_OVERFLOW_COMPACTION_ATTEMPTS,
@@ -403,3 +406,33 @@ def test_a_turn_that_cannot_get_the_session_stores_nothing(llm, world, settings)
         thread.join()
     assert errors and errors[0].code == "turn_in_progress" and errors[0].status == 409
     assert not Message.objects.filter(session=session).exists()
+
+
+@pytest.mark.django_db
+def test_a_turn_queues_its_export_and_index_once_for_all_it_stored(
+    llm, session, django_capture_on_commit_callbacks
+):
+    factories.make_document(session.assistant, "memory/notes.md", "line one")
+    llm.queue(tool_call_reply([("memory_get", {"path": "memory/notes.md"})]), text_reply("It says line one."))
+
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+        turn(session, "what do my notes say?")
+
+    folds = [q["sql"] for q in queries.captured_queries if "INSERT INTO openclaw_site_taskrecord" in q["sql"]]
+    assert len(folds) == 1  # four messages stored, one fold for the export and the indexer
+    assert Message.objects.filter(session=session).count() == 4
+    export = TaskRecord.objects.get(coalesce_key=f"export-session:{session.pk}")
+    assert export.kind == "export_session"
+
+
+@pytest.mark.django_db
+def test_a_failed_turn_still_queues_the_export_of_what_it_stored(
+    llm, session, django_capture_on_commit_callbacks
+):
+    llm.queue(error_reply(500, "The server had an error while processing your request."))
+
+    with pytest.raises(TurnError), django_capture_on_commit_callbacks(execute=True):
+        turn(session, "hello?")
+
+    assert [m.role for m in Message.objects.filter(session=session).order_by("seq")] == ["user", "assistant"]
+    assert TaskRecord.objects.filter(coalesce_key=f"export-session:{session.pk}").exists()
