@@ -42,10 +42,11 @@ from memory_app.ranking import (
     fts_only_boost,
     fuse_scores,
     mmr_rerank,
+    query_weights,
     sort_by_score,
 )
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
-from memory_app.textsearch import query_terms
+from memory_app.textsearch import cjk_term_share, query_terms
 from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, enqueue
 from providers.embeddings import Embedder, cached_query_vector, get_embedder
@@ -72,6 +73,7 @@ class SearchOptions:
     vector_weight: float = 0.7
     text_weight: float = 0.3
     candidate_multiplier: float = 4
+    cjk_text_weight_scale: float = 0.25
     mmr: bool = False
     mmr_lambda: float = 0.7
     decay: bool = False
@@ -129,6 +131,7 @@ def resolve_options(assistant: Assistant, **overrides: Any) -> SearchOptions:
         vector_weight=hybrid.vector_weight,
         text_weight=hybrid.text_weight,
         candidate_multiplier=hybrid.candidate_multiplier,
+        cjk_text_weight_scale=hybrid.cjk_text_weight_scale,
         mmr=hybrid.mmr.enabled,
         mmr_lambda=hybrid.mmr.lambda_,
         decay=hybrid.temporal_decay.enabled,
@@ -165,6 +168,8 @@ def _check(options: SearchOptions) -> None:
         raise SearchOptionError("sources must be a non-empty subset of memory, sessions")
     if not 1 <= options.candidate_multiplier <= 20:
         raise SearchOptionError("candidate_multiplier must be between 1 and 20")
+    if not 0 <= options.cjk_text_weight_scale <= 1:
+        raise SearchOptionError("cjk_text_weight_scale must be between 0 and 1")
     if not 0 <= options.mmr_lambda <= 1:
         raise SearchOptionError("mmr_lambda must be between 0 and 1")
     if options.half_life_days < 1:
@@ -487,7 +492,13 @@ def _compose(
         if options.mmr
         else {}
     )
-    ranked = _fuse(sides, rows, keyword, query, options, snippets)
+    weights = query_weights(
+        options.vector_weight,
+        options.text_weight,
+        cjk_share=cjk_term_share(terms),
+        cjk_text_weight_scale=options.cjk_text_weight_scale,
+    )
+    ranked = _fuse(sides, rows, keyword, query, weights, snippets)
     if options.decay:
         ranked = apply_temporal_decay(
             ranked, half_life_days=options.half_life_days, now_ms=int(now.timestamp() * 1000)
@@ -506,7 +517,10 @@ def _compose(
         # a question in other words than the memory's still sees what is closest.
         kept = [r for r in ranked if r.vector_score >= LOW_CONFIDENCE_MIN_VECTOR]
     shown = _without_repeats(kept, rows, options, terms, limit=options.max_results)
-    results = [_result(r, rows[int(r.candidate.id)], snippet, keyword, options) for r, snippet in shown]
+    fused_with = weights if sides.vector_ran and sides.text_ran else None
+    results = [
+        _result(r, rows[int(r.candidate.id)], snippet, keyword, options, fused_with) for r, snippet in shown
+    ]
     return results, low_confidence and bool(results)
 
 
@@ -536,10 +550,13 @@ def _fuse(
     rows: dict[int, Row],
     keyword: dict[int, _KeywordScore],
     query: str,
-    options: SearchOptions,
+    weights: tuple[float, float],
     snippets: dict[int, str],
 ) -> list[Ranked]:
-    """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9)."""
+    """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9).
+
+    ``weights``: the query's (vector, text) weights, `ranking.query_weights`.
+    """
 
     scale = scale_for(sides.model)
 
@@ -553,11 +570,7 @@ def _fuse(
         )
 
     if sides.vector_ran and sides.text_ran:
-        return fuse_scores(
-            map(candidate, rows.values()),
-            vector_weight=options.vector_weight,
-            text_weight=options.text_weight,
-        )
+        return fuse_scores(map(candidate, rows.values()), vector_weight=weights[0], text_weight=weights[1])
     if sides.vector_ran:
         return [
             Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0)
@@ -582,7 +595,12 @@ def citation(path: str, start: int, end: int) -> str:
 
 
 def _result(
-    ranked: Ranked, row: Row, snippet: Snippet, keyword: dict[int, _KeywordScore], options: SearchOptions
+    ranked: Ranked,
+    row: Row,
+    snippet: Snippet,
+    keyword: dict[int, _KeywordScore],
+    options: SearchOptions,
+    weights: tuple[float, float] | None,
 ) -> SearchResult:
     explain = None
     if options.explain:
@@ -594,6 +612,10 @@ def _result(
             "decay_multiplier": round(ranked.decay_multiplier, 6),
             "mmr_position": ranked.mmr_position,
             "text_rank": text.rank if text else None,
+            # The fusion weights this query ran with (hybrid only; `ranking.query_weights`).
+            "weights": None
+            if weights is None
+            else {"vector": round(weights[0], 6), "text": round(weights[1], 6)},
             "matched_terms": text.matched if text else [],
             "chunk_id": row.id,
             "chunk_lines": [row.start_line, row.end_line],
