@@ -128,7 +128,7 @@ SCHEMA: dict[str, Any] = {
                 # Not OpenClaw's: the text weight of a query written in CJK is scaled by this
                 # (its terms are character bigrams, a weaker keyword signal than words;
                 # memory_app/ranking.py `query_weights`). 1 = the same weights for every script.
-                "cjkTextWeightScale": Field(0.25, _NUMBER, minimum=0, maximum=1),
+                "cjkTextWeightScale": Field(0.15, _NUMBER, minimum=0, maximum=1),
                 "mmr": {
                     "enabled": Field(False, bool),
                     "lambda": Field(0.7, _NUMBER, minimum=0, maximum=1),

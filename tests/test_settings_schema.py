@@ -196,7 +196,7 @@ DEFAULTS = AssistantSettings(
                 vector_weight=0.7,
                 text_weight=0.3,
                 candidate_multiplier=4,
-                cjk_text_weight_scale=0.25,
+                cjk_text_weight_scale=0.15,
                 mmr=MmrSettings(enabled=False, lambda_=0.7),
                 temporal_decay=TemporalDecaySettings(enabled=False, half_life_days=30.0),
             ),

@@ -93,11 +93,11 @@ def test_a_chinese_query_shifts_the_weights_toward_vectors_unless_set_to_one(wor
         response = hybrid_search(assistant=world.assistant, query=query, explain=True, min_score=0)
         return [(r.score, r.explain) for r in response.results]
 
-    # The default cjkTextWeightScale 0.25: text 0.3 * 0.25 against vector 0.7, normalised.
+    # The default cjkTextWeightScale 0.15: text 0.3 * 0.15 against vector 0.7, normalised.
     chinese = fused("部署窗口")
-    assert chinese and all(e["weights"] == {"vector": 0.903226, "text": 0.096774} for _, e in chinese)
+    assert chinese and all(e["weights"] == {"vector": 0.939597, "text": 0.060403} for _, e in chinese)
     for score, e in chinese:
-        assert score == pytest.approx(0.903226 * e["vector_score"] + 0.096774 * e["text_score"], abs=1e-5)
+        assert score == pytest.approx(0.939597 * e["vector_score"] + 0.060403 * e["text_score"], abs=1e-5)
     # A Latin-script query keeps the configured weights.
     assert all(e["weights"] == {"vector": 0.7, "text": 0.3} for _, e in fused("deploy window"))
     # An explicit scale of 1 gives every script the configured weights.
