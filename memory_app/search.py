@@ -3,11 +3,12 @@
 1. The candidates (`candidates`): the vector query's top N = min(200, maxResults ×
    candidateMultiplier) by cosine, and the keyword query's best-covered chunks for an OR of the
    query's terms; each query reads both scores of its rows, and the two run side by side.
-2. The text score is 0..1: the IDF-weighted share of the query's terms the chunk holds, times
-   its `ts_rank_cd` relative to the best candidate's (a weak best match does not get full marks
-   just for being first).
-3. Fusion by chunk id, `vectorWeight·v + textWeight·t` with the weights normalised to sum 1 and
-   `v` the cosine on the embedder's calibrated scale (`calibration`), optional temporal decay
+2. The text score is 0..1: the IDF-weighted share of the query's terms the chunk holds,
+   relative to the best-covered candidate's (the best keyword match scores 1, however many of a
+   long question's words it lacks).
+3. Fusion by chunk id, `vectorWeight·v + textWeight·t` with the weights normalised to sum 1, the
+   text weight scaled for a query's CJK terms (`ranking.query_weights`), and `v` the cosine on
+   the embedder's calibrated scale (`calibration`), optional temporal decay
    and MMR, then `minScore`, whose spare slots keyword-backed results fill
    (`ranking.apply_min_score`); when nothing passes, the nearest results come back marked
    ``low_confidence``. Each line is shown once (`dedup`).
@@ -42,10 +43,11 @@ from memory_app.ranking import (
     fts_only_boost,
     fuse_scores,
     mmr_rerank,
+    query_weights,
     sort_by_score,
 )
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
-from memory_app.textsearch import query_terms
+from memory_app.textsearch import cjk_term_share, query_terms
 from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, enqueue
 from providers.embeddings import Embedder, cached_query_vector, get_embedder
@@ -72,6 +74,7 @@ class SearchOptions:
     vector_weight: float = 0.7
     text_weight: float = 0.3
     candidate_multiplier: float = 4
+    cjk_text_weight_scale: float = 0.15
     mmr: bool = False
     mmr_lambda: float = 0.7
     decay: bool = False
@@ -129,6 +132,7 @@ def resolve_options(assistant: Assistant, **overrides: Any) -> SearchOptions:
         vector_weight=hybrid.vector_weight,
         text_weight=hybrid.text_weight,
         candidate_multiplier=hybrid.candidate_multiplier,
+        cjk_text_weight_scale=hybrid.cjk_text_weight_scale,
         mmr=hybrid.mmr.enabled,
         mmr_lambda=hybrid.mmr.lambda_,
         decay=hybrid.temporal_decay.enabled,
@@ -165,6 +169,8 @@ def _check(options: SearchOptions) -> None:
         raise SearchOptionError("sources must be a non-empty subset of memory, sessions")
     if not 1 <= options.candidate_multiplier <= 20:
         raise SearchOptionError("candidate_multiplier must be between 1 and 20")
+    if not 0 <= options.cjk_text_weight_scale <= 1:
+        raise SearchOptionError("cjk_text_weight_scale must be between 0 and 1")
     if not 0 <= options.mmr_lambda <= 1:
         raise SearchOptionError("mmr_lambda must be between 0 and 1")
     if options.half_life_days < 1:
@@ -427,8 +433,9 @@ class _KeywordScore:
 def _keyword_scores(rows: Sequence[Row], terms: Terms | None) -> dict[int, _KeywordScore]:
     """Score every row holding a query term 0..1 (module docstring, step 2).
 
-    The IDF-weighted share of the query's terms the chunk holds, times its `ts_rank_cd` relative
-    to the best candidate's (a weak best match does not get full marks just for being first).
+    The IDF-weighted share of the query's terms the chunk holds, relative to the best-covered
+    candidate's. Scaling by `ts_rank_cd` as well ranked worse on both development sets (README,
+    Evaluation); the rank stays in `explain`.
     """
     # The rows that hold a query term, each with its hits.
     matching = [(row, row.hits) for row in rows if row.hits is not None and any(row.hits)]
@@ -439,14 +446,13 @@ def _keyword_scores(rows: Sequence[Row], terms: Terms | None) -> dict[int, _Keyw
     present = [any(hits[i] for _, hits in matching) for i in range(len(terms.words))]
     weights = [weight if here else 0.0 for weight, here in zip(terms.weights, present)]
     total = sum(weights) or 1.0
-    best = max(row.text_rank or 0.0 for row, _ in matching) or 1.0
+    coverages = [sum(w for w, hit in zip(weights, hits) if hit) / total for _, hits in matching]
+    best = max(coverages) or 1.0
     scores = {}
-    for row, hits in matching:
-        coverage = sum(w for w, hit in zip(weights, hits) if hit) / total
-        rank = row.text_rank or 0.0
+    for (row, hits), coverage in zip(matching, coverages):
         scores[row.id] = _KeywordScore(
-            score=coverage * (0.5 + 0.5 * rank / best),
-            rank=rank,
+            score=coverage / best,
+            rank=row.text_rank or 0.0,
             matched=[word for word, hit in zip(terms.words, hits) if hit],
             coverage=round(coverage, 4),
         )
@@ -487,7 +493,13 @@ def _compose(
         if options.mmr
         else {}
     )
-    ranked = _fuse(sides, rows, keyword, query, options, snippets)
+    weights = query_weights(
+        options.vector_weight,
+        options.text_weight,
+        cjk_share=cjk_term_share(terms),
+        cjk_text_weight_scale=options.cjk_text_weight_scale,
+    )
+    ranked = _fuse(sides, rows, keyword, query, weights, snippets)
     if options.decay:
         ranked = apply_temporal_decay(
             ranked, half_life_days=options.half_life_days, now_ms=int(now.timestamp() * 1000)
@@ -506,7 +518,10 @@ def _compose(
         # a question in other words than the memory's still sees what is closest.
         kept = [r for r in ranked if r.vector_score >= LOW_CONFIDENCE_MIN_VECTOR]
     shown = _without_repeats(kept, rows, options, terms, limit=options.max_results)
-    results = [_result(r, rows[int(r.candidate.id)], snippet, keyword, options) for r, snippet in shown]
+    fused_with = weights if sides.vector_ran and sides.text_ran else None
+    results = [
+        _result(r, rows[int(r.candidate.id)], snippet, keyword, options, fused_with) for r, snippet in shown
+    ]
     return results, low_confidence and bool(results)
 
 
@@ -536,10 +551,13 @@ def _fuse(
     rows: dict[int, Row],
     keyword: dict[int, _KeywordScore],
     query: str,
-    options: SearchOptions,
+    weights: tuple[float, float],
     snippets: dict[int, str],
 ) -> list[Ranked]:
-    """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9)."""
+    """Return every candidate scored as the sides that ran allow (docs/openclaw-behaviour.md §4.7 steps 6 and 9).
+
+    ``weights``: the query's (vector, text) weights, `ranking.query_weights`.
+    """
 
     scale = scale_for(sides.model)
 
@@ -553,11 +571,7 @@ def _fuse(
         )
 
     if sides.vector_ran and sides.text_ran:
-        return fuse_scores(
-            map(candidate, rows.values()),
-            vector_weight=options.vector_weight,
-            text_weight=options.text_weight,
-        )
+        return fuse_scores(map(candidate, rows.values()), vector_weight=weights[0], text_weight=weights[1])
     if sides.vector_ran:
         return [
             Ranked(c, c.vector_score or 0.0, c.vector_score or 0.0, 0.0)
@@ -582,7 +596,12 @@ def citation(path: str, start: int, end: int) -> str:
 
 
 def _result(
-    ranked: Ranked, row: Row, snippet: Snippet, keyword: dict[int, _KeywordScore], options: SearchOptions
+    ranked: Ranked,
+    row: Row,
+    snippet: Snippet,
+    keyword: dict[int, _KeywordScore],
+    options: SearchOptions,
+    weights: tuple[float, float] | None,
 ) -> SearchResult:
     explain = None
     if options.explain:
@@ -594,6 +613,10 @@ def _result(
             "decay_multiplier": round(ranked.decay_multiplier, 6),
             "mmr_position": ranked.mmr_position,
             "text_rank": text.rank if text else None,
+            # The fusion weights this query ran with (hybrid only; `ranking.query_weights`).
+            "weights": None
+            if weights is None
+            else {"vector": round(weights[0], 6), "text": round(weights[1], 6)},
             "matched_terms": text.matched if text else [],
             "chunk_id": row.id,
             "chunk_lines": [row.start_line, row.end_line],

@@ -23,7 +23,7 @@ Both sides run the same helpers on the same text, and Postgres runs the same par
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from memory_app.ranking import is_stop_word
 from memory_app.tokens import estimate_string_chars
@@ -70,6 +70,13 @@ def query_terms(query: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> list[str]:
     meaningful = [word for word in words if not _is_noise(word)]
     ranked = identifiers + sorted(meaningful or words, key=estimate_string_chars, reverse=True)
     return ranked[: max(0, max_terms)]
+
+
+def cjk_term_share(terms: Sequence[str]) -> float:
+    """Return the share of the query terms that are CJK (character bigrams or single characters)."""
+    if not terms:
+        return 0.0
+    return sum(1 for term in terms if _CJK_RUN_RE.fullmatch(term)) / len(terms)
 
 
 def to_tsquery_text(terms: Iterable[str]) -> str:

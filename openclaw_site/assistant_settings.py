@@ -125,6 +125,10 @@ SCHEMA: dict[str, Any] = {
                 "vectorWeight": Field(0.7, _NUMBER, minimum=0, maximum=1),
                 "textWeight": Field(0.3, _NUMBER, minimum=0, maximum=1),
                 "candidateMultiplier": Field(4, int, minimum=1, maximum=20),
+                # Not OpenClaw's: the text weight of a query written in CJK is scaled by this
+                # (its terms are character bigrams, a weaker keyword signal than words;
+                # memory_app/ranking.py `query_weights`). 1 = the same weights for every script.
+                "cjkTextWeightScale": Field(0.15, _NUMBER, minimum=0, maximum=1),
                 "mmr": {
                     "enabled": Field(False, bool),
                     "lambda": Field(0.7, _NUMBER, minimum=0, maximum=1),
@@ -473,6 +477,7 @@ class HybridSettings:
     vector_weight: float
     text_weight: float
     candidate_multiplier: int
+    cjk_text_weight_scale: float
     mmr: MmrSettings
     temporal_decay: TemporalDecaySettings
 
@@ -621,6 +626,7 @@ def _query(doc: dict[str, Any]) -> QuerySettings:
             vector_weight=float(hybrid["vectorWeight"]),
             text_weight=float(hybrid["textWeight"]),
             candidate_multiplier=hybrid["candidateMultiplier"],
+            cjk_text_weight_scale=float(hybrid["cjkTextWeightScale"]),
             mmr=MmrSettings(enabled=hybrid["mmr"]["enabled"], lambda_=float(hybrid["mmr"]["lambda"])),
             temporal_decay=TemporalDecaySettings(
                 enabled=hybrid["temporalDecay"]["enabled"],

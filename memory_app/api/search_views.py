@@ -74,7 +74,7 @@ class SearchResultOutput(serializers.Serializer):
         required=False,
         help_text=(
             "With explain=1: vector_score (calibrated), cosine, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
-            "chunk_id, chunk_lines, timestamp."
+            "chunk_id, chunk_lines, timestamp, weights (the fusion weights the query ran with; null unless hybrid)."
         ),
     )
 

@@ -73,6 +73,9 @@ HELP: dict[str, str] = {
     "memorySearch.query.hybrid.vectorWeight": "Weight of the vector score (normalised with textWeight to sum 1).",
     "memorySearch.query.hybrid.textWeight": "Weight of the keyword score.",
     "memorySearch.query.hybrid.candidateMultiplier": "Candidates fetched per result from each side (1–20).",
+    "memorySearch.query.hybrid.cjkTextWeightScale": (
+        "The text weight of a Chinese, Japanese or Korean query is multiplied by this (1: same weights for every script)."
+    ),
     "memorySearch.query.hybrid.mmr.enabled": "Re-rank for diversity (maximal marginal relevance).",
     "memorySearch.query.hybrid.mmr.lambda": "1 = relevance only, 0 = diversity only.",
     "memorySearch.query.hybrid.temporalDecay.enabled": "Prefer recent daily notes and transcripts.",

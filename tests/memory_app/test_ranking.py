@@ -22,6 +22,7 @@ from memory_app.ranking import (
     mmr_rerank,
     mmr_tokens,
     normalize_weights,
+    query_weights,
     truncate_snippet,
 )
 
@@ -90,6 +91,31 @@ def test_fuse_scores_weighs_both_sides_with_normalised_weights() -> None:
     assert (scores["b"].vector_score, scores["b"].text_score) == (0.6, 0.5)
     assert scores["c"].score == pytest.approx(0.3)
     assert (scores["c"].vector_score, scores["c"].text_score) == (0.0, 1.0)
+
+
+def test_a_latin_query_keeps_the_configured_weights() -> None:
+    weights = query_weights(0.7, 0.3, cjk_share=0.0, cjk_text_weight_scale=0.5)
+
+    assert weights == pytest.approx((0.7, 0.3))
+
+
+def test_a_cjk_query_scales_the_text_weight_then_normalises() -> None:
+    weights = query_weights(0.7, 0.3, cjk_share=1.0, cjk_text_weight_scale=0.5)
+
+    assert weights == pytest.approx((0.7 / 0.85, 0.15 / 0.85))
+
+
+def test_a_mixed_query_scales_the_text_weight_by_its_share_of_cjk_terms() -> None:
+    # Half the terms CJK: the text weight is scaled halfway, 0.3 * 0.75.
+    weights = query_weights(0.7, 0.3, cjk_share=0.5, cjk_text_weight_scale=0.5)
+
+    assert weights == pytest.approx((0.7 / 0.925, 0.225 / 0.925))
+
+
+def test_explicit_weights_are_scaled_the_same_way_and_scale_one_turns_it_off() -> None:
+    assert query_weights(0.5, 0.5, cjk_share=1.0, cjk_text_weight_scale=0.5) == pytest.approx((2 / 3, 1 / 3))
+    assert query_weights(0.5, 0.5, cjk_share=1.0, cjk_text_weight_scale=1.0) == pytest.approx((0.5, 0.5))
+    assert query_weights(0.0, 1.0, cjk_share=1.0, cjk_text_weight_scale=0.5) == pytest.approx((0.0, 1.0))
 
 
 # --- temporal decay -------------------------------------------------------------------------

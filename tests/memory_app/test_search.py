@@ -83,6 +83,29 @@ def test_fusion_is_the_weighted_sum_of_both_sides(world, fake_embeddings) -> Non
         assert result.score == pytest.approx(0.5 * e["vector_score"] + 0.5 * e["text_score"], abs=1e-5)
 
 
+def test_a_chinese_query_shifts_the_weights_toward_vectors_unless_set_to_one(world, fake_embeddings) -> None:
+    index(
+        world.assistant,
+        {"MEMORY.md": "部署窗口是每周二晚上十点。", "memory/en.md": "The deploy window is Tuesday."},
+    )
+
+    def fused(query: str) -> list[tuple[float, dict]]:
+        response = hybrid_search(assistant=world.assistant, query=query, explain=True, min_score=0)
+        return [(r.score, r.explain) for r in response.results]
+
+    # The default cjkTextWeightScale 0.15: text 0.3 * 0.15 against vector 0.7, normalised.
+    chinese = fused("部署窗口")
+    assert chinese and all(e["weights"] == {"vector": 0.939597, "text": 0.060403} for _, e in chinese)
+    for score, e in chinese:
+        assert score == pytest.approx(0.939597 * e["vector_score"] + 0.060403 * e["text_score"], abs=1e-5)
+    # A Latin-script query keeps the configured weights.
+    assert all(e["weights"] == {"vector": 0.7, "text": 0.3} for _, e in fused("deploy window"))
+    # An explicit scale of 1 gives every script the configured weights.
+    world.assistant.settings["memorySearch"]["query"]["hybrid"]["cjkTextWeightScale"] = 1
+    world.assistant.save()
+    assert all(e["weights"] == {"vector": 0.7, "text": 0.3} for _, e in fused("部署窗口"))
+
+
 def test_a_keyword_only_hit_is_rescued_from_min_score(world, fake_embeddings: FakeOpenAI) -> None:
     index(
         world.assistant, {"memory/ids.md": "Ticket ZX-99172 tracks the flaky login test on the CI runners."}

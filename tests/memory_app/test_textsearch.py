@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from memory_app.textsearch import index_text, query_terms, to_tsquery_text
+from memory_app.textsearch import cjk_term_share, index_text, query_terms, to_tsquery_text
 
 SAMPLES = [
     "我们讨论了向量搜索和全文检索的结合。",
@@ -125,3 +125,10 @@ def test_tsquery_operators_stay_inside_the_quotes() -> None:
 def test_nul_characters_are_removed() -> None:
     assert index_text("a\x00b") == "ab"
     assert query_terms("fo\x00o") == ["foo"]
+
+
+def test_cjk_term_share_counts_the_bigrams_among_the_query_terms() -> None:
+    assert cjk_term_share(query_terms("什么是医疗保险？")) == 1.0
+    assert cjk_term_share(query_terms("which database did we pick")) == 0.0
+    assert cjk_term_share(query_terms("部署 Postgres")) == pytest.approx(1 / 2)
+    assert cjk_term_share([]) == 0.0
