@@ -160,7 +160,7 @@ def tcp_postgres() -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _postgres_owner(data: Path) -> dict[str, str]:
+def _postgres_owner(data: Path) -> dict[str, Any]:
     """Give ``data`` to the system user the embedded server runs as when we are root; return how to run as it."""
     if os.geteuid() != 0:
         return {}
