@@ -376,14 +376,17 @@ def usage_from(usage: Any) -> Usage | None:
     )
 
 
+# ``convert(message, openai_message_parts)``: a caller's stand-in for the per-message conversion.
+MessageConverter = Callable[
+    [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
+]
+
+
 def to_openai_messages(
     agent_messages: list[dict[str, Any]],
     *,
     system_prompt: str | None,
-    convert: Callable[
-        [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
-    ]
-    | None = None,
+    convert: MessageConverter | None = None,
 ) -> list[dict[str, Any]]:
     """Convert AgentMessages to OpenAI chat messages (new dicts; `entryId` is never sent).
 
@@ -398,10 +401,7 @@ def to_openai_messages(
 def convert_messages(
     agent_messages: Sequence[dict[str, Any]],
     *,
-    convert: Callable[
-        [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
-    ]
-    | None = None,
+    convert: MessageConverter | None = None,
 ) -> list[dict[str, Any]]:
     """Convert message by message (the first step of `to_openai_messages`: a list converts as its parts do)."""
     converted: list[dict[str, Any]] = []
