@@ -129,9 +129,7 @@ def tcp_postgres() -> Iterator[str]:
         **as_owner,
     )
     port = free_port()
-    options = (
-        f"-p {port} -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_connections=200 -k {data}"
-    )
+    options = f"-p {port} -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_connections=200 -c log_lock_waits=on -k {data}"
     # The server's output goes to a log file: a pipe left open by the daemon would hang the call.
     subprocess.run(
         [bindir / "pg_ctl", "-D", data, "-l", data / "server.log", "-o", options, "-w", "start"],
@@ -157,6 +155,9 @@ def tcp_postgres() -> Iterator[str]:
             stderr=subprocess.DEVNULL,
             **as_owner,
         )
+        # Keep the server's log (lock waits and deadlocks name both statements) beside the bench's.
+        if (data / "server.log").exists():
+            shutil.copy(data / "server.log", data.parent / "pg-tcp-server.log")
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -564,10 +565,16 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
             bench.figures["integrity"] = integrity(bench.db)
         return bench.figures
     finally:
+        # SIGTERM to each main process only (runall and a django-q2 cluster stop their children
+        # in order; a signal to the whole group hangs the cluster), SIGKILL to what outlives a minute.
         for process in [server, *extra]:
-            os.killpg(process.pid, signal.SIGTERM)
+            process.send_signal(signal.SIGTERM)
         for process in [server, *extra]:
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
         fake.stop()
 
 
