@@ -31,7 +31,6 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.conf import settings as django_settings
 from django.db import connection, transaction
 
 from memory_app.textsearch import TS_CONFIG, to_tsquery_text
@@ -455,23 +454,3 @@ def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
 def _guarded() -> Any:
     """A savepoint when inside a transaction (a failed query must not break the caller's), else nothing."""
     return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
-
-
-def configure_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """Set pgvector's HNSW search options once per database connection (connection_created).
-
-    ``relaxed_order`` iterative scans keep filtered queries (one assistant, one generation)
-    from returning fewer rows than asked; ``ef_search`` trades latency for recall.
-    """
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('hnsw.ef_search', %s, false)",
-            [str(_ef_search())],
-        )
-
-
-def _ef_search() -> int:
-    return django_settings.MEMORY_HNSW_EF_SEARCH

@@ -197,6 +197,7 @@ def _database() -> dict[str, Any]:
 
         parsed = embedded_database(VAR_DIR / "pgdata")
     options: dict[str, Any] = dict(parsed.get("OPTIONS", {}))
+    options["options"] = " ".join(filter(None, [options.get("options"), _session_settings()]))
     if DB_POOL_SIZE:
         # The pool checks a connection as it lends it (CONN_HEALTH_CHECKS), so a restarted
         # database costs no request an error.
@@ -211,6 +212,16 @@ def _database() -> dict[str, Any]:
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": options,
     }
+
+
+def _session_settings() -> str:
+    """pgvector's HNSW search options, sent with every connection's start-up (libpq ``options``).
+
+    They cost no query on a new or a pooled connection. ``relaxed_order`` iterative scans keep
+    filtered queries (one assistant, one generation) from returning fewer rows than asked;
+    ``ef_search`` trades latency for recall (MEMORY_HNSW_EF_SEARCH).
+    """
+    return f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={MEMORY_HNSW_EF_SEARCH}"
 
 
 DATABASES = {"default": _database()}

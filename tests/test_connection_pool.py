@@ -114,6 +114,20 @@ def test_db_pool_size_switches_persistent_connections_for_a_pool():
     kept = database_settings(DB_POOL_SIZE="0", DB_CONN_MAX_AGE="60")
     pooled = database_settings(DB_POOL_SIZE="7", DB_POOL_TIMEOUT="2.5")
 
-    assert kept == {"CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True, "OPTIONS": {}}
+    assert {**kept, "OPTIONS": {}} == {"CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True, "OPTIONS": {}}
+    assert "pool" not in kept["OPTIONS"]
     assert pooled["CONN_MAX_AGE"] == 0
-    assert pooled["OPTIONS"] == {"pool": {"min_size": 2, "max_size": 7, "timeout": 2.5}}
+    assert pooled["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 7, "timeout": 2.5}
+
+
+def hnsw_settings() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        return cursor.fetchone()
+
+
+def test_every_lent_connection_starts_with_the_hnsw_search_options(pool, settings):
+    # They come with the connection's start-up, not from a query each time the pool lends it.
+    for _ in range(POOL_SIZE * 2):
+        assert hnsw_settings() == (str(settings.MEMORY_HNSW_EF_SEARCH), "relaxed_order")
+        connection.close()  # back to the pool
