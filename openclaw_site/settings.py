@@ -87,6 +87,9 @@ try:
     # A document saved without pause is still indexed this long after its first unindexed save.
     MEMORY_INDEX_MAX_WAIT_SECONDS = env_float("MEMORY_INDEX_MAX_WAIT_SECONDS", 5.0, minimum=0)
     SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
+    # A session's export and index check run this long after the first change of a batch, so the
+    # changes of that time share one run (openclaw_site.tasks: a coalescing job's delay).
+    SESSION_JOB_DELAY_SECONDS = env_float("SESSION_JOB_DELAY_SECONDS", 1.0, minimum=0)
     # Messages of recently used sessions' views each process keeps (sessions_app.view_cache); 0: off.
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)

@@ -43,6 +43,11 @@ flush of the write-ahead log. A pending record whose task was lost
 `purge_task_records` fails pending records that have not started within django-q2's retry time;
 the next change then queues a new job.
 
+A coalescing job may ask for a delay (`coalesced(..., delay_seconds=1)`): its new record's task is
+held back that long (as a deferred job's is, below), so a burst of changes to one object shares
+one run a second instead of one run per change. Changes that fold into it meanwhile do not push
+it out: the wait runs from the first change.
+
 Flush, compaction and a memory document's index go to the urgent queue (`TaskQueue.URGENT`): a
 cluster of their own with its own workers (settings.Q_CLUSTER's ALT_CLUSTERS), so no backlog of
 exports and transcript indexing delays them.
@@ -76,7 +81,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from django_q.brokers import Broker, get_broker
+from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import Task
@@ -141,6 +146,7 @@ class _Job:
     kind: str
     queue: TaskQueue
     task_name: str | None
+    delay_seconds: float = 0.0  # a new record's job runs no earlier than this after the change
 
 
 @overload
@@ -213,9 +219,15 @@ def coalesced(
     coalesce_key: str,
     task_name: str | None = None,
     queue: TaskQueue = TaskQueue.DEFAULT,
+    delay_seconds: float = 0.0,
 ) -> Coalesced:
-    """Describe a coalescing job for `enqueue_coalesced` (the arguments are `enqueue`'s)."""
-    job = _Job(func=func, args=args, kind=func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    """Describe a coalescing job for `enqueue_coalesced` (the arguments are `enqueue`'s).
+
+    With ``delay_seconds`` a newly recorded job is held back that long, so the changes of that
+    time fold into it and share one run; a change that folds into it does not push it further out.
+    """
+    kind = func.rsplit(".", 1)[-1]
+    job = _Job(func=func, args=args, kind=kind, queue=queue, task_name=task_name, delay_seconds=delay_seconds)
     return Coalesced(job, owner=owner, coalesce_key=coalesce_key)
 
 
@@ -255,7 +267,15 @@ def _fold_or_send(jobs: tuple[Coalesced, ...]) -> None:
         return
     for key, (record_pk, task_id, inserted) in folded.items():
         if inserted:
-            _send(by_key[key].job, record_pk=record_pk, task_id=task_id)
+            job = by_key[key].job
+            _send(job, record_pk=record_pk, task_id=task_id, not_before=_held_until(job))
+
+
+def _held_until(job: _Job) -> datetime | None:
+    """When a new record of ``job`` may run; None for at once (no delay, or run inline)."""
+    if not job.delay_seconds or Conf.SYNC:
+        return None
+    return timezone.now() + timedelta(seconds=job.delay_seconds)
 
 
 def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
@@ -278,10 +298,19 @@ def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
     return folded
 
 
-def _send(job: _Job, *, record_pk: int, task_id: str, broker: Broker | None = None) -> None:
-    """Send the record's task to django-q2, through ``broker`` if given (else the queue's own)."""
+def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | None = None) -> None:
+    """Send the record's task to django-q2, to run no earlier than ``not_before`` if given.
+
+    The ORM broker holds such a task back until then (`_HeldBackORM`); a broker that cannot (Redis)
+    hands it out at once and `run_tracked` defers it.
+    """
     name = (job.task_name or f"{job.kind}-{task_id}")[:100]
-    through = {"broker": broker} if broker is not None else {}
+    through: dict[str, Any] = {}
+    if not_before is not None:
+        if isinstance(get_broker(job.queue.cluster), ORM):
+            through["broker"] = _HeldBackORM(job.queue.cluster, not_before)
+        else:
+            through["not_before"] = not_before.isoformat()
     try:
         q_id = async_task(
             "openclaw_site.tasks.run_tracked",
@@ -373,15 +402,20 @@ def defer_until(when: datetime) -> NoReturn:
     raise Deferred(when)
 
 
-def run_tracked(task_id: str, func: str, *args: Any, queue: str = TaskQueue.DEFAULT.value) -> Any:
+def run_tracked(
+    task_id: str, func: str, *args: Any, queue: str = TaskQueue.DEFAULT.value, not_before: str | None = None
+) -> Any:
     """Worker entry point: run ``func(*args)`` and record its state and result on the TaskRecord.
 
     The move to running is its own statement, committed (the worker runs in autocommit) before the
     function reads anything: from then on a change folds into a new job, and every change that
-    folded into this one committed before it (module docstring). A function that raises `Deferred`
-    is queued again on ``queue`` (`_defer`).
+    folded into this one committed before it (module docstring). A task handed out before
+    ``not_before`` (ISO time; a broker that cannot hold it back), or whose function raises
+    `Deferred`, is queued again on ``queue`` (`_defer`).
     """
     now = timezone.now()
+    if not_before is not None and now < (until := datetime.fromisoformat(not_before)):
+        return _defer(task_id, func, args, queue=TaskQueue(queue), until=until)
     TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
     token = _current_task.set(task_id)
     try:
@@ -428,11 +462,9 @@ def _defer(
         _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
         return outcome
     job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
-    if isinstance(get_broker(queue.cluster), ORM):
-        _send(job, record_pk=record.pk, task_id=task_id, broker=_HeldBackORM(queue.cluster, until))
-    else:  # no delayed delivery (Redis): a short pause, then the end of the queue
+    if not isinstance(get_broker(queue.cluster), ORM):  # no delayed delivery (Redis): a short pause
         time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))
-        _send(job, record_pk=record.pk, task_id=task_id)
+    _send(job, record_pk=record.pk, task_id=task_id, not_before=until)
     return {"deferred_until": until.isoformat()}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BigIntegerField, Func, Sum, TextField
 from django.db.models.functions import Cast
@@ -188,6 +189,7 @@ def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
 def after_transcript_change(session: Session) -> None:
     """Queue the export mirror and the transcript indexer for after the commit (one fold for both)."""
     owner = session_owner(session=session)
+    delay = settings.SESSION_JOB_DELAY_SECONDS  # the appends of that time share one run of each
     enqueue_coalesced(
         coalesced(
             "sessions_app.tasks.export_session",
@@ -195,6 +197,7 @@ def after_transcript_change(session: Session) -> None:
             owner=owner,
             task_name=f"export-session-{session.pk}",
             coalesce_key=f"export-session:{session.pk}",
+            delay_seconds=delay,
         ),
         coalesced(
             "sessions_app.tasks.transcript_changed",
@@ -202,6 +205,7 @@ def after_transcript_change(session: Session) -> None:
             owner=owner,
             task_name=f"transcript-{session.pk}",
             coalesce_key=f"transcript-changed:{session.pk}",
+            delay_seconds=delay,
         ),
     )
 

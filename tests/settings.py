@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("OPENCLAW_TASKS_SYNC", "1")
 os.environ.setdefault("MEMORY_INDEX_DEBOUNCE_SECONDS", "0")
 os.environ.setdefault("SESSION_INDEX_DEBOUNCE_SECONDS", "0")
+os.environ.setdefault("SESSION_JOB_DELAY_SECONDS", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 os.environ.setdefault("LLM_BASE_URL", "")
 os.environ.setdefault("LLM_MODEL", "")

@@ -117,6 +117,44 @@ def test_a_transcript_appended_to_without_pause_is_indexed_once_its_first_reques
     assert all(f"walrus {n}" in " ".join(texts) for n in range(4))
 
 
+def hand_out_early(broker: TaskBroker, cluster: str) -> None:
+    """Let a worker take each task of ``cluster`` it can have now, once: each must hand itself back."""
+    for _ in range(broker.queue_size(cluster)):  # Redis: a handed-back task goes to the end of the queue
+        task = work_one(cluster)
+        assert task is not None and task["success"], task
+        assert set(task["result"] or ()) == {"deferred_until"}, tracked_func(task)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sessions_export_and_index_check_wait_out_their_delay_and_carry_the_appends_made_meanwhile(
+    world, task_broker: TaskBroker, clock: Clock, settings: Any, tmp_path
+):
+    settings.SESSION_JOB_DELAY_SECONDS = WAIT
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    session = factories.make_session(world.assistant, "steady")
+    drain(DEFAULT)  # a new session is mirrored at once (its header)
+    mirror = settings.EXPORT_ROOT / "acme" / "helper" / "sessions" / "steady.jsonl"
+    before = mirror.read_text()
+    for n in range(3):
+        factories.add_messages(session, user(f"walrus {n}"))
+        hand_out_early(task_broker, DEFAULT)  # held back (ORM) or handed back (Redis) until the delay is over
+        clock.advance(WAIT / 4)  # the appends that come meanwhile do not push it out
+    records = TaskRecord.objects.filter(kind__in=["export_session", "transcript_changed"], state="queued")
+    assert sorted((r.kind, r.state, r.coalesced) for r in records) == [
+        ("export_session", "queued", 2),
+        ("transcript_changed", "queued", 2),
+    ]
+    assert mirror.read_text() == before
+
+    clock.advance(WAIT / 4 + 1)  # the delay has passed since the first append
+    ran = [tracked_func(task) for task in drain(DEFAULT)]
+    assert ran.count("sessions_app.tasks.export_session") == 1, ran
+    assert ran.count("sessions_app.tasks.transcript_changed") == 1, ran
+    assert not records.all().exists()  # both ran, and nothing is left waiting
+    lines = mirror.read_text().splitlines()
+    assert [n for n in range(3) if any(f"walrus {n}" in line for line in lines)] == [0, 1, 2]
+
+
 def fold_a_change_then_defer(team_id: int) -> None:
     """A job during whose run a change queues the next job of its key, then not due yet."""
     enqueue_deferring(team_id)
