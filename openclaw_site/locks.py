@@ -20,10 +20,14 @@ class LockTimeout(Exception):
     """The lock was not free within the time allowed."""
 
 
-def xact_lock(name: str) -> None:
-    """Take a lock that is released when the current transaction ends."""
+def xact_lock(name: str, *, shared: bool = False) -> None:
+    """Take a lock that is released when the current transaction ends.
+
+    ``shared`` holders do not wait for each other, only for (and block) an exclusive holder.
+    """
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
+        cursor.execute(f"SELECT {function}(hashtextextended(%s, 0))", [name])
 
 
 @contextmanager

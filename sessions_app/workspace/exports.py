@@ -18,7 +18,10 @@ Postgres is the truth and the files are a mirror, so a retried or crashed task l
 - the other files are rewritten whole and atomically (`export_storage`), sessions.json and
   assistant.json only when their content changed.
 Writers of one workspace hold a Postgres advisory lock for it, so the last writer is also the one
-that read last. `session_jsonl_lines` is shared with the streaming endpoint
+that read last. A transcript's export holds that lock shared, with an exclusive lock on the session,
+so the exports of a team's busy sessions run side by side and each leaves sessions.json to its own
+coalesced job (`export_sessions_index`, a second after the first change): the cost of an export
+follows what was appended, not how many sessions the assistant has. `session_jsonl_lines` is shared with the streaming endpoint
 ``GET /sessions/{id}/export.jsonl``.
 """
 
@@ -42,6 +45,7 @@ from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
 from openclaw_site.locks import xact_lock
 from openclaw_site.models import Assistant
+from openclaw_site.tasks import TaskOwner, coalesced, enqueue_coalesced
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, SessionExport
 from sessions_app.workspace.openclaw_jsonl import (
@@ -322,29 +326,59 @@ def _dumps_json(data: Any) -> str:
 
 
 @contextmanager
-def _locked_assistant(assistant_id: int) -> Iterator[Assistant | None]:
+def _locked_assistant(assistant_id: int, *, shared: bool = False) -> Iterator[Assistant | None]:
     """Hold the workspace lock of an assistant (until the transaction ends) and yield it, or None if gone."""
     with transaction.atomic():
-        xact_lock(f"export:{assistant_id}")
+        xact_lock(f"export:{assistant_id}", shared=shared)
         yield Assistant.objects.select_related("team").filter(pk=assistant_id).first()
 
 
 def export_session(session_id: int, *, storage: ExportStorage | None = None) -> bool:
-    """Bring a session's transcript file and the assistant's sessions.json up to date; False if the session is gone."""
+    """Bring a session's transcript file up to date and queue sessions.json's; False if the session is gone.
+
+    A workspace not in the mirror yet (a new EXPORT_ROOT, a renamed slug) is written whole instead.
+    """
     assistant_id = Session.objects.filter(pk=session_id).values_list("assistant_id", flat=True).first()
     if assistant_id is None:
         return False
     storage = storage or export_storage()
-    with _locked_assistant(assistant_id) as assistant:
-        session = Session.objects.filter(pk=session_id, assistant=assistant).first() if assistant else None
-        if assistant is None or session is None:
+    with _locked_assistant(assistant_id, shared=True) as assistant:
+        if assistant is None:
             return False
-        session.assistant = assistant
-        base = workspace_name(assistant)
-        if not _ensure_workspace(storage, base, assistant):
-            _export_transcript(storage, base, session)
-            _write_session_store(storage, base, assistant)
+        if storage.exists(_join(workspace_name(assistant), SESSION_STORE)):
+            xact_lock(f"export-session:{session_id}")  # the transcript file has one writer
+            return _export_transcript_of(storage, assistant, session_id)
+    with _locked_assistant(assistant_id) as assistant:  # alone in the workspace
+        if assistant is None:
+            return False
+        if _ensure_workspace(storage, workspace_name(assistant), assistant):
+            return Session.objects.filter(pk=session_id).exists()
+        return _export_transcript_of(storage, assistant, session_id)  # another export wrote it meanwhile
+
+
+def _export_transcript_of(storage: ExportStorage, assistant: Assistant, session_id: int) -> bool:
+    """Export one session's transcript into the assistant's existing workspace, under the locks."""
+    session = Session.objects.filter(pk=session_id, assistant=assistant).first()
+    if session is None:
+        return False
+    session.assistant = assistant
+    _export_transcript(storage, workspace_name(assistant), session)
+    _queue_session_store(assistant)
     return True
+
+
+def _queue_session_store(assistant: Assistant) -> None:
+    """Queue the rewrite of sessions.json a second after the first export that changed it."""
+    enqueue_coalesced(
+        coalesced(
+            "sessions_app.tasks.export_sessions_index",
+            assistant.pk,
+            owner=TaskOwner.for_assistant(assistant),
+            task_name=f"export-index-{assistant.pk}",
+            coalesce_key=f"export-sessions-index:{assistant.pk}",
+            delay_seconds=settings.SESSION_JOB_DELAY_SECONDS,
+        )
+    )
 
 
 def export_sessions_index(assistant_id: int, *, storage: ExportStorage | None = None) -> bool:

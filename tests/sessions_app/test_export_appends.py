@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -71,6 +72,7 @@ def full_export(session: Session, directory: Path) -> tuple[bytes, bytes]:
 
 def assert_mirror_is_a_full_rewrite(root: Path, session: Session, scratch: Path) -> None:
     session = Session.objects.select_related("assistant__team").get(pk=session.pk)
+    exports.export_sessions_index(session.assistant_id)  # the sessions.json job an export queues
     mirrored = mirror_file(root, session).read_bytes()
     transcript, store = full_export(session, scratch)
     assert mirrored == "".join(exports.session_jsonl_lines(session)).encode()
@@ -239,16 +241,43 @@ def test_a_file_unlike_its_record_is_rewritten(damage, world, export_root, tmp_p
 
 
 @pytest.mark.django_db
-def test_a_renamed_key_is_rewritten_under_its_new_name(world, export_root, tmp_path):
+def test_a_renamed_key_is_rewritten_under_its_new_name(
+    world, export_root, tmp_path, django_capture_on_commit_callbacks
+):
     session = factories.make_session(world.assistant, "old-key")
     factories.add_messages(session, user("one"))
     exports.export_session(session.pk)
     Session.objects.filter(pk=session.pk).update(key="new-key")
     session.refresh_from_db()
-    exports.export_session(session.pk)
+    with django_capture_on_commit_callbacks(execute=True):  # the sessions.json job drops the old file
+        exports.export_session(session.pk)
     assert not (export_root / "acme" / "helper" / "sessions" / "old-key.jsonl").exists()
     assert SessionExport.objects.get(session=session).file == "acme/helper/sessions/new-key.jsonl"
     assert_mirror_is_a_full_rewrite(export_root, session, tmp_path / "full")
+
+
+# --- Concurrency -----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_exports_of_two_sessions_of_one_assistant_run_side_by_side(world, export_root):
+    busy, other = (factories.make_session(world.assistant, key) for key in ("busy", "other"))
+    exports.export_session(busy.pk)
+    factories.add_messages(other, user("not held up"))
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
+    with psycopg.connect(**params, autocommit=True) as exporter:  # an export of `busy` in progress
+        exporter.execute(
+            "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0)), pg_advisory_lock(hashtextextended(%s, 0))",
+            [f"export:{world.assistant.pk}", f"export-session:{busy.pk}"],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")  # a wait for `busy`'s export would fail, not hang
+        try:
+            assert exports.export_session(other.pk)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+    assert "not held up" in mirror_file(export_root, other).read_text()
 
 
 # --- Cost: bounded queries, only the new bytes -----------------------------------------------------
