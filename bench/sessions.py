@@ -536,7 +536,9 @@ class Bench:
 # --- the run -------------------------------------------------------------------------------------
 
 
-def child_env(database_url: str, fake: FakeOpenAI, export_root: Path, redis_url: str = "") -> dict[str, str]:
+def child_env(
+    database_url: str, fake: FakeOpenAI, redis_url: str = "", *, export_root: Path | None = None
+) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -548,7 +550,6 @@ def child_env(database_url: str, fake: FakeOpenAI, export_root: Path, redis_url:
         DJANGO_SECURE_COOKIES="false",
         DATABASE_URL=database_url,
         REDIS_URL=redis_url,
-        EXPORT_ROOT=str(export_root),  # the run's own mirror, so check_mirrors reads only its files
         LLM_BASE_URL=fake.base_url,
         LLM_API_KEY="bench",
         LLM_MODEL="fake-chat",
@@ -560,6 +561,8 @@ def child_env(database_url: str, fake: FakeOpenAI, export_root: Path, redis_url:
         # rate limit (docs/design.md, Limits and refusals) would measure itself instead.
         OPENCLAW_API_KEY_RATE_PER_MINUTE="100000000",
     )
+    if export_root is not None:  # the run's own mirror, so check_mirrors reads only its files
+        env["EXPORT_ROOT"] = str(export_root)
     return env
 
 
@@ -585,7 +588,7 @@ def setup_team(env: dict[str, str]) -> str:
 def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> dict[str, Any]:
     fake = FakeOpenAI(default_chat=_instant_model).start()
     export_root = ROOT / "var" / "bench" / f"exports-{uuid.uuid4().hex[:8]}"
-    env = child_env(database_url, fake, export_root, redis_url)
+    env = child_env(database_url, fake, redis_url, export_root=export_root)
     key = setup_team(env)
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
