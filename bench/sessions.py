@@ -20,7 +20,10 @@ embedder on 127.0.0.1 (`tests.fake_openai`), and measures through the REST API o
 
 With `--scale-out` the same run uses a second PostgreSQL reached over TCP (`DATABASE_URL`, a data
 directory of its own under var/bench/) and Debian's redis-server (`REDIS_URL`) with two worker
-clusters, and checks that no message, export line or index entry was lost or duplicated.
+clusters. Both runs end by checking that no message, export line or index entry was lost or
+duplicated: every message the bench posted carries a tag, so the stored ones are counted against
+the posts answered 201, and `manage.py check_mirrors` compares the run's export mirror (an
+EXPORT_ROOT of its own under var/bench/, removed at the end) and transcript index with the rows.
 Nothing here is a test: figures are printed, never asserted. Run it on a quiet machine.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -39,6 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,6 +57,10 @@ sys.path.insert(0, str(ROOT))
 from tests.fake_openai import FakeOpenAI, Reply, text_reply  # noqa: E402
 
 BENCH_DB = "openclaw_bench_sessions"
+# django-q2's Redis broker keeps each cluster's queue in the list django_q:<cluster name>:q; the two
+# clusters are Q_CLUSTER["name"] and Q_URGENT_CLUSTER (openclaw_site/settings.py).
+REDIS_QUEUES = ("django_q:openclaw:q", "django_q:openclaw-urgent:q")
+TAG = "[bench-{}] "  # starts every message the bench posts (integrity: lost or duplicated messages)
 PYTHON = sys.executable
 SUMMARY = (
     "## Decisions\n- Keep going.\n## Open TODOs\nNone.\n## Constraints/Rules\nNone.\n"
@@ -92,12 +101,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    """Run a management command with the bench's environment and return its stdout."""
+def manage(env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,)) -> str:
+    """Run a management command with the bench's environment and return its stdout (exit status in ``ok``)."""
     done = subprocess.run(
         [PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
-    if done.returncode != 0:
+    if done.returncode not in ok:
         raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done.stdout
 
@@ -271,10 +280,15 @@ class Api:
             return response.status, json.loads(raw) if raw else None, ms
         raise AssertionError("unreachable")
 
-    def ok(self, method: str, path: str, body: Any = None) -> tuple[Any, float]:
+    def answered(self, method: str, path: str, body: Any = None) -> tuple[int, Any, float]:
+        """Send one request that must succeed; return (status, JSON body, milliseconds)."""
         status, data, ms = self.call(method, path, body)
         if status >= 400:
             raise SystemExit(f"{method} {path} answered {status}: {json.dumps(data)[:500]}")
+        return status, data, ms
+
+    def ok(self, method: str, path: str, body: Any = None) -> tuple[Any, float]:
+        _, data, ms = self.answered(method, path, body)
         return data, ms
 
 
@@ -310,8 +324,38 @@ class Db:
             self.one("SELECT COUNT(*) FROM openclaw_site_taskrecord WHERE state IN ('queued', 'running')")
         )
 
-    def broker_queue(self) -> int:
+    def orm_queue(self) -> int:
         return int(self.one("SELECT COUNT(*) FROM django_q_ormq") or 0)
+
+    def posted_messages(self) -> dict[int, dict[str, int]]:
+        """Return, per session, how many stored messages carry each bench tag."""
+        pattern = r"\[bench-(\d+)\]"
+        rows = self.connection.execute(
+            "SELECT session_id, substring(content::text from %s::text) AS tag, COUNT(*) FROM sessions_app_message"
+            " WHERE NOT flush_turn AND content::text ~ %s::text GROUP BY 1, 2",
+            [pattern, pattern],
+        ).fetchall()
+        stored: dict[int, dict[str, int]] = defaultdict(dict)
+        for session, tag, copies in rows:
+            stored[session][tag] = copies
+        return stored
+
+
+def broker_queue(db: Db, redis_url: str) -> Callable[[], int]:
+    """Return a reader of the broker's queue length: both clusters' Redis lists, else the ORM queue table."""
+    if not redis_url:
+        return db.orm_queue
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+
+    def lists() -> int:
+        with client.pipeline(transaction=False) as pipe:
+            for name in REDIS_QUEUES:
+                pipe.llen(name)
+            return sum(int(length) for length in pipe.execute())
+
+    return lists
 
 
 # --- the measurements ----------------------------------------------------------------------------
@@ -321,11 +365,31 @@ class Db:
 class Bench:
     api: Api
     db: Db
+    broker_queue: Callable[[], int]
     scale: float = 1.0  # --quick runs a tenth of every count, to try the harness
     figures: dict[str, Any] = field(default_factory=dict)
+    # Per session, the tags of the messages whose POST was answered 201.
+    acknowledged: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    _tags: Iterator[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def n(self, count: int) -> int:
         return max(1, int(count * self.scale))
+
+    def post(self, session: int, body: dict[str, Any]) -> tuple[Any, float]:
+        """POST one message (or a batch) with each message tagged; note the tags of an answer 201."""
+        items = body.get("messages", [body])
+        tags = [str(next(self._tags)) for _ in items]
+        tagged = [
+            {**item, "content": TAG.format(tag) + item["content"]}
+            for item, tag in zip(items, tags, strict=True)
+        ]
+        sent = {**body, "messages": tagged} if "messages" in body else tagged[0]
+        status, data, ms = self.api.answered("POST", f"/sessions/{session}/messages/", sent)
+        if status == 201:
+            with self._lock:
+                self.acknowledged[session].update(tags)
+        return data, ms
 
     def new_session(self, assistant: str = "bench") -> int:
         data, _ = self.api.ok("POST", f"/assistants/{assistant}/sessions/", {"key": uuid.uuid4().hex[:12]})
@@ -339,7 +403,7 @@ class Bench:
                 message(start + i, role="user" if (start + i) % 2 == 0 else "assistant")
                 for i in range(offset, min(count, offset + batch))
             ]
-            self.api.ok("POST", f"/sessions/{session}/messages/", {"messages": items})
+            self.post(session, {"messages": items})
         return count / (time.perf_counter() - started)
 
     def settle(self, timeout: float = 600) -> float:
@@ -349,20 +413,14 @@ class Bench:
 
     def single_posts(self) -> None:
         session = self.new_session()
-        latencies = [
-            self.api.ok("POST", f"/sessions/{session}/messages/", message(i))[1] for i in range(self.n(300))
-        ]
+        latencies = [self.post(session, message(i))[1] for i in range(self.n(300))]
         self.figures["single_p50_ms"] = pct(latencies[self.n(50) :], 50)
         self.figures["single_p95_ms"] = pct(latencies[self.n(50) :], 95)
         sessions = [self.new_session() for _ in range(8)]
         per_client = self.n(150)
         started = time.perf_counter()
         threads = [
-            threading.Thread(
-                target=lambda s=s: [
-                    self.api.ok("POST", f"/sessions/{s}/messages/", message(i)) for i in range(per_client)
-                ]
-            )
+            threading.Thread(target=lambda s=s: [self.post(s, message(i)) for i in range(per_client)])
             for s in sessions
         ]
         for thread in threads:
@@ -399,10 +457,7 @@ class Bench:
             session = self.new_session()
             self.ingest(session, self.n(count))
             self.settle()
-            latencies = [
-                self.api.ok("POST", f"/sessions/{session}/messages/", {**message(i), "respond": True})[1]
-                for i in range(40)
-            ]
+            latencies = [self.post(session, {**message(i), "respond": True})[1] for i in range(40)]
             self.settle()
             self.figures[f"turn_p50_ms_{count}"] = pct(latencies[5:], 50)
 
@@ -416,7 +471,7 @@ class Bench:
 
         def watch() -> None:
             while not stop.is_set():
-                longest[0] = max(longest[0], self.db.broker_queue())
+                longest[0] = max(longest[0], self.broker_queue())
                 time.sleep(0.1)
 
         searchable: list[float] = []
@@ -444,8 +499,7 @@ class Bench:
         clients = [
             threading.Thread(
                 target=lambda s=s, c=c: [
-                    self.api.ok("POST", f"/sessions/{s}/messages/", message(c * 1000 + i, words=40))
-                    for i in range(self.n(500))
+                    self.post(s, message(c * 1000 + i, words=40)) for i in range(self.n(500))
                 ]
             )
             for c, s in enumerate(sessions)
@@ -482,7 +536,9 @@ class Bench:
 # --- the run -------------------------------------------------------------------------------------
 
 
-def child_env(database_url: str, fake: FakeOpenAI, redis_url: str = "") -> dict[str, str]:
+def child_env(
+    database_url: str, fake: FakeOpenAI, redis_url: str = "", *, export_root: Path | None = None
+) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -505,6 +561,8 @@ def child_env(database_url: str, fake: FakeOpenAI, redis_url: str = "") -> dict[
         # rate limit (docs/design.md, Limits and refusals) would measure itself instead.
         OPENCLAW_API_KEY_RATE_PER_MINUTE="100000000",
     )
+    if export_root is not None:  # the run's own mirror, so check_mirrors reads only its files
+        env["EXPORT_ROOT"] = str(export_root)
     return env
 
 
@@ -529,7 +587,8 @@ def setup_team(env: dict[str, str]) -> str:
 
 def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> dict[str, Any]:
     fake = FakeOpenAI(default_chat=_instant_model).start()
-    env = child_env(database_url, fake, redis_url)
+    export_root = ROOT / "var" / "bench" / f"exports-{uuid.uuid4().hex[:8]}"
+    env = child_env(database_url, fake, redis_url, export_root=export_root)
     key = setup_team(env)
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
@@ -547,7 +606,8 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
             api.ok("POST", "/assistants/", {"slug": slug, "name": slug, "context_window": 200_000})
         # The burst assistant's window is small, so its session comes due for compaction mid-burst.
         api.ok("PATCH", "/assistants/burst/", {"context_window": 60_000})
-        bench = Bench(api, Db(database_url), scale=scale)
+        db = Db(database_url)
+        bench = Bench(api, db, broker_queue(db, redis_url), scale=scale)
         for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
             print(f"... {step.__name__}", flush=True)
             step()
@@ -561,8 +621,8 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
             if kind:
                 totals[kind] = totals.get(kind, 0.0) + rss_mb(pid)
         bench.figures["rss_mb"] = totals
-        if scale_out:
-            bench.figures["integrity"] = integrity(bench.db)
+        bench.settle()  # the check reads a quiet mirror: no export or index job pending
+        bench.figures["integrity"] = integrity(bench, env)
         return bench.figures
     finally:
         # SIGTERM to each main process only (runall and a django-q2 cluster stop their children
@@ -576,10 +636,35 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         fake.stop()
+        shutil.rmtree(export_root, ignore_errors=True)
 
 
-def integrity(db: Db) -> dict[str, int]:
-    """Count lost or duplicated messages and index entries after the run (scale-out)."""
+def integrity(bench: Bench, env: dict[str, str]) -> dict[str, Any]:
+    """Count what was lost or duplicated: seqs, entry ids, the bench's posts, export lines, index entries."""
+    mirrors = json.loads(manage(env, "check_mirrors", ok=(0, 1)))  # 1: it found a problem
+    posted = posted_counts(bench.acknowledged, bench.db.posted_messages())
+    return {
+        "problems": {**sequence_counts(bench.db), **posted, **mirrors["problems"]},
+        "checked": {
+            "messages acknowledged (201)": sum(len(tags) for tags in bench.acknowledged.values()),
+            "sessions checked (check_mirrors)": mirrors["sessions_checked"],
+            **mirrors["pending"],
+        },
+    }
+
+
+def posted_counts(acknowledged: dict[int, set[str]], stored: dict[int, dict[str, int]]) -> dict[str, int]:
+    """Compare, per session, the bench's acknowledged posts with the stored messages that carry their tags.
+
+    Only tagged messages count: turn replies, flush turns and compactions are written by the server.
+    """
+    lost = sum(len(tags - stored.get(session, {}).keys()) for session, tags in acknowledged.items())
+    duplicated = sum(copies - 1 for tags in stored.values() for copies in tags.values())
+    return {"messages lost": lost, "messages duplicated": duplicated}
+
+
+def sequence_counts(db: Db) -> dict[str, int]:
+    """Count sessions whose seqs have gaps and entry ids stored twice in a session."""
     return {
         "seq_gaps": int(
             db.one(
@@ -645,9 +730,11 @@ def report(figures: dict[str, Any]) -> None:
     for kind, mb in figures.get("rss_mb", {}).items():
         print(f"  {kind + ' processes':<52} {mb:>10,.0f} MB")
     if "integrity" in figures:
-        print("\nIntegrity (scale-out)")
-        for name, count in figures["integrity"].items():
-            print(f"  {name:<52} {count:>10} (target 0)")
+        print("\nIntegrity")
+        for name, count in figures["integrity"]["problems"].items():
+            print(f"  {name:<52} {count:>10} {'':<7} {'target 0':<22} {'met' if count == 0 else 'MISSED'}")
+        for name, count in figures["integrity"]["checked"].items():
+            print(f"  {name:<52} {count:>10}")
 
 
 def main() -> None:

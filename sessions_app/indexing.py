@@ -34,7 +34,7 @@ from memory_app.indexing import (
 )
 from memory_app.models import IndexedSource, Source
 from openclaw_site.tasks import defer_until, enqueue
-from sessions_app.models import Message, Role, Session
+from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
 
@@ -192,6 +192,27 @@ def thresholds_reached(session: Session) -> bool:
     )
 
 
+def index_is_due(session: Session) -> bool:
+    """Tell whether this module's own rules ask for an index of what came since the last one.
+
+    They do once the delta thresholds are reached, or when a compaction came after the last index
+    (``postCompactionForce``). Below the thresholds a transcript waits for more messages or for the
+    periodic refresh (memory_app.tasks.refresh_indexes).
+    """
+    if thresholds_reached(session):
+        return True
+    if not session.assistant.config.memory_search.sync.sessions.post_compaction_force:
+        return False
+    upto = (
+        IndexedSource.objects.filter(
+            assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk)
+        )
+        .values_list("indexed_upto", flat=True)
+        .first()
+    )
+    return CompactionEntry.objects.filter(session=session, seq__gt=upto or 0).exists()
+
+
 def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
     """Queue a debounced index of the transcript; return whether one was queued."""
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
@@ -273,8 +294,6 @@ def _after_session_delete(sender: Any, instance: Session, **kwargs: Any) -> None
 def connect() -> None:
     """Register transcripts with the indexer and hook compaction and session deletes."""
     from django.db.models.signals import post_delete, post_save
-
-    from sessions_app.models import CompactionEntry
 
     register_source(Source.SESSIONS, SessionTranscripts())
     post_save.connect(

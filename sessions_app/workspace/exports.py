@@ -106,6 +106,11 @@ def session_file_name(key: str) -> str:
     return f"{quote(key, safe=':@-_.')}.jsonl"
 
 
+def transcript_name(session: Session) -> str:
+    """Return the storage name of a session's transcript file in the mirror."""
+    return _join(workspace_name(session.assistant), SESSIONS_DIR, session_file_name(session.key))
+
+
 def _join(base: str, *parts: str) -> str:
     return "/".join(part for part in (base, *parts) if part)
 

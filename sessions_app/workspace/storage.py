@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 # Temp files are hidden siblings of their target (".MEMORY.md.<random>.tmp"): same directory, so
 # the final os.replace is an atomic rename on the same file system.
@@ -39,6 +39,8 @@ class ExportStorage(Protocol):
     def truncate(self, name: str, size: int) -> None: ...
 
     def read_head(self, name: str, length: int) -> bytes: ...
+
+    def read_lines(self, name: str) -> Iterator[bytes] | None: ...
 
     def delete(self, name: str) -> None: ...
 
@@ -136,6 +138,14 @@ class LocalExportStorage:
         except FileNotFoundError:
             return b""
 
+    def read_lines(self, name: str) -> Iterator[bytes] | None:
+        """Return the lines of ``name`` one at a time (bytes, newline kept), or None if it is missing."""
+        try:
+            handle = self.path(name).open("rb")
+        except FileNotFoundError:
+            return None
+        return _lines_of(handle)
+
     def delete(self, name: str) -> None:
         self.path(name).unlink(missing_ok=True)
 
@@ -179,3 +189,8 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _lines_of(handle: BinaryIO) -> Iterator[bytes]:
+    with handle:
+        yield from handle
