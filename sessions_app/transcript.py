@@ -83,56 +83,66 @@ def append_messages(
     first_seq = session.last_seq + 1
     for row in rows:
         row.seq = take_seq(session)
-    _insert_with_fresh_ids(session, rows)
-    _record_append(session, first_seq=first_seq, now=now)
+    _insert_with_fresh_ids(session, rows, first_seq=first_seq, now=now)
     if announce:
         after_transcript_change(session)
     return rows
 
 
-def _record_append(session: Session, *, first_seq: int, now: Any) -> None:
+class _CompactionIdClash(Exception):
+    """A drawn entry id is a compaction entry's (they share the session's id space)."""
+
+
+def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: int, now: Any) -> None:
+    """Give the rows random entry ids, insert them and record the append, drawing again on the rare clash.
+
+    The unique constraint on (session, entry_id) finds a clash with a stored message; the
+    session's UPDATE (`_record_append`) finds one with a compaction entry, whose ids share the
+    space. Either undoes this draw's savepoint only.
+    """
+    for _ in range(MAX_ENTRY_ID_ATTEMPTS):
+        _draw_ids(rows)
+        try:
+            with transaction.atomic():  # a savepoint: a clash undoes this insert only
+                Message.objects.bulk_create(rows)
+                if not _record_append(
+                    session, first_seq=first_seq, now=now, entry_ids=[r.entry_id for r in rows]
+                ):
+                    raise _CompactionIdClash
+            return
+        except _CompactionIdClash:
+            for row in rows:  # their insert was undone: they are new rows again
+                row.pk, row._state.adding = None, True
+        except IntegrityError as error:
+            if "message_session_entry_unique" not in str(error):
+                raise
+    raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
+
+
+def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: list[str]) -> bool:
     """Store the locked session's new last seq and add the new rows' stored size: one statement.
 
     The size is what Postgres stores (each content's jsonb text), summed inside the UPDATE, which
-    returns the new total for the session instance the caller goes on with.
+    returns the new total for the session instance the caller goes on with. It updates nothing and
+    answers False when a compaction entry of the session holds one of ``entry_ids``.
     """
     sql = f"""
         UPDATE {Session._meta.db_table}
         SET last_seq = %s, updated_at = %s, transcript_bytes = transcript_bytes + COALESCE(
             (SELECT SUM(OCTET_LENGTH(content::text)) FROM {Message._meta.db_table}
              WHERE session_id = %s AND seq >= %s), 0)
-        WHERE id = %s
+        WHERE id = %s AND NOT EXISTS (
+            SELECT 1 FROM {CompactionEntry._meta.db_table} WHERE session_id = %s AND entry_id = ANY(%s))
         RETURNING transcript_bytes
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [session.last_seq, now, session.pk, first_seq, session.pk])
-        (session.transcript_bytes,) = cursor.fetchone()
+        cursor.execute(sql, [session.last_seq, now, session.pk, first_seq, session.pk, session.pk, entry_ids])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    (session.transcript_bytes,) = row
     session.updated_at = now
-
-
-def _insert_with_fresh_ids(session: Session, rows: list[Message]) -> None:
-    """Give the rows random entry ids and insert them, drawing again for the rare clash.
-
-    The unique constraint on (session, entry_id) finds a clash with a stored message; one query
-    per batch keeps the ids clear of the session's compaction entries, which share the id space.
-    """
-    for _ in range(MAX_ENTRY_ID_ATTEMPTS):
-        _draw_ids(rows)
-        taken = set(
-            CompactionEntry.objects.filter(
-                session=session, entry_id__in=[r.entry_id for r in rows]
-            ).values_list("entry_id", flat=True)
-        )
-        if taken:
-            continue
-        try:
-            with transaction.atomic():  # a savepoint: a clash undoes this insert only
-                Message.objects.bulk_create(rows)
-            return
-        except IntegrityError as error:
-            if "message_session_entry_unique" not in str(error):
-                raise
-    raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
+    return True
 
 
 def _draw_ids(rows: list[Message]) -> None:
