@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from functools import cached_property
+from time import monotonic
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -332,16 +333,39 @@ def effective_model(assistant: Assistant) -> str:
     return assistant.model or django_settings.LLM_MODEL
 
 
+# Every append, context build and turn corrects its estimates by the model's ratio: each process
+# keeps the ratio it read for this long (docs/design.md §D3), and one it recorded until the next call.
+CALIBRATION_SECONDS = 30.0
+_ratios: dict[str, tuple[float, float | None]] = {}  # model -> (when read, ratio)
+
+
 def calibration_ratio(model: str) -> float | None:
     """Return reported/estimated prompt tokens recorded for a model, or None before any call."""
-    row = ModelCalibration.objects.filter(model=model).first() if model else None
-    if row is None or row.samples == 0:
+    if not model:
         return None
-    return correction_ratio(row.estimated_tokens, row.reported_tokens)
+    held = _ratios.get(model)
+    if held is not None and monotonic() - held[0] < CALIBRATION_SECONDS:
+        return held[1]
+    row = ModelCalibration.objects.filter(model=model).first()
+    ratio = (
+        None
+        if row is None or row.samples == 0
+        else correction_ratio(row.estimated_tokens, row.reported_tokens)
+    )
+    _ratios[model] = (monotonic(), ratio)
+    return ratio
+
+
+def forget_calibrations() -> None:
+    """Drop this process's copies of the ratios (the next read goes to the database)."""
+    _ratios.clear()
 
 
 def record_calibration(*, model: str, estimated: int, reported: int) -> None:
-    """Add one call's estimated and reported prompt tokens to the model's totals (one upsert)."""
+    """Add one call's estimated and reported prompt tokens to the model's totals (one upsert).
+
+    The upsert returns the new totals, so this process's ratio for the model is the new one at once.
+    """
     if not model or estimated <= 0 or reported <= 0:
         return
     table = ModelCalibration._meta.db_table
@@ -355,9 +379,12 @@ def record_calibration(*, model: str, estimated: int, reported: int) -> None:
                 reported_tokens = calibration.reported_tokens + EXCLUDED.reported_tokens,
                 samples = calibration.samples + 1,
                 updated_at = EXCLUDED.updated_at
+            RETURNING estimated_tokens, reported_tokens
             """,
             [model, estimated, reported, dj_timezone.now()],
         )
+        total_estimated, total_reported = cursor.fetchone()
+    _ratios[model] = (monotonic(), correction_ratio(total_estimated, total_reported))
 
 
 # --- system prompt: the assistant's own, then memory -----------------------------------------

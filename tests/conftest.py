@@ -45,11 +45,13 @@ pytest_plugins = [
 
 
 @pytest.fixture(autouse=True)
-def fresh_price_table() -> None:
-    """Price each test's calls from its own database: a rolled-back price clears no process copy."""
+def fresh_process_copies() -> None:
+    """Price and calibrate each test's calls from its own database: a rollback clears no process copy."""
     from openclaw_site.usage import forget_prices
+    from sessions_app.context import forget_calibrations
 
     forget_prices()
+    forget_calibrations()
 
 
 ALL_SCOPES = ["sessions:read", "sessions:write", "memory:read", "memory:write", "admin"]

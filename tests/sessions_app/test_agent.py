@@ -418,8 +418,13 @@ def test_a_turn_queues_its_export_and_index_once_for_all_it_stored(
     with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
         turn(session, "what do my notes say?")
 
-    folds = [q["sql"] for q in queries.captured_queries if "INSERT INTO openclaw_site_taskrecord" in q["sql"]]
+    folds = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "INSERT INTO openclaw_site_taskrecord" in q["sql"] and f"export-session:{session.pk}" in q["sql"]
+    ]
     assert len(folds) == 1  # four messages stored, one fold for the export and the indexer
+    assert f"transcript-changed:{session.pk}" in folds[0]
     assert Message.objects.filter(session=session).count() == 4
     export = TaskRecord.objects.get(coalesce_key=f"export-session:{session.pk}")
     assert export.kind == "export_session"

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.assistant_settings import validate_settings
-from sessions_app.context import build_model_context, token_figures
+from sessions_app.context import build_model_context, calibration_ratio, record_calibration, token_figures
 from sessions_app.models import ModelCalibration
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
@@ -159,6 +161,16 @@ def test_calibration_corrects_estimates_not_reported_usage(world):
     )
     session.refresh_from_db()
     assert token_figures(session).context_tokens == 1300
+
+
+@pytest.mark.django_db
+def test_a_process_uses_the_ratio_its_call_recorded_without_reading_it_again():
+    record_calibration(model="m", estimated=1000, reported=1200)
+    record_calibration(model="m", estimated=1000, reported=1400)
+    with CaptureQueriesContext(connection) as queries:
+        assert calibration_ratio("m") == pytest.approx(1.3)
+    assert len(queries) == 0
+    assert ModelCalibration.objects.get(model="m").samples == 2
 
 
 @pytest.mark.django_db
