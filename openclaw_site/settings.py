@@ -305,7 +305,9 @@ Q_CLUSTER: dict[str, Any] = {
     "retry": env_int("Q_RETRY_SECONDS", 1500, minimum=20),
     "max_attempts": 3,
     "catch_up": False,
-    "save_limit": 500,
+    # Keep django-q2's outcomes without its prune, which locks every kept success row after each
+    # task (a serial point for all workers); `purge_task_records` deletes them past the retention.
+    "save_limit": 0,
     "sync": TASKS_SYNC,
     "poll": 0.5,
     "label": "Background tasks",

@@ -560,7 +560,8 @@ def purge_task_records() -> dict[str, int]:
     """Delete finished records past the retention and fail pending ones whose task was lost.
 
     Scheduled every 10 minutes (migration openclaw_site/0004). One bounded DELETE of the oldest
-    finished records (`PURGE_BATCH`), so the table stays as long as the retention.
+    finished records (`PURGE_BATCH`), so the table stays as long as the retention; one of
+    django-q2's task outcomes past the same retention.
     """
     now = timezone.now()
     cutoff = now - timedelta(days=settings.TASK_RETENTION_DAYS)
@@ -570,7 +571,10 @@ def purge_task_records() -> dict[str, int]:
         .values("pk")[:PURGE_BATCH]
     )
     deleted, _ = TaskRecord.objects.filter(pk__in=oldest).delete()
-    return {"deleted": deleted, "released": _fail_lost_pending(now)}
+    # django-q2's own outcomes (settings.Q_CLUSTER's save_limit 0: kept without its prune), likewise.
+    results = Task.objects.filter(stopped__lt=cutoff).order_by("stopped").values("pk")[:PURGE_BATCH]
+    deleted_results, _ = Task.objects.filter(pk__in=results).delete()
+    return {"deleted": deleted, "released": _fail_lost_pending(now), "deleted_results": deleted_results}
 
 
 def _fail_lost_pending(now: Any) -> int:

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django_q.models import Task
 
 from memory_app.models import Source
 from openclaw_site import tasks
@@ -73,6 +74,8 @@ def test_many_appends_leave_one_pending_export_and_one_pending_check_per_session
     done = drain(DEFAULT)
     assert sorted(tracked_func(task) for task in done) == sorted(
         ["sessions_app.tasks.export_session", "sessions_app.tasks.transcript_changed"] * 2
+        # sessions.json, once for both exports (one pending per assistant)
+        + ["sessions_app.tasks.export_sessions_index"]
     )
     assert all(task["success"] for task in done), [task["result"] for task in done]
     for session in sessions:
@@ -304,13 +307,18 @@ def test_the_purge_deletes_old_finished_records_in_one_bounded_statement(world, 
     record("lost", state="queued", coalesce_key="export-session:1")
     record("young", state="queued", coalesce_key="export-session:2")
     TaskRecord.objects.filter(task_id__in=["waiting", "lost"]).update(created_at=lost)
+    for n, stopped in enumerate([old, old, now]):  # django-q2's outcomes of three tasks
+        Task.objects.create(
+            id=f"q-{n}", name=f"q-{n}", func="f", started=stopped, stopped=stopped, success=True
+        )
     monkeypatch.setattr(tasks, "PURGE_BATCH", 3)
 
     with CaptureQueriesContext(connection) as queries:
         outcome = purge_task_records()
     deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("DELETE")]
-    assert len(deletes) == 1 and "LIMIT 3" in deletes[0]
-    assert outcome == {"deleted": 3, "released": 1}
+    assert len(deletes) == 2 and all("LIMIT 3" in delete for delete in deletes)
+    assert outcome == {"deleted": 3, "released": 1, "deleted_results": 2}
+    assert list(Task.objects.values_list("id", flat=True)) == ["q-2"]
     left = set(TaskRecord.objects.values_list("task_id", flat=True))
     # The three oldest finished went; the newest old one waits for the next run.
     assert left == {"old-0", "recent", "waiting", "running", "lost", "young"}
