@@ -751,6 +751,7 @@ def main() -> None:
         with tcp_postgres() as database_url, redis_server() as redis_url:
             figures = run(database_url, redis_url, scale_out=True, scale=0.1 if args.quick else 1.0)
     else:
+        drop_embedded_database()  # one an interrupted run left behind
         database_url = embedded_database_url()
         try:
             figures = run(database_url, "", scale_out=False, scale=0.1 if args.quick else 1.0)
