@@ -189,8 +189,10 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
         )
         status, streamed = call(f"{base}/api/v1/sessions/{session['id']}/export.jsonl", token=key)
         assert status == 200 and streamed.decode() == transcript.read_text()
-        store = json.loads((transcript.parent / "sessions.json").read_text())
-        assert store["smoke"]["sessionId"] == session["session_uuid"]
+        store_file = transcript.parent / "sessions.json"
+        # sessions.json follows in a job of its own, a second after the export that changed it.
+        wait_until(lambda: "smoke" in json.loads(store_file.read_text()), server=server, log=log)
+        assert json.loads(store_file.read_text())["smoke"]["sessionId"] == session["session_uuid"]
 
         server.send_signal(signal.SIGINT)  # Ctrl-C
         assert server.wait(timeout=120) == 0, log.read_text()
