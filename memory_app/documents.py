@@ -95,7 +95,9 @@ def write_document(
 ) -> tuple[MemoryDocument, MemoryRevision | None]:
     """Create or replace a document; return it and its new revision (None if nothing changed)."""
     path = validate_memory_path(path)
-    document = MemoryDocument.objects.select_for_update().filter(assistant=assistant, path=path).first()
+    document = (
+        MemoryDocument.objects.select_for_update(no_key=True).filter(assistant=assistant, path=path).first()
+    )
     if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
         raise StaleWrite(path)
     if document is not None and document.content == content:
@@ -130,7 +132,7 @@ def append_to_document(
     MemoryDocument.objects.get_or_create(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
-    document = MemoryDocument.objects.select_for_update().get(assistant=assistant, path=path)
+    document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
     document.content = appended_text(document.content, addition)
     document.content_hash = content_hash(document.content)
     document.save()
@@ -177,7 +179,9 @@ def agent_replace_document(
     """
     _check_agent_writable(assistant)
     path = validate_memory_path(path)
-    document = MemoryDocument.objects.select_for_update().filter(assistant=assistant, path=path).first()
+    document = (
+        MemoryDocument.objects.select_for_update(no_key=True).filter(assistant=assistant, path=path).first()
+    )
     current = current_revision_id(document=document) if document is not None else None
     if current != base_revision:
         raise StaleWrite(path, current_revision=current)
@@ -214,7 +218,7 @@ def rename_document(*, document: MemoryDocument, new_path: str, provenance: Prov
     The old path's file and index rows go, the new path's are written (the usual notifications).
     """
     new_path = validate_memory_path(new_path)
-    document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
+    document = MemoryDocument.objects.select_for_update(no_key=True).get(pk=document.pk)
     old_path = document.path
     if new_path == old_path:
         return document
@@ -243,7 +247,7 @@ def revert_document(
     *, document: MemoryDocument, revision: MemoryRevision, provenance: Provenance
 ) -> tuple[MemoryDocument, MemoryRevision | None]:
     """Restore a document's text from one of its revisions (a new ``revert`` revision)."""
-    document = MemoryDocument.objects.select_for_update().get(pk=document.pk)
+    document = MemoryDocument.objects.select_for_update(no_key=True).get(pk=document.pk)
     if document.content == revision.content:
         return document, None
     document.content = revision.content

@@ -380,7 +380,7 @@ def _write_entry(
         ticket, _ = IndexedSource.objects.get_or_create(
             assistant_id=assistant_id, source=entry.source, key=_key(entry)
         )
-        ticket = IndexedSource.objects.select_for_update().get(pk=ticket.pk)
+        ticket = IndexedSource.objects.select_for_update(no_key=True).get(pk=ticket.pk)
         # A slower run that read older text must not overwrite a newer run's rows.
         if not _is_current(entry) or (entry.upto and ticket.indexed_upto > entry.upto):
             return False
@@ -440,7 +440,7 @@ def target_generations(state: IndexState, current: dict[str, Any]) -> list[int]:
 def start_build(assistant: Assistant, current: dict[str, Any]) -> IndexState:
     """Open a new generation for ``current`` unless one is open already; return the state."""
     with transaction.atomic():
-        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        state = IndexState.objects.select_for_update(no_key=True).get(assistant=assistant)
         if state.building_generation and state.building_fingerprint == current:
             return state
         if state.building_generation:  # an abandoned build for another fingerprint
@@ -773,7 +773,7 @@ def _incremental(
 
 def _abandon_build(assistant: Assistant) -> None:
     with transaction.atomic():
-        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        state = IndexState.objects.select_for_update(no_key=True).get(assistant=assistant)
         if state.building_generation:
             MemoryChunk.objects.filter(assistant=assistant, generation=state.building_generation).delete()
         state.building_generation, state.building_fingerprint = None, None
@@ -817,7 +817,7 @@ def _rebuild(
 def _swap(assistant: Assistant, generation: int, current: dict[str, Any]) -> bool:
     """Make the built generation the active one and drop every other generation's rows."""
     with transaction.atomic():
-        state = IndexState.objects.select_for_update().get(assistant=assistant)
+        state = IndexState.objects.select_for_update(no_key=True).get(assistant=assistant)
         if state.building_generation != generation or state.building_fingerprint != current:
             return False  # the settings changed again during the build; that build takes over
         state.active_generation, state.fingerprint = generation, current

@@ -96,7 +96,7 @@ def assistant_update(*, assistant: Assistant, settings: Any = None, **fields: An
     unknown = set(fields) - set(ASSISTANT_FIELDS)
     if unknown:
         raise TypeError(f"unknown assistant fields: {sorted(unknown)}")
-    locked = Assistant.objects.select_for_update().get(pk=assistant.pk)
+    locked = Assistant.objects.select_for_update(no_key=True).get(pk=assistant.pk)
     if settings is not None:
         locked.settings = checked_settings(settings, current=locked.settings)
     for name, value in fields.items():
@@ -139,7 +139,7 @@ def api_key_create(
 @transaction.atomic
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
     """Revoke a key (idempotent: a revoked key keeps its first revocation time)."""
-    locked = ApiKey.objects.select_for_update().get(pk=key.pk)
+    locked = ApiKey.objects.select_for_update(no_key=True).get(pk=key.pk)
     if locked.revoked_at is None:
         locked.revoked_at = timezone.now()
         locked.save(update_fields=["revoked_at"])

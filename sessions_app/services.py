@@ -79,7 +79,7 @@ def session_get_or_create(*, assistant: Assistant, key: str | None) -> tuple[Ses
 def session_update(*, session: Session, title: str) -> Session:
     """Rename a session."""
     check_writable(session.assistant)
-    locked = Session.objects.select_for_update().get(pk=session.pk)
+    locked = Session.objects.select_for_update(no_key=True).get(pk=session.pk)
     locked.title = title
     locked.save(update_fields=["title", "updated_at"])
     return locked
@@ -100,7 +100,7 @@ def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> lis
 def session_archive(*, session: Session, archived: bool) -> Session:
     """Archive a session (kept whole, hidden from the dashboard's list) or bring it back."""
     check_writable(session.assistant)
-    locked = Session.objects.select_for_update().get(pk=session.pk)
+    locked = Session.objects.select_for_update(no_key=True).get(pk=session.pk)
     locked.archived_at = timezone.now() if archived else None
     locked.save(update_fields=["archived_at", "updated_at"])
     return locked

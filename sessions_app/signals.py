@@ -14,6 +14,7 @@ from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.models import CompactionEntry, Session
 from sessions_app.selectors import session_owner
+from sessions_app.workspace.exports import queue_sessions_index
 
 
 def memory_changed(
@@ -49,13 +50,7 @@ def session_deleted(sender: Any, instance: Session, origin: Any = None, **kwargs
     deleted = origin.model if isinstance(origin, QuerySet) else type(origin)
     if origin is not None and deleted is not Session:
         return
-    enqueue(
-        "sessions_app.tasks.export_sessions_index",
-        instance.assistant_id,
-        owner=TaskOwner(team_id=instance.assistant.team_id, assistant_id=instance.assistant_id),
-        task_name=f"export-index-{instance.assistant_id}",
-        coalesce_key=f"export-sessions-index:{instance.assistant_id}",
-    )
+    queue_sessions_index(TaskOwner(team_id=instance.assistant.team_id, assistant_id=instance.assistant_id))
 
 
 def compaction_saved(sender: Any, instance: CompactionEntry, **kwargs: Any) -> None:

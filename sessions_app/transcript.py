@@ -25,11 +25,13 @@ from sessions_app.selectors import session_owner
 
 def lock_session(session_id: int) -> Session:
     """Return the session row locked until the end of the current transaction."""
-    # The session row only (`of`): FOR UPDATE on the joined assistant and team rows would serialise
-    # every append of a team, and deadlock with a task record's foreign-key check on those rows
-    # (written after another append's commit, openclaw_site.tasks).
+    # The session row only (`of`): a lock on the joined assistant and team rows would serialise
+    # every append of a team. FOR NO KEY UPDATE (`no_key`), the lock an UPDATE takes: appends still
+    # take turns, but a foreign-key check on the row (a compaction run or entry another transaction
+    # inserts, which locks it FOR KEY SHARE) does not wait for it, so the two cannot deadlock
+    # (docs/design.md, Data model).
     return (
-        Session.objects.select_for_update(of=("self",))
+        Session.objects.select_for_update(of=("self",), no_key=True)
         .select_related("assistant", "assistant__team")
         .get(pk=session_id)
     )

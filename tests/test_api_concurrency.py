@@ -94,3 +94,27 @@ def test_concurrent_retries_with_one_idempotency_key_append_once(world):
         1,
         2,
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_run_can_be_recorded_while_an_append_holds_the_session(world):
+    """The append's row lock is FOR NO KEY UPDATE: another transaction's foreign-key check passes it."""
+    import psycopg
+    from django.db import transaction
+
+    from sessions_app.models import CompactionRun
+    from sessions_app.transcript import lock_session
+
+    session = factories.make_session(world.assistant, "busy")
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
+    with transaction.atomic():
+        lock_session(session.pk)  # an append in progress
+        with psycopg.connect(**params, autocommit=True) as compaction:
+            compaction.execute("SET lock_timeout = '5s'")  # a wait for the append would fail, not hang
+            compaction.execute(
+                f"INSERT INTO {CompactionRun._meta.db_table} (session_id, trigger, state, reason, instructions,"
+                " flush_outcome, flush_details, offline, created_at, updated_at)"
+                " VALUES (%s, 'threshold', 'pending', '', '', '', '{}', false, now(), now())",
+                [session.pk],
+            )
+    assert CompactionRun.objects.filter(session=session).count() == 1

@@ -368,20 +368,21 @@ def _export_transcript_of(storage: ExportStorage, assistant: Assistant, session_
         return False
     session.assistant = assistant
     _export_transcript(storage, workspace_name(assistant), session)
-    _queue_session_store(assistant)
+    # sessions.json a second after the first export that changed it, for all the exports until then.
+    queue_sessions_index(TaskOwner.for_assistant(assistant), delay_seconds=settings.SESSION_JOB_DELAY_SECONDS)
     return True
 
 
-def _queue_session_store(assistant: Assistant) -> None:
-    """Queue the rewrite of sessions.json a second after the first export that changed it."""
+def queue_sessions_index(owner: TaskOwner, *, delay_seconds: float = 0.0) -> None:
+    """Queue `export_sessions_index` for the owner's assistant (one pending per assistant)."""
     enqueue_coalesced(
         coalesced(
             "sessions_app.tasks.export_sessions_index",
-            assistant.pk,
-            owner=TaskOwner.for_assistant(assistant),
-            task_name=f"export-index-{assistant.pk}",
-            coalesce_key=f"export-sessions-index:{assistant.pk}",
-            delay_seconds=settings.SESSION_JOB_DELAY_SECONDS,
+            owner.assistant_id,
+            owner=owner,
+            task_name=f"export-index-{owner.assistant_id}",
+            coalesce_key=f"export-sessions-index:{owner.assistant_id}",
+            delay_seconds=delay_seconds,
         )
     )
 

@@ -328,7 +328,9 @@ def import_workspace(
         team = Team.objects.filter(slug=team_slug).first()
         if team is None:
             raise WorkspaceImportError(f"no team {team_slug!r}")
-        assistant = Assistant.objects.select_for_update().filter(team=team, slug=assistant_slug).first()
+        assistant = (
+            Assistant.objects.select_for_update(no_key=True).filter(team=team, slug=assistant_slug).first()
+        )
         if assistant is not None and not replace:
             raise WorkspaceImportError(
                 f"assistant {team_slug}/{assistant_slug} already exists; pass --replace to overwrite it"
