@@ -307,7 +307,7 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
     name = (job.task_name or f"{job.kind}-{task_id}")[:100]
     through: dict[str, Any] = {}
     if not_before is not None:
-        if isinstance(get_broker(job.queue.cluster), ORM):
+        if _holds_tasks_back(job.queue):
             through["broker"] = _HeldBackORM(job.queue.cluster, not_before)
         else:
             through["not_before"] = not_before.isoformat()
@@ -335,6 +335,11 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
         )
         return
     TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
+
+
+def _holds_tasks_back(queue: TaskQueue) -> bool:
+    """Tell whether the queue's broker can hold a task back until a time (the ORM broker; not Redis)."""
+    return isinstance(get_broker(queue.cluster), ORM)
 
 
 class _HeldBackORM(ORM):
@@ -462,7 +467,7 @@ def _defer(
         _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
         return outcome
     job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
-    if not isinstance(get_broker(queue.cluster), ORM):  # no delayed delivery (Redis): a short pause
+    if not _holds_tasks_back(queue):  # no delayed delivery (Redis): a short pause
         time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))
     _send(job, record_pk=record.pk, task_id=task_id, not_before=until)
     return {"deferred_until": until.isoformat()}

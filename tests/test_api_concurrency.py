@@ -7,12 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
-from sessions_app.models import Message
+from sessions_app.models import CompactionRun, Message
+from sessions_app.transcript import lock_session
 from tests import factories
 from tests.api_support import API
 from tests.conftest import ALL_SCOPES, bearer_client
+from tests.db_support import other_connection
 
 THREADS = 6
 POSTS_PER_THREAD = 5
@@ -99,17 +101,10 @@ def test_concurrent_retries_with_one_idempotency_key_append_once(world):
 @pytest.mark.django_db(transaction=True)
 def test_a_compaction_run_can_be_recorded_while_an_append_holds_the_session(world):
     """The append's row lock is FOR NO KEY UPDATE: another transaction's foreign-key check passes it."""
-    import psycopg
-    from django.db import transaction
-
-    from sessions_app.models import CompactionRun
-    from sessions_app.transcript import lock_session
-
     session = factories.make_session(world.assistant, "busy")
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
     with transaction.atomic():
         lock_session(session.pk)  # an append in progress
-        with psycopg.connect(**params, autocommit=True) as compaction:
+        with other_connection() as compaction:
             compaction.execute("SET lock_timeout = '5s'")  # a wait for the append would fail, not hang
             compaction.execute(
                 f"INSERT INTO {CompactionRun._meta.db_table} (session_id, trigger, state, reason, instructions,"

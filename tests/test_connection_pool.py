@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx2
-import psycopg
 import pytest
 from django.db import connection
 
 from openclaw_site.locks import session_lock
 from tests import messages as m
+from tests.db_support import other_connection
 
 POOL_SIZE = 3
 
@@ -42,8 +42,7 @@ def pool(transactional_db: None) -> Iterator[Any]:
 
 
 def lock_is_free(name: str) -> bool:
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
-    with psycopg.connect(**params, autocommit=True) as other:
+    with other_connection() as other:
         row = other.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
         return bool(row[0])  # the lock dies with `other`
 

@@ -21,8 +21,8 @@ Writers of one workspace hold a Postgres advisory lock for it, so the last write
 that read last. A transcript's export holds that lock shared, with an exclusive lock on the session,
 so the exports of a team's busy sessions run side by side and each leaves sessions.json to its own
 coalesced job (`export_sessions_index`, a second after the first change): the cost of an export
-follows what was appended, not how many sessions the assistant has. `session_jsonl_lines` is shared with the streaming endpoint
-``GET /sessions/{id}/export.jsonl``.
+follows what was appended, not how many sessions the assistant has. `session_jsonl_lines` is
+shared with the streaming endpoint ``GET /sessions/{id}/export.jsonl``.
 """
 
 from __future__ import annotations
@@ -106,9 +106,10 @@ def session_file_name(key: str) -> str:
     return f"{quote(key, safe=':@-_.')}.jsonl"
 
 
-def transcript_name(session: Session) -> str:
-    """Return the storage name of a session's transcript file in the mirror."""
-    return _join(workspace_name(session.assistant), SESSIONS_DIR, session_file_name(session.key))
+def transcript_name(session: Session, base: str | None = None) -> str:
+    """Return the storage name of a session's transcript file under ``base`` (default: its mirror workspace)."""
+    workspace = workspace_name(session.assistant) if base is None else base
+    return _join(workspace, SESSIONS_DIR, session_file_name(session.key))
 
 
 def _join(base: str, *parts: str) -> str:
@@ -491,7 +492,7 @@ def _export_all(storage: ExportStorage, base: str, assistant: Assistant, *, mirr
     cwd = workspace_name(assistant)
     for session in sessions:
         session.assistant = assistant
-        name = _join(base, SESSIONS_DIR, session_file_name(session.key))
+        name = transcript_name(session, base)
         if mirror:
             _rewrite_transcript(storage, name, session)
         else:
@@ -537,7 +538,7 @@ def _save_if_changed(storage: ExportStorage, name: str, text: str) -> bool:
 
 def _export_transcript(storage: ExportStorage, base: str, session: Session) -> None:
     """Bring a session's transcript file up to ``session.last_seq``: append the new lines, or rewrite it."""
-    name = _join(base, SESSIONS_DIR, session_file_name(session.key))
+    name = transcript_name(session, base)
     state = SessionExport.objects.filter(session=session).first()
     if state is None or not _holds_record(storage, name, session, state):
         _rewrite_transcript(storage, name, session)

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -23,6 +22,7 @@ from sessions_app.workspace import exports
 from sessions_app.workspace.imports import import_workspace
 from sessions_app.workspace.storage import LocalExportStorage
 from tests import factories
+from tests.db_support import other_connection
 from tests.messages import assistant, chatter, tool_call, tool_result, user
 
 
@@ -264,8 +264,7 @@ def test_the_exports_of_two_sessions_of_one_assistant_run_side_by_side(world, ex
     busy, other = (factories.make_session(world.assistant, key) for key in ("busy", "other"))
     exports.export_session(busy.pk)
     factories.add_messages(other, user("not held up"))
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
-    with psycopg.connect(**params, autocommit=True) as exporter:  # an export of `busy` in progress
+    with other_connection() as exporter:  # an export of `busy` in progress
         exporter.execute(
             "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0)), pg_advisory_lock(hashtextextended(%s, 0))",
             [f"export:{world.assistant.pk}", f"export-session:{busy.pk}"],
