@@ -19,6 +19,7 @@ from rest_framework.request import Request
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Membership, Role, Scope, Team, hash_secret
+from openclaw_site.row_reads import RowRead
 
 ROLE_SCOPES: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({Scope.SESSIONS_READ, Scope.MEMORY_READ}),
@@ -64,12 +65,16 @@ class ApiKeyPrincipal:
         return f"api-key:{self.api_key.prefix}"
 
 
+# Every API request reads its key with the key's team (docs/design.md, Request cost).
+_KEY_BY_PREFIX = RowRead(ApiKey, "team", where="t0.prefix = %s")
+
+
 def authenticate_api_key(raw: str) -> ApiKey:
     """Return the active key for a presented secret, or raise a 401 ApiError."""
     if not raw.startswith(API_KEY_PREFIX) or raw.count("_") < 2:
         raise ApiError("invalid_api_key", "The API key is malformed.", status_code=401)
     prefix = raw[len(API_KEY_PREFIX) :].split("_", 1)[0]
-    key = ApiKey.objects.select_related("team").filter(prefix=prefix).first()
+    key = _KEY_BY_PREFIX.one([prefix])
     if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(raw)):
         raise ApiError("invalid_api_key", "The API key is not valid.", status_code=401)
     if key.revoked_at is not None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import secrets
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -151,28 +152,27 @@ class Assistant(models.Model):
 
     @property
     def config(self) -> AssistantSettings:
-        """Return the typed settings, parsed once per distinct `settings` document.
+        """Return the typed settings, parsed once per process for each distinct `settings` document.
 
-        Domain code reads this, never the JSON. It is memoised on the instance against the
-        document's canonical JSON rather than a `cached_property`, so assigning new settings,
-        editing the dict in place, saving or `refresh_from_db` can never leave a stale object
-        behind; the check costs one `json.dumps`, the parse happens only when the document changed.
-        A stored document that no longer validates (written before a schema change) gives the
+        Domain code reads this, never the JSON. It is looked up by the document's canonical JSON
+        rather than kept in a `cached_property`, so assigning new settings, editing the dict in
+        place, saving or `refresh_from_db` can never leave a stale object behind; the lookup costs
+        one `json.dumps`, and a request that loads the assistant afresh does not parse again. A
+        stored document that no longer validates (written before a schema change) gives the
         defaults, with a warning in the log, rather than break every turn and search.
         """
-        key = json.dumps(self.settings, sort_keys=True)
-        cached = self.__dict__.get("_config_memo")
-        if cached is None or cached[0] != key:
-            cached = (key, self._parse_config())
-            self.__dict__["_config_memo"] = cached
-        return cached[1]
+        return _parsed_settings(self.pk, json.dumps(self.settings, sort_keys=True))
 
-    def _parse_config(self) -> AssistantSettings:
-        try:
-            return parse_settings(self.settings)
-        except SettingsError as error:
-            logger.warning("assistant %s has invalid settings (%s); using defaults", self.pk, error)
-            return parse_settings(None)
+
+# Settings objects are frozen, so every instance of an assistant with the same document can share
+# one (and an invalid document is reported once per process, not on every read).
+@lru_cache(maxsize=1024)
+def _parsed_settings(assistant_pk: int | None, document: str) -> AssistantSettings:
+    try:
+        return parse_settings(json.loads(document))
+    except SettingsError as error:
+        logger.warning("assistant %s has invalid settings (%s); using defaults", assistant_pk, error)
+        return parse_settings(None)
 
 
 class IdempotencyRecord(models.Model):

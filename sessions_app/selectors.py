@@ -9,18 +9,18 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 
 from openclaw_site.models import Assistant, Team
+from openclaw_site.row_reads import RowRead
 from openclaw_site.selectors import NotFound
 from openclaw_site.tasks import TaskOwner
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 
+# Every request on a session starts here (docs/design.md, Request cost).
+_SESSION_OF_TEAM = RowRead(Session, "assistant", "assistant__team", where="t0.id = %s AND t1.team_id = %s")
+
 
 def session_get(*, team: Team, pk: int) -> Session:
-    """Return the team's session ``pk`` with its assistant, or raise NotFound."""
-    session = (
-        Session.objects.filter(pk=pk, assistant__team=team)
-        .select_related("assistant", "assistant__team")
-        .first()
-    )
+    """Return the team's session ``pk`` with its assistant and team, or raise NotFound."""
+    session = _SESSION_OF_TEAM.one([pk, team.pk])
     if session is None:
         raise NotFound("session")
     return session

@@ -16,25 +16,30 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
+from openclaw_site.row_reads import RowRead
 from openclaw_site.services import check_writable
 from openclaw_site.tasks import coalesced, enqueue_coalesced
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 from sessions_app.selectors import session_owner
 
+# Every append starts here (docs/design.md, Request cost).
+_LOCKED_SESSION = RowRead(
+    Session, "assistant", "assistant__team", where="t0.id = %s", suffix="FOR NO KEY UPDATE OF t0"
+)
+
 
 def lock_session(session_id: int) -> Session:
     """Return the session row locked until the end of the current transaction."""
-    # The session row only (`of`): a lock on the joined assistant and team rows would serialise
-    # every append of a team. FOR NO KEY UPDATE (`no_key`), the lock an UPDATE takes: appends still
+    # The session row only (`OF t0`): a lock on the joined assistant and team rows would serialise
+    # every append of a team. FOR NO KEY UPDATE, the lock an UPDATE takes: appends still
     # take turns, but a foreign-key check on the row (a compaction run or entry another transaction
     # inserts, which locks it FOR KEY SHARE) does not wait for it, so the two cannot deadlock
     # (docs/design.md, Data model).
-    return (
-        Session.objects.select_for_update(of=("self",), no_key=True)
-        .select_related("assistant", "assistant__team")
-        .get(pk=session_id)
-    )
+    session = _LOCKED_SESSION.one([session_id])
+    if session is None:
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    return session
 
 
 def take_seq(session: Session) -> int:

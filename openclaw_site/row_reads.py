@@ -1,0 +1,131 @@
+"""Reads every request makes, as SQL written once per process instead of compiled per call.
+
+Django compiles a queryset's SQL each time it runs. For the three-table `select_related` a request
+makes to find its session (session, assistant, team) that compilation costs about a millisecond of
+CPU on a 2-core machine, more than PostgreSQL takes to answer, and every request makes two or three
+such reads (its API key, its session, the session's lock). A `RowRead` builds its statement once,
+from the models' own field lists, and turns each row back into model instances the way the ORM
+does (`Model.from_db`, each field's converters, the joined instances cached on their foreign keys),
+so what a caller gets is indistinguishable from the queryset's result and stays in step with the
+models (docs/design.md, Request cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+from django.db import connection
+from django.db.models import Field, ForeignKey, Model
+
+M = TypeVar("M", bound=Model)
+
+Converter = Callable[[Any, Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One model of the read: its alias, the foreign key that joins it, and its columns."""
+
+    model: type[Model]
+    alias: str
+    via: ForeignKey | None  # the foreign key on the parent table that reaches this one
+    parent: int | None  # index of that parent table in the read
+
+    @cached_property
+    def fields(self) -> list[Field]:
+        return list(self.model._meta.concrete_fields)
+
+    def columns(self) -> str:
+        return ", ".join(f'{self.alias}."{field.column}"' for field in self.fields)
+
+
+class RowRead(Generic[M]):
+    """``SELECT`` one model with the rows its foreign keys reach, as `select_related` would.
+
+    ``related`` names foreign-key paths as `select_related` does (``"assistant"``,
+    ``"assistant__team"``); the tables are aliased ``t0`` (the model), ``t1``, … in that order, and
+    ``where`` (and ``suffix``: ``FOR NO KEY UPDATE OF t0``) refer to them by those aliases.
+    """
+
+    def __init__(self, model: type[M], *related: str, where: str, suffix: str = "") -> None:
+        self.model = model
+        self.related = related
+        self.where = where
+        self.suffix = suffix
+
+    @cached_property
+    def tables(self) -> list[_Table]:
+        """The tables in join order, built on first use (the app registry is ready by then)."""
+        tables = [_Table(self.model, "t0", via=None, parent=None)]
+        paths: dict[str, int] = {"": 0}
+        for path in self.related:
+            parent_path, _, name = path.rpartition("__")
+            parent = paths[parent_path]
+            field = tables[parent].model._meta.get_field(name)
+            if not isinstance(field, ForeignKey):
+                raise TypeError(f"{path} is not a foreign key of {tables[parent].model.__name__}")
+            tables.append(_Table(field.related_model, f"t{len(tables)}", via=field, parent=parent))
+            paths[path] = len(tables) - 1
+        return tables
+
+    @cached_property
+    def sql(self) -> str:
+        first, *joined = self.tables
+        joins = [
+            f'JOIN "{table.model._meta.db_table}" {table.alias} ON {table.alias}."{table.via.target_field.column}"'
+            f' = {self.tables[table.parent].alias}."{table.via.column}"'
+            for table in joined
+            if table.via is not None and table.parent is not None
+        ]
+        columns = ", ".join(table.columns() for table in self.tables)
+        return " ".join(
+            [
+                f'SELECT {columns} FROM "{first.model._meta.db_table}" t0',
+                *joins,
+                f"WHERE {self.where}",
+                self.suffix,
+            ]
+        ).strip()
+
+    @cached_property
+    def _converters(self) -> list[tuple[int, list[Converter], Any]]:
+        """The converters of each column that has any, as the ORM's compiler applies them (JSON, …)."""
+        result = []
+        index = 0
+        for table in self.tables:
+            for field in table.fields:
+                column = field.get_col(table.alias)
+                converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+                if converters:
+                    result.append((index, converters, column))
+                index += 1
+        return result
+
+    def one(self, params: Sequence[Any]) -> M | None:
+        """Run the read; the first row as model instances (joined ones cached), or None."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return self._load(row)
+
+    def _load(self, row: Sequence[Any]) -> M:
+        values = list(row)
+        for index, converters, column in self._converters:
+            for convert in converters:
+                values[index] = convert(values[index], column, connection)
+        instances: list[Model] = []
+        start = 0
+        for table in self.tables:
+            end = start + len(table.fields)
+            names = [field.attname for field in table.fields]
+            instance = table.model.from_db(connection.alias, names, values[start:end])
+            if table.via is not None and table.parent is not None:
+                table.via.set_cached_value(instances[table.parent], instance)
+            instances.append(instance)
+            start = end
+        return instances[0]  # type: ignore[return-value]

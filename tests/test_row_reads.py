@@ -1,0 +1,61 @@
+"""`RowRead` gives what the ORM's `select_related` query gives, from SQL built once (docs/design.md, Request cost)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models import Model
+from django.test.utils import CaptureQueriesContext
+
+from openclaw_site.models import ApiKey
+from openclaw_site.row_reads import RowRead
+from sessions_app.models import Session
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def field_values(instance: Model) -> dict[str, Any]:
+    return {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}
+
+
+def test_a_session_read_matches_the_querysets_and_carries_its_assistant_and_team(world):
+    world.assistant.settings = {**world.assistant.settings, "extra": {"nested": [1, "二"]}}
+    world.assistant.save()
+    session = factories.make_session(world.assistant, title="标题 with JSON")
+    read = RowRead(Session, "assistant", "assistant__team", where="t0.id = %s AND t1.team_id = %s")
+    expected = Session.objects.select_related("assistant", "assistant__team").get(pk=session.pk)
+
+    with CaptureQueriesContext(connection) as captured:
+        got = read.one([session.pk, world.acme.pk])
+        assert got is not None
+        team = got.assistant.team  # cached on the foreign keys: no second query
+    assert len(captured.captured_queries) == 1
+
+    assert field_values(got) == field_values(expected)
+    assert field_values(got.assistant) == field_values(expected.assistant)
+    assert field_values(team) == field_values(expected.assistant.team)
+    assert got.assistant.settings["extra"] == {"nested": [1, "二"]}  # JSON decoded as the ORM does
+    assert not got._state.adding and got._state.db == "default"
+    got.save(update_fields=["title"])  # a loaded instance saves like one from a queryset
+
+
+def test_a_read_that_matches_no_row_gives_none(world):
+    session = factories.make_session(world.assistant)
+    read = RowRead(Session, "assistant", where="t0.id = %s AND t1.team_id = %s")
+    assert read.one([session.pk, world.globex.pk]) is None  # another team's session is not found
+
+
+def test_a_key_read_with_a_lock_clause(world):
+    key, _ = factories.make_api_key(world.acme, ["sessions:read"])
+    read = RowRead(ApiKey, "team", where="t0.prefix = %s", suffix="FOR NO KEY UPDATE OF t0")
+    got = read.one([key.prefix])
+    assert got is not None and got.pk == key.pk and got.scopes == ["sessions:read"]
+    assert got.team.slug == "acme"
+
+
+def test_a_path_that_is_not_a_foreign_key_is_refused(db):
+    with pytest.raises(TypeError, match="not a foreign key"):
+        RowRead(Session, "title", where="true").one([])
