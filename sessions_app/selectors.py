@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 
 from openclaw_site.models import Assistant, Team
-from openclaw_site.row_reads import RowRead
+from openclaw_site.row_sql import RowRead
 from openclaw_site.selectors import NotFound
 from openclaw_site.tasks import TaskOwner
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import BigIntegerField, Func, Sum, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
-from openclaw_site.row_reads import RowRead
+from openclaw_site.row_sql import RowInsert, RowRead
 from openclaw_site.services import check_writable
 from openclaw_site.tasks import coalesced, enqueue_coalesced
 from sessions_app.messages import MessageInput, epoch_ms
@@ -96,33 +96,33 @@ def append_messages(
     return rows
 
 
-class _CompactionIdClash(Exception):
-    """A drawn entry id is a compaction entry's (they share the session's id space)."""
+# The append's insert: a drawn entry id that a stored message of the session holds is skipped, not
+# an error, so the append draws again for that row without a savepoint (docs/design.md, Request cost).
+_INSERT_MESSAGES = RowInsert(Message, unique="message_session_entry_unique")
 
 
 def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: int, now: Any) -> None:
     """Give the rows random entry ids, insert them and record the append, drawing again on the rare clash.
 
-    The unique constraint on (session, entry_id) finds a clash with a stored message; the
-    session's UPDATE (`_record_append`) finds one with a compaction entry, whose ids share the
-    space. Either undoes this draw's savepoint only.
+    The unique constraint on (session, entry_id) finds a clash with a stored message: that row is
+    not inserted and gets a new id. The session's UPDATE (`_record_append`) finds one with a
+    compaction entry, whose ids share the space: it then changes nothing, and this append's rows,
+    still uncommitted and under the session's lock, are deleted and drawn again.
     """
+    pending, kept = rows, set[str]()
     for _ in range(MAX_ENTRY_ID_ATTEMPTS):
-        _draw_ids(rows)
-        try:
-            with transaction.atomic():  # a savepoint: a clash undoes this insert only
-                Message.objects.bulk_create(rows)
-                if not _record_append(
-                    session, first_seq=first_seq, now=now, entry_ids=[r.entry_id for r in rows]
-                ):
-                    raise _CompactionIdClash
+        _draw_ids(pending, keep=kept)
+        inserted = {id(row) for row in _INSERT_MESSAGES.insert(pending)}
+        kept |= {row.entry_id for row in pending if id(row) in inserted}
+        pending = [row for row in pending if id(row) not in inserted]
+        if pending:
+            continue
+        if _record_append(session, first_seq=first_seq, now=now, entry_ids=[r.entry_id for r in rows]):
             return
-        except _CompactionIdClash:
-            for row in rows:  # their insert was undone: they are new rows again
-                row.pk, row._state.adding = None, True
-        except IntegrityError as error:
-            if "message_session_entry_unique" not in str(error):
-                raise
+        Message.objects.filter(pk__in=[row.pk for row in rows]).delete()
+        for row in rows:  # deleted: they are new rows again
+            row.pk, row._state.adding = None, True
+        pending, kept = rows, set()
     raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
 
 
@@ -152,9 +152,9 @@ def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: lis
     return True
 
 
-def _draw_ids(rows: list[Message]) -> None:
-    """Give every row a new random entry id, distinct within the batch."""
-    drawn: set[str] = set()
+def _draw_ids(rows: list[Message], *, keep: set[str]) -> None:
+    """Give every row a new random entry id, distinct within the batch (``keep``: the others' ids)."""
+    drawn = set(keep)
     for row in rows:
         candidate = new_entry_id()
         while candidate in drawn:

@@ -101,6 +101,20 @@ def test_a_clashing_entry_id_is_drawn_again(world, no_llm, monkeypatch):
     assert Message.objects.filter(session=session).count() == 3  # nothing lost, nothing doubled
 
 
+def test_only_the_clashing_row_of_a_batch_is_drawn_again(world, no_llm, monkeypatch):
+    session = session_with(world, 1)
+    taken = Message.objects.filter(session=session).values_list("entry_id", flat=True).first()
+    draws = iter(["000000a1", taken, "000000a3", "000000b2"])
+    monkeypatch.setattr(transcript, "new_entry_id", lambda: next(draws))
+    stored = factories.add_messages(session, user("one"), user("two"), user("three"))
+    assert [row.entry_id for row in stored] == ["000000a1", "000000b2", "000000a3"]
+    assert [row.seq for row in stored] == [3, 4, 5]
+    rows = Message.objects.filter(session=session).order_by("seq")
+    assert [row.entry_id for row in rows][2:] == ["000000a1", "000000b2", "000000a3"]
+    session.refresh_from_db()
+    assert session.last_seq == 5 and session.transcript_bytes == transcript.stored_content_bytes(session)
+
+
 def test_an_id_held_by_a_compaction_entry_is_not_given_to_a_message(world, no_llm, monkeypatch):
     world.assistant.settings = validate_settings({"compaction": {"keepRecentTokens": 100}})
     world.assistant.save()

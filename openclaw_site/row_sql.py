@@ -1,4 +1,4 @@
-"""Reads every request makes, as SQL written once per process instead of compiled per call.
+"""Statements every request makes, as SQL written once per process instead of compiled per call.
 
 Django compiles a queryset's SQL each time it runs. For the three-table `select_related` a request
 makes to find its session (session, assistant, team) that compilation costs about a millisecond of
@@ -7,7 +7,10 @@ such reads (its API key, its session, the session's lock). A `RowRead` builds it
 from the models' own field lists, and turns each row back into model instances the way the ORM
 does (`Model.from_db`, each field's converters, the joined instances cached on their foreign keys),
 so what a caller gets is indistinguishable from the queryset's result and stays in step with the
-models (docs/design.md, Request cost).
+models. A `RowInsert` does the same for a multi-row insert (an append's messages): each value is
+prepared as the ORM prepares it (`pre_save`, `get_db_prep_save`), and rows that would break a
+named unique constraint are skipped and reported instead of aborting the transaction, so a caller
+can draw again without a savepoint (docs/design.md, Request cost).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from django.db import connection
-from django.db.models import Field, ForeignKey, Model
+from django.db.models import Field, ForeignKey, Model, UniqueConstraint
 
 M = TypeVar("M", bound=Model)
 
@@ -129,3 +132,57 @@ class RowRead(Generic[M]):
             instances.append(instance)
             start = end
         return instances[0]  # type: ignore[return-value]
+
+
+class RowInsert(Generic[M]):
+    """``INSERT`` unsaved instances of ``model`` in one statement, skipping clashes on ``unique``.
+
+    ``unique`` names one of the model's `UniqueConstraint`s: a row that would break it is not
+    inserted (``ON CONFLICT … DO NOTHING``), and `insert` returns the rows that were, their
+    primary keys set, so the caller can change the others and insert them again.
+    """
+
+    def __init__(self, model: type[M], *, unique: str) -> None:
+        self.model = model
+        self.unique = unique
+
+    @cached_property
+    def fields(self) -> list[Field]:
+        return [field for field in self.model._meta.concrete_fields if not field.primary_key]
+
+    @cached_property
+    def _unique_fields(self) -> list[Field]:
+        for constraint in self.model._meta.constraints:
+            if isinstance(constraint, UniqueConstraint) and constraint.name == self.unique:
+                return [self.model._meta.get_field(name) for name in constraint.fields]  # type: ignore[misc]
+        raise LookupError(f"{self.model.__name__} has no unique constraint {self.unique}")
+
+    def _sql(self, rows: int) -> str:
+        meta = self.model._meta
+        columns = ", ".join(f'"{field.column}"' for field in self.fields)
+        one = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        keys = ", ".join(f'"{field.column}"' for field in self._unique_fields)
+        return (
+            f'INSERT INTO "{meta.db_table}" ({columns}) VALUES {", ".join([one] * rows)}'
+            f' ON CONFLICT ({keys}) DO NOTHING RETURNING "{meta.pk.column}", {keys}'
+        )
+
+    def insert(self, instances: Sequence[M]) -> list[M]:
+        """Insert ``instances``; return those inserted (now saved, with their pk), in their order."""
+        if not instances:
+            return []
+        params: list[Any] = []
+        for instance in instances:
+            for field in self.fields:
+                params.append(field.get_db_prep_save(field.pre_save(instance, True), connection))
+        with connection.cursor() as cursor:
+            cursor.execute(self._sql(len(instances)), params)
+            returned = {tuple(row[1:]): row[0] for row in cursor.fetchall()}
+        inserted = []
+        for instance in instances:
+            key = tuple(getattr(instance, field.attname) for field in self._unique_fields)
+            if key in returned:
+                instance.pk = returned[key]
+                instance._state.adding, instance._state.db = False, connection.alias
+                inserted.append(instance)
+        return inserted

@@ -8,9 +8,10 @@ import pytest
 from django.db import connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from openclaw_site.models import ApiKey
-from openclaw_site.row_reads import RowRead
+from openclaw_site.row_sql import RowRead
 from sessions_app.models import Session
 from tests import factories
 
@@ -59,3 +60,42 @@ def test_a_key_read_with_a_lock_clause(world):
 def test_a_path_that_is_not_a_foreign_key_is_refused(db):
     with pytest.raises(TypeError, match="not a foreign key"):
         RowRead(Session, "title", where="true").one([])
+
+
+def test_an_insert_stores_what_the_orm_would_and_skips_rows_that_clash(world):
+    from django.db import IntegrityError, transaction
+
+    from openclaw_site.row_sql import RowInsert
+    from sessions_app.models import Message
+
+    session = factories.make_session(world.assistant)
+    now = timezone.now()
+
+    def row(seq: int, entry_id: str) -> Message:
+        return Message(
+            session=session,
+            seq=seq,
+            entry_id=entry_id,
+            role="user",
+            content=[{"type": "text", "text": "好"}],
+            details={"k": [1]},
+            created_at=now,
+        )
+
+    insert = RowInsert(Message, unique="message_session_entry_unique")
+    first = insert.insert([row(1, "aaaa0001"), row(2, "aaaa0002")])
+    assert [r.seq for r in first] == [1, 2] and all(r.pk and not r._state.adding for r in first)
+    stored = Message.objects.get(pk=first[0].pk)
+    assert (stored.content, stored.details, stored.is_error, stored.created_at) == (
+        [{"type": "text", "text": "好"}],
+        {"k": [1]},
+        False,
+        now,
+    )
+
+    again = insert.insert([row(3, "aaaa0002"), row(4, "aaaa0004")])  # the first holds a taken id
+    assert [r.seq for r in again] == [4]
+    assert Message.objects.filter(session=session).count() == 3
+
+    with pytest.raises(IntegrityError), transaction.atomic():  # another constraint still refuses
+        insert.insert([row(4, "aaaa0005")])
