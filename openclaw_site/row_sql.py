@@ -116,6 +116,13 @@ class RowRead(Generic[M]):
             return None
         return self._load(row)
 
+    def all(self, params: Sequence[Any]) -> list[M]:
+        """Run the read; every row as model instances, in the statement's order."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            rows = cursor.fetchall()
+        return [self._load(row) for row in rows]
+
     def _load(self, row: Sequence[Any]) -> M:
         values = list(row)
         for index, converters, column in self._converters:

@@ -67,7 +67,7 @@ from sessions_app.models import CompactionRun, Message, RunState, Session
 from sessions_app.selectors import session_owner
 from sessions_app.silent import ReplyStream, streamable_text, visible_reply_text
 from sessions_app.thresholds import prompt_tokens_of
-from sessions_app.transcript import after_transcript_change
+from sessions_app.transcript import after_transcript_change, read_session
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ def schedule_maintenance(
     `session` is the row as the caller's append left it (locked and saved), so it is not read again.
     """
     if session is None:
-        session = Session.objects.select_related("assistant").get(pk=session_id)
+        session = read_session(session_id)
     return maintenance_for(session, token_figures(session, prompt_estimate=prompt_estimate))
 
 
@@ -525,7 +525,7 @@ class _Turn:
     def session(self) -> Session:
         """Return the session as stored now (the row `_before_first_call` just read, once)."""
         held, self._held_session = self._held_session, None
-        return held or Session.objects.select_related("assistant", "assistant__team").get(pk=self.session_id)
+        return held or read_session(self.session_id)
 
     def events(self) -> Iterator[TurnEvent]:
         self._before_first_call()
@@ -555,7 +555,7 @@ class _Turn:
             if theirs:
                 self._hand_over(assistant_row, completion, theirs)
                 break
-        self.result.final_session = Session.objects.select_related("assistant").get(pk=self.session_id)
+        self.result.final_session = read_session(self.session_id)
         self.result.figures = token_figures(self.result.final_session)
         after = maintenance_for(self.result.final_session, self.result.figures)
         self.result.scheduled = {

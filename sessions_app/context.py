@@ -37,6 +37,7 @@ from memory_app.tokens import (
 )
 from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
+from openclaw_site.row_sql import RowRead
 from providers.chat import get_chat_model
 from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages
 from sessions_app import view_cache
@@ -113,8 +114,14 @@ def session_view(session: Session) -> view_cache.CachedView:
 _Estimated = tuple[dict[str, Any], int | None]  # an entry and its message's stored estimate
 
 
+# Every context build and turn reads the messages stored since its cached view (docs/design.md, Request cost).
+_VISIBLE_MESSAGES_FROM = RowRead(
+    Message, where="t0.session_id = %s AND NOT t0.flush_turn AND t0.seq >= %s", suffix="ORDER BY t0.seq"
+)
+
+
 def _message_entries(session: Session, *, from_seq: int) -> list[_Estimated]:
-    messages = Message.objects.filter(session=session, flush_turn=False, seq__gte=from_seq).order_by("seq")
+    messages = _VISIBLE_MESSAGES_FROM.all([session.pk, from_seq])
     return [
         (
             {"type": "message", "id": m.entry_id, "seq": m.seq, "message": to_agent_message(m)},
@@ -158,15 +165,20 @@ def _keep(
     return view
 
 
+# Plain SQL: it runs on every context build and turn (docs/design.md, Request cost).
+_LATEST_COMPACTION_SQL = f"""
+    SELECT c.seq, k.seq FROM {CompactionEntry._meta.db_table} c
+    LEFT JOIN {Message._meta.db_table} k ON k.id = c.first_kept_id
+    WHERE c.session_id = %s ORDER BY c.seq DESC LIMIT 1
+"""
+
+
 def _latest_compaction(session: Session) -> tuple[int, int] | None:
     """Return the latest compaction's (seq, floor), the floor being the first seq the model can
     see (its first kept message, or the compaction itself); None before the first compaction."""
-    latest = (
-        CompactionEntry.objects.filter(session=session)
-        .order_by("-seq")
-        .values_list("seq", "first_kept__seq")
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_LATEST_COMPACTION_SQL, [session.pk])
+        latest = cursor.fetchone()
     if latest is None:
         return None
     seq, first_kept_seq = latest
@@ -418,9 +430,14 @@ def build_system_prompt(
     """Compose the assistant's system prompt, memory guidance, MEMORY.md and the daily notes."""
     today = local_today(assistant, now)
     wanted = ["MEMORY.md", "memory.md", daily_note_path(today), daily_note_path(today - timedelta(days=1))]
-    documents = {
-        d.path: d.content for d in MemoryDocument.objects.filter(assistant=assistant, path__in=wanted)
-    }
+    with (
+        connection.cursor() as cursor
+    ):  # every turn and context build: plain SQL (docs/design.md, Request cost)
+        cursor.execute(
+            f"SELECT path, content FROM {MemoryDocument._meta.db_table} WHERE assistant_id = %s AND path = ANY(%s)",
+            [assistant.pk, wanted],
+        )
+        documents = dict(cursor.fetchall())
     if "MEMORY.md" in documents:
         documents.pop("memory.md", None)  # OpenClaw loads MEMORY.md, else memory.md
     injected = [(path, documents[path]) for path in wanted if documents.get(path, "").strip()]

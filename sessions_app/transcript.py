@@ -23,10 +23,19 @@ from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 from sessions_app.selectors import session_owner
 
-# Every append starts here (docs/design.md, Request cost).
+# Every append and turn starts here (docs/design.md, Request cost).
 _LOCKED_SESSION = RowRead(
     Session, "assistant", "assistant__team", where="t0.id = %s", suffix="FOR NO KEY UPDATE OF t0"
 )
+_SESSION = RowRead(Session, "assistant", "assistant__team", where="t0.id = %s")
+
+
+def read_session(session_id: int) -> Session:
+    """Return the session as stored now, with its assistant and team (not locked)."""
+    session = _SESSION.one([session_id])
+    if session is None:
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    return session
 
 
 def lock_session(session_id: int) -> Session:

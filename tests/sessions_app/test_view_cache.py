@@ -73,7 +73,7 @@ def test_extending_a_view_reads_only_the_new_messages(world, settings) -> None:
         entries = session_entries(session)
 
     reads = [q["sql"] for q in queries.captured_queries if 'FROM "sessions_app_message"' in q["sql"]]
-    assert len(reads) == 1 and f'"seq" >= {last_seq}' in reads[0]
+    assert len(reads) == 1 and f"t0.seq >= {last_seq}" in reads[0]
     assert len(entries) == 42
     assert entries == fresh_entries(session, settings)
 
