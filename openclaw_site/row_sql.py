@@ -141,6 +141,13 @@ class RowRead(Generic[M]):
         return instances[0]  # type: ignore[return-value]
 
 
+def _array_element_type(field: Field) -> str:
+    db_type = field.db_type(connection)
+    if db_type is None:
+        raise TypeError(f"{field} has no column type")
+    return db_type.split("(")[0]
+
+
 class RowInsert(Generic[M]):
     """``INSERT`` unsaved instances of ``model`` in one statement, skipping clashes on ``unique``.
 
@@ -165,12 +172,18 @@ class RowInsert(Generic[M]):
         raise LookupError(f"{self.model.__name__} has no unique constraint {self.unique}")
 
     def _sql(self, rows: int) -> str:
+        """One row as VALUES; more as one array per column (UNNEST), as Django's bulk insert does
+        on PostgreSQL: a statement of 18 parameters plans and binds far faster than one of 9,000."""
         meta = self.model._meta
         columns = ", ".join(f'"{field.column}"' for field in self.fields)
-        one = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        if rows == 1:
+            source = "VALUES (" + ", ".join(["%s"] * len(self.fields)) + ")"
+        else:  # varchar[] rather than varchar(8)[]: the column's own type checks the length
+            arrays = [f"(%s)::{_array_element_type(field)}[]" for field in self.fields]
+            source = f"SELECT * FROM UNNEST({', '.join(arrays)})"
         keys = ", ".join(f'"{field.column}"' for field in self._unique_fields)
         return (
-            f'INSERT INTO "{meta.db_table}" ({columns}) VALUES {", ".join([one] * rows)}'
+            f'INSERT INTO "{meta.db_table}" ({columns}) {source}'
             f' ON CONFLICT ({keys}) DO NOTHING RETURNING "{meta.pk.column}", {keys}'
         )
 
@@ -178,12 +191,13 @@ class RowInsert(Generic[M]):
         """Insert ``instances``; return those inserted (now saved, with their pk), in their order."""
         if not instances:
             return []
-        params: list[Any] = []
-        for instance in instances:
-            for field in self.fields:
-                params.append(field.get_db_prep_save(field.pre_save(instance, True), connection))
+        rows = [
+            [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in self.fields]
+            for instance in instances
+        ]
+        params = rows[0] if len(rows) == 1 else [list(column) for column in zip(*rows)]
         with connection.cursor() as cursor:
-            cursor.execute(self._sql(len(instances)), params)
+            cursor.execute(self._sql(len(rows)), params)
             returned = {tuple(row[1:]): row[0] for row in cursor.fetchall()}
         inserted = []
         for instance in instances:
