@@ -70,6 +70,7 @@ import json
 import logging
 import time
 import uuid
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -245,12 +246,19 @@ def enqueue_coalesced(*jobs: Coalesced) -> None:
 # lock (see the module docstring). `xmax = 0` holds for a row this statement inserted, not for one
 # it updated. The literal 'queued' lets Postgres match the partial unique index. Rows go in key
 # order, so two statements that fold the same keys take their row locks in the same order.
-_FOLD_ROW = f"(%s, %s, %s, %s, %s::jsonb, %s, 0, '', '{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s, %s)"
+# The statement commits on its own (autocommit) without waiting for the disk: `set_config(…, true)`
+# sets synchronous_commit for its own transaction, in an InitPlan run once before the rows (see
+# `_fold`). The VALUES rows are typed by their casts, as an INSERT's VALUES would be by the columns.
+_FOLD_ROW = (
+    "(%s, %s::integer, %s::integer, %s, %s::jsonb, %s, 0, '', "
+    f"'{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s::timestamptz, %s::timestamptz)"
+)
 _FOLD_SQL = f"""
     INSERT INTO {TaskRecord._meta.db_table} AS record
         (task_id, team_id, assistant_id, kind, object_ids, coalesce_key, coalesced,
          q_task_id, state, progress, error, created_at, updated_at)
-    VALUES {{rows}}
+    SELECT * FROM (VALUES {{rows}}) AS fold
+    WHERE (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
     ON CONFLICT (coalesce_key) WHERE state = '{TaskState.QUEUED.value}'
     DO UPDATE SET coalesced = record.coalesced + 1, updated_at = EXCLUDED.updated_at
     RETURNING id, task_id, coalesce_key, (xmax = 0) AS inserted
@@ -286,10 +294,13 @@ def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
         owner = item.owner
         params += [uuid.uuid4().hex, owner.team_id, owner.assistant_id, item.job.kind]
         params += [json.dumps(owner.object_ids()), item.coalesce_key, now, now]
-    with transaction.atomic(), connection.cursor() as cursor:
-        # The change this job is for committed durably already; the fold's own commit need not
-        # wait for the disk (docs/design.md, Background work: what a lost fold costs).
-        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    # One statement, one round trip: after the commit that asked for the jobs the connection is in
+    # autocommit, so the statement is its own transaction. The change it is for committed durably
+    # already; the fold's own commit need not wait for the disk (docs/design.md, Background work:
+    # what a lost fold costs). Run inside a transaction still open (a test's), it gets a savepoint,
+    # so a failed fold leaves that transaction usable.
+    scope = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with scope, connection.cursor() as cursor:
         cursor.execute(_FOLD_SQL.format(rows=", ".join([_FOLD_ROW] * len(jobs))), params)
         rows = cursor.fetchall()
     folded = {str(key): (int(pk), str(task_id), bool(inserted)) for pk, task_id, key, inserted in rows}

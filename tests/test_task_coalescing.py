@@ -135,6 +135,31 @@ def test_jobs_asked_for_together_fold_in_one_statement(
     assert all(r.q_task_id for r in records)  # each new record sent one task
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_fold_after_a_commit_is_one_statement_and_leaves_the_connection_as_it_was(world, monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    owner = TaskOwner(team_id=world.acme.pk)
+    job = tasks.coalesced("tests.test_task_coalescing.noted", "acme", owner=owner, coalesce_key="alone:a")
+    for _ in range(2):  # a new record, then a fold into it
+        with CaptureQueriesContext(connection) as captured:
+            tasks.enqueue_coalesced(job)  # no transaction is open: it folds at once, in autocommit
+        sql = [query["sql"] for query in captured.captured_queries]
+        assert sum("ON CONFLICT (coalesce_key)" in statement for statement in sql) == 1
+        assert not any(statement.lstrip().upper().startswith("SET") for statement in sql)
+    # synchronous_commit was off for the fold's own transaction only
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
+        with transaction.atomic():  # seen from inside a transaction, the fold did turn it off
+            tasks._fold([job])
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == "off"
+    record = TaskRecord.objects.get(coalesce_key="alone:a")
+    assert (record.state, record.coalesced, record.assistant_id) == ("queued", 2, None)  # two folds
+
+
 def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(world, frozen_clock):
     from memory_app import debounce
     from memory_app.tasks import reindex_document
