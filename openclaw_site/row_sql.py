@@ -116,6 +116,13 @@ class RowRead(Generic[M]):
             return None
         return self._load(row)
 
+    def get(self, params: Sequence[Any]) -> M:
+        """Like `one`, but a missing row raises the model's ``DoesNotExist``, as ``QuerySet.get`` does."""
+        instance = self.one(params)
+        if instance is None:
+            raise self.model.DoesNotExist(f"no {self.model.__name__} matches {list(params)}")  # type: ignore[attr-defined]
+        return instance
+
     def all(self, params: Sequence[Any]) -> list[M]:
         """Run the read; every row as model instances, in the statement's order."""
         with connection.cursor() as cursor:

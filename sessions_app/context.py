@@ -430,9 +430,8 @@ def build_system_prompt(
     """Compose the assistant's system prompt, memory guidance, MEMORY.md and the daily notes."""
     today = local_today(assistant, now)
     wanted = ["MEMORY.md", "memory.md", daily_note_path(today), daily_note_path(today - timedelta(days=1))]
-    with (
-        connection.cursor() as cursor
-    ):  # every turn and context build: plain SQL (docs/design.md, Request cost)
+    # Every turn and context build reads these: plain SQL (docs/design.md, Request cost).
+    with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT path, content FROM {MemoryDocument._meta.db_table} WHERE assistant_id = %s AND path = ANY(%s)",
             [assistant.pk, wanted],

@@ -32,10 +32,7 @@ _SESSION = RowRead(Session, "assistant", "assistant__team", where="t0.id = %s")
 
 def read_session(session_id: int) -> Session:
     """Return the session as stored now, with its assistant and team (not locked)."""
-    session = _SESSION.one([session_id])
-    if session is None:
-        raise Session.DoesNotExist(f"session {session_id} does not exist")
-    return session
+    return _SESSION.get([session_id])
 
 
 def lock_session(session_id: int) -> Session:
@@ -45,10 +42,7 @@ def lock_session(session_id: int) -> Session:
     # take turns, but a foreign-key check on the row (a compaction run or entry another transaction
     # inserts, which locks it FOR KEY SHARE) does not wait for it, so the two cannot deadlock
     # (docs/design.md, Data model).
-    session = _LOCKED_SESSION.one([session_id])
-    if session is None:
-        raise Session.DoesNotExist(f"session {session_id} does not exist")
-    return session
+    return _LOCKED_SESSION.get([session_id])
 
 
 def take_seq(session: Session) -> int:
@@ -118,20 +112,17 @@ def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: 
     compaction entry, whose ids share the space: it then changes nothing, and this append's rows,
     still uncommitted and under the session's lock, are deleted and drawn again.
     """
-    pending, kept = rows, set[str]()
     for _ in range(MAX_ENTRY_ID_ATTEMPTS):
-        _draw_ids(pending, keep=kept)
-        inserted = {id(row) for row in _INSERT_MESSAGES.insert(pending)}
-        kept |= {row.entry_id for row in pending if id(row) in inserted}
-        pending = [row for row in pending if id(row) not in inserted]
-        if pending:
+        pending = [row for row in rows if row.pk is None]  # the insert gives the others their pk
+        _draw_ids(pending, keep={row.entry_id for row in rows if row.pk is not None})
+        _INSERT_MESSAGES.insert(pending)
+        if any(row.pk is None for row in pending):
             continue
         if _record_append(session, first_seq=first_seq, now=now, entry_ids=[r.entry_id for r in rows]):
             return
         Message.objects.filter(pk__in=[row.pk for row in rows]).delete()
         for row in rows:  # deleted: they are new rows again
             row.pk, row._state.adding = None, True
-        pending, kept = rows, set()
     raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
 
 

@@ -47,6 +47,8 @@ def test_a_read_that_matches_no_row_gives_none(world):
     session = factories.make_session(world.assistant)
     read = RowRead(Session, "assistant", where="t0.id = %s AND t1.team_id = %s")
     assert read.one([session.pk, world.globex.pk]) is None  # another team's session is not found
+    with pytest.raises(Session.DoesNotExist):
+        read.get([session.pk, world.globex.pk])
 
 
 def test_a_key_read_with_a_lock_clause(world):
