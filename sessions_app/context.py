@@ -240,8 +240,8 @@ def stored_view_figures(session: Session, *, ratio: float | None) -> tuple[int, 
     Same rule as `view_tokens`: the last trustworthy usage after the latest compaction, plus the
     corrected estimates of the messages after it; without such usage, the whole view estimated.
     `_VIEW_TOKENS_SQL` reads the latest compaction, the sums, the newest usage candidate and the
-    session's stored size at once; only when that candidate reports no tokens does
-    `_stored_view_tokens_walk` page on.
+    session's stored size at once, each by an index probe, so its cost does not grow with the
+    session; only when that candidate reports no tokens does `_stored_view_tokens_walk` page on.
     """
     with connection.cursor() as cursor:
         cursor.execute(_VIEW_TOKENS_SQL, {"session": session.pk})
@@ -262,32 +262,41 @@ def _summary_tokens(summary: str) -> int:
 
 _MESSAGES = Message._meta.db_table
 _VISIBLE = f"FROM {_MESSAGES} m WHERE m.session_id = %(session)s AND NOT m.flush_turn"
-# The newest assistant usage Pi would trust, after the latest compaction (and newer than it).
+# The newest assistant usage Pi would trust, after the latest compaction (and newer than it): one
+# probe of the partial index `message_usage_candidate`, whose condition these lines repeat.
 _USAGE_CANDIDATE = f"""
     SELECT m.seq, m.usage {_VISIBLE}
-      AND m.role = 'assistant' AND m.usage IS NOT NULL
-      AND COALESCE(m.stop_reason, '') NOT IN ('error', 'aborted')
+      AND m.role = 'assistant' AND m.usage IS NOT NULL AND NOT (m.stop_reason IN ('error', 'aborted'))
       AND m.seq > COALESCE((SELECT seq FROM latest), 0)
       AND m.created_at > COALESCE((SELECT created_at FROM latest), '-infinity')
     ORDER BY m.seq DESC LIMIT 1
 """
+
+
+def _tokens_through(seq: str) -> str:
+    """SQL for the visible messages' estimates summed up to ``seq``: the `running_tokens` of the
+    newest message at or before it, one probe of the (session, seq) index."""
+    return f"""COALESCE((SELECT m.running_tokens FROM {_MESSAGES} m
+        WHERE m.session_id = %(session)s AND m.seq <= {seq} ORDER BY m.seq DESC LIMIT 1), 0)"""
+
+
+# Each sum over a range of seqs is the session's total, or a `running_tokens`, less another.
 _VIEW_TOKENS_SQL = f"""
     WITH latest AS (
         SELECT c.seq, c.created_at, c.summary, COALESCE(k.seq, c.seq) AS kept_from
         FROM {CompactionEntry._meta.db_table} c LEFT JOIN {_MESSAGES} k ON k.id = c.first_kept_id
         WHERE c.session_id = %(session)s ORDER BY c.seq DESC LIMIT 1
-    ), candidate AS ({_USAGE_CANDIDATE})
+    ), candidate AS ({_USAGE_CANDIDATE}),
+    totals AS (SELECT message_tokens, transcript_bytes FROM {Session._meta.db_table} WHERE id = %(session)s)
     SELECT
         (SELECT summary FROM latest),
         (SELECT seq FROM latest),
-        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
-           AND m.seq >= (SELECT kept_from FROM latest) AND m.seq < (SELECT seq FROM latest)),
-        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE}
-           AND m.seq > COALESCE((SELECT seq FROM latest), 0)),
+        {_tokens_through("(SELECT seq FROM latest) - 1")} - {_tokens_through("(SELECT kept_from FROM latest) - 1")},
+        (SELECT message_tokens FROM totals) - {_tokens_through("COALESCE((SELECT seq FROM latest), 0)")},
         (SELECT seq FROM candidate),
         (SELECT usage FROM candidate),
-        (SELECT COALESCE(SUM(m.estimated_tokens), 0) {_VISIBLE} AND m.seq > (SELECT seq FROM candidate)),
-        (SELECT transcript_bytes FROM {Session._meta.db_table} WHERE id = %(session)s)
+        (SELECT message_tokens FROM totals) - {_tokens_through("(SELECT seq FROM candidate)")},
+        (SELECT transcript_bytes FROM totals)
 """
 
 

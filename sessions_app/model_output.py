@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-
 from openclaw_site.usage import openclaw_cost
 from providers.chat import Completion, ToolCall
 from providers.errors import ProviderError
@@ -101,15 +99,10 @@ def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageIn
 def store_messages(
     session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False, announce: bool = True
 ) -> list[Message]:
-    """Append messages (one transaction); flush-turn messages are stored silent and flagged in it.
+    """Append messages (one transaction); flush-turn messages are stored silent and flagged.
 
     ``announce``: as `append_messages`'s (a turn announces its change once, when it ends).
     """
     if not flush_turn:
         return append_messages(session_id=session_id, messages=inputs, announce=announce)
-    with transaction.atomic():
-        rows = append_messages(session_id=session_id, messages=inputs, silent=True)
-        Message.objects.filter(pk__in=[row.pk for row in rows]).update(flush_turn=True)
-    for row in rows:
-        row.flush_turn = True
-    return rows
+    return append_messages(session_id=session_id, messages=inputs, flush_turn=True)

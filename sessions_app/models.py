@@ -38,6 +38,9 @@ class Session(models.Model):
     # UTF-8 size of every message's stored content (the force-flush measure), kept up to date by
     # each append so that no turn adds up the whole history (docs/design.md §D11).
     transcript_bytes = models.BigIntegerField(default=0)
+    # The sum of the stored estimates of every model-visible (not flush-turn) message: the newest
+    # message's `running_tokens`, kept by each append (docs/design.md, Request cost).
+    message_tokens = models.BigIntegerField(default=0)
     # Archived sessions keep their transcript and export; the dashboard's list hides them by default.
     archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -109,10 +112,24 @@ class Message(models.Model):
     # it), never in the model's context or the compaction cut (sessions_app.context).
     flush_turn = models.BooleanField(default=False)
     estimated_tokens = models.PositiveIntegerField(default=0)
+    # `estimated_tokens` summed over the session's model-visible messages up to this one: the sum
+    # over a range of seqs is the difference of two index lookups, not a scan (docs/design.md,
+    # Request cost).
+    running_tokens = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:
         ordering = ["session", "seq"]
+        indexes = [
+            # The newest assistant usage the context's size is measured from (sessions_app.context):
+            # found by one index probe however many messages without usage came after it.
+            models.Index(
+                fields=["session", "seq"],
+                condition=models.Q(role="assistant", usage__isnull=False, flush_turn=False)
+                & ~models.Q(stop_reason__in=["error", "aborted"]),
+                name="message_usage_candidate",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="message_session_seq_unique"),
             models.UniqueConstraint(fields=["session", "entry_id"], name="message_session_entry_unique"),

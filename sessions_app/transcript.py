@@ -78,21 +78,31 @@ MAX_ENTRY_ID_ATTEMPTS = 5
 
 @transaction.atomic
 def append_messages(
-    *, session_id: int, messages: Iterable[MessageInput], silent: bool = False, announce: bool = True
+    *,
+    session_id: int,
+    messages: Iterable[MessageInput],
+    silent: bool = False,
+    flush_turn: bool = False,
+    announce: bool = True,
 ) -> list[Message]:
     """Append messages atomically (all or nothing) and return the stored rows.
 
     The cost follows the batch, not the history: one lock, one multi-row insert, one update of
-    the session's counters (docs/design.md §D11). ``announce=False`` leaves queuing the export
+    the session's counters (docs/design.md §D11). ``flush_turn``: the rows are a memory flush
+    turn's (silent, and outside the model's view). ``announce=False`` leaves queuing the export
     and the indexer (`after_transcript_change`) to the caller, which stores more first (a turn).
     """
     session = lock_session(session_id)
     check_writable(session.assistant)
     now = timezone.now()
-    rows = [_build(session, item, now=now, silent=silent or item.silent) for item in messages]
+    rows = [
+        _build(session, item, now=now, silent=silent or flush_turn or item.silent, flush_turn=flush_turn)
+        for item in messages
+    ]
     first_seq = session.last_seq + 1
     for row in rows:
         row.seq = take_seq(session)
+    session.message_tokens = add_running_tokens(rows, before=session.message_tokens)
     _insert_with_fresh_ids(session, rows, first_seq=first_seq, now=now)
     if announce:
         after_transcript_change(session)
@@ -127,7 +137,8 @@ def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: 
 
 
 def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: list[str]) -> bool:
-    """Store the locked session's new last seq and add the new rows' stored size: one statement.
+    """Store the locked session's new last seq and token total and add the new rows' stored size:
+    one statement.
 
     The size is what Postgres stores (each content's jsonb text), summed inside the UPDATE, which
     returns the new total for the session instance the caller goes on with. It updates nothing and
@@ -135,7 +146,8 @@ def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: lis
     """
     sql = f"""
         UPDATE {Session._meta.db_table}
-        SET last_seq = %s, updated_at = %s, transcript_bytes = transcript_bytes + COALESCE(
+        SET last_seq = %s, message_tokens = %s, updated_at = %s,
+            transcript_bytes = transcript_bytes + COALESCE(
             (SELECT SUM(OCTET_LENGTH(content::text)) FROM {Message._meta.db_table}
              WHERE session_id = %s AND seq >= %s), 0)
         WHERE id = %s AND NOT EXISTS (
@@ -143,7 +155,19 @@ def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: lis
         RETURNING transcript_bytes
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [session.last_seq, now, session.pk, first_seq, session.pk, session.pk, entry_ids])
+        cursor.execute(
+            sql,
+            [
+                session.last_seq,
+                session.message_tokens,
+                now,
+                session.pk,
+                first_seq,
+                session.pk,
+                session.pk,
+                entry_ids,
+            ],
+        )
         row = cursor.fetchone()
     if row is None:
         return False
@@ -173,8 +197,19 @@ def _content_octets() -> Func:
     return Func(Cast("content", TextField()), function="OCTET_LENGTH", output_field=BigIntegerField())
 
 
-def _build(session: Session, item: MessageInput, *, now: Any, silent: bool) -> Message:
-    return message_row(session, item, silent=silent, created_at=item.created_at or now)
+def _build(session: Session, item: MessageInput, *, now: Any, silent: bool, flush_turn: bool) -> Message:
+    return message_row(session, item, silent=silent, flush_turn=flush_turn, created_at=item.created_at or now)
+
+
+def add_running_tokens(rows: list[Message], *, before: int) -> int:
+    """Fill in the rows' `running_tokens` (rows in seq order, ``before`` the session's total so
+    far, flush-turn rows adding nothing) and return the new total."""
+    total = before
+    for row in rows:
+        if not row.flush_turn:
+            total += row.estimated_tokens
+        row.running_tokens = total
+    return total
 
 
 def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:

@@ -35,6 +35,7 @@ from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.transcript import (
+    add_running_tokens,
     after_transcript_change,
     message_row,
     stored_content_bytes,
@@ -392,6 +393,7 @@ def _import_session(
         for seq, entry in enumerate(transcript.entries, start=1)
         if entry.kind == "message"
     ]
+    message_tokens = add_running_tokens(messages, before=0)
     Message.objects.bulk_create(messages)
     by_entry = {message.entry_id: message for message in messages}
     compactions = [
@@ -405,6 +407,7 @@ def _import_session(
         created_at=transcript.created_at,
         updated_at=_ms(store.get("updatedAt")) or transcript.created_at,
         transcript_bytes=stored_content_bytes(session),
+        message_tokens=message_tokens,
     )
     after_transcript_change(session)
     report.sessions += 1

@@ -226,3 +226,56 @@ def test_force_flush_by_transcript_size(world):
     assert token_figures(session).flush_reason is None
     factories.add_messages(session, user("y" * 600))
     assert token_figures(session).flush_reason == "transcript_bytes"
+
+
+def _plain_sums(session):
+    """The visible messages' estimates, each message's running sum and the total, added up in Python."""
+    from sessions_app.models import Message
+
+    total, running = 0, {}
+    for row in Message.objects.filter(session=session).order_by("seq"):
+        total += 0 if row.flush_turn else row.estimated_tokens
+        running[row.seq] = total
+    return running, total
+
+
+@pytest.mark.django_db
+def test_running_sums_match_the_messages_through_flush_turns_compactions_and_an_import(
+    world, no_llm, tmp_path
+):
+    """The per-message running sums the figures are read from agree with adding the estimates up."""
+    from sessions_app.compaction import compact_session
+    from sessions_app.context import session_entries, view_tokens
+    from sessions_app.messages import validate_message
+    from sessions_app.model_output import store_messages
+    from sessions_app.models import Message, Session
+    from sessions_app.workspace.exports import export_assistant
+    from sessions_app.workspace.imports import import_workspace
+    from sessions_app.workspace.storage import LocalExportStorage
+
+    world.assistant.settings = validate_settings({"compaction": {"keepRecentTokens": 300}})
+    world.assistant.save()
+    session = factories.make_session(world.assistant)
+
+    def check(target):
+        running, total = _plain_sums(target)
+        stored = dict(Message.objects.filter(session=target).values_list("seq", "running_tokens"))
+        assert stored == running
+        assert Session.objects.get(pk=target.pk).message_tokens == total
+        assert token_figures(target).context_tokens == view_tokens(session_entries(target), ratio=None)
+
+    factories.add_messages(session, *chatter(6))
+    check(session)
+    flush = [validate_message(m, max_bytes=10**6) for m in (user("flush now"), assistant("NO_REPLY" * 40))]
+    store_messages(session.pk, flush, flush_turn=True)
+    factories.add_messages(session, user("after the flush " * 20), assistant("ok"))
+    check(session)
+    compact_session(session_id=session.pk, trigger="manual")
+    factories.add_messages(session, user("after the summary " * 10))
+    check(session)
+
+    export_assistant(world.assistant.pk, storage=LocalExportStorage(tmp_path), base="")
+    import_workspace(directory=tmp_path, team_slug="globex", assistant_slug="copy")
+    imported = Session.objects.get(assistant__slug="copy", assistant__team=world.globex)
+    assert imported.message_tokens == _plain_sums(session)[1] > 0
+    check(imported)
