@@ -101,3 +101,39 @@ def test_an_insert_stores_what_the_orm_would_and_skips_rows_that_clash(world):
 
     with pytest.raises(IntegrityError), transaction.atomic():  # another constraint still refuses
         insert.insert([row(4, "aaaa0005")])
+
+
+def test_an_insert_keeps_every_value_through_its_json_parameter(world):
+    """Text with quotes, backslashes and emoji, a JSON string, SQL NULL against JSON null, and a
+    datetime in another zone with its microseconds all come back as they were."""
+    from datetime import timedelta
+    from datetime import timezone as tz
+
+    from openclaw_site.row_sql import RowInsert
+    from sessions_app.models import Message
+
+    session = factories.make_session(world.assistant)
+    when = timezone.now().astimezone(tz(timedelta(hours=8))).replace(microsecond=123456)
+    text = 'a "quoted" \\ back\\slash,\nnew line, {braces} 🦞 部署窗口'
+    rows = [
+        Message(session=session, seq=1, entry_id="bbbb0001", role="user", content=text, created_at=when),
+        Message(
+            session=session,
+            seq=2,
+            entry_id="bbbb0002",
+            role="toolResult",
+            tool_call_id="call_1",
+            tool_name="exec",
+            is_error=True,
+            content=[{"type": "text", "text": text}],
+            details={"none": None, "n": 1.5},
+            usage=None,
+            created_at=when,
+        ),
+    ]
+    RowInsert(Message, unique="message_session_entry_unique").insert(rows)
+    first, second = Message.objects.filter(session=session).order_by("seq")
+    assert first.content == text and first.created_at == when
+    assert second.content == [{"type": "text", "text": text}] and second.is_error is True
+    assert second.details == {"none": None, "n": 1.5}
+    assert Message.objects.filter(session=session, usage__isnull=True).count() == 2  # SQL NULL, not JSON null
