@@ -2,6 +2,7 @@
 """Session-path benchmark: the server under a team's load, with each figure beside its target.
 
     .venv/bin/python bench/sessions.py [--scale-out] [--json]      (make bench-sessions)
+    .venv/bin/python bench/sessions.py --only batched,context      (some of the steps below)
 
 It starts the server as production runs it (`manage.py runall` with DEBUG off: gunicorn with two
 workers and the task clusters) on a database of its own in the embedded PostgreSQL
@@ -585,7 +586,12 @@ def setup_team(env: dict[str, str]) -> str:
     ).strip()
 
 
-def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> dict[str, Any]:
+STEPS = ("single_posts", "batched", "context", "turns", "bursts")
+
+
+def run(
+    database_url: str, redis_url: str, *, scale_out: bool, scale: float, only: tuple[str, ...] = STEPS
+) -> dict[str, Any]:
     fake = FakeOpenAI(default_chat=_instant_model).start()
     export_root = ROOT / "var" / "bench" / f"exports-{uuid.uuid4().hex[:8]}"
     env = child_env(database_url, fake, redis_url, export_root=export_root)
@@ -609,9 +615,11 @@ def run(database_url: str, redis_url: str, *, scale_out: bool, scale: float) -> 
         db = Db(database_url)
         bench = Bench(api, db, broker_queue(db, redis_url), scale=scale)
         for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
-            print(f"... {step.__name__}", flush=True)
-            step()
-        bench.figures["bursts"] = [bench.burst(into_one=True), bench.burst(into_one=False)]
+            if step.__name__ in only:
+                print(f"... {step.__name__}", flush=True)
+                step()
+        if "bursts" in only:
+            bench.figures["bursts"] = [bench.burst(into_one=True), bench.burst(into_one=False)]
         totals: dict[str, float] = {}
         processes = descendants(server.pid)
         for process in extra:
@@ -742,19 +750,27 @@ def main() -> None:
     parser.add_argument("--scale-out", action="store_true", help="TCP PostgreSQL, Redis, two worker clusters")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--quick", action="store_true", help="a tenth of every count: try the harness")
+    parser.add_argument(
+        "--only", default=",".join(STEPS), help=f"comma-separated steps to run, of {', '.join(STEPS)}"
+    )
     args = parser.parse_args()
+    only = tuple(step.strip() for step in args.only.split(","))
+    if unknown := set(only) - set(STEPS):
+        parser.error(f"unknown steps {', '.join(sorted(unknown))}; the steps are {', '.join(STEPS)}")
     print(
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
         + ("scale-out" if args.scale_out else "embedded database, ORM broker")
     )
     if args.scale_out:
         with tcp_postgres() as database_url, redis_server() as redis_url:
-            figures = run(database_url, redis_url, scale_out=True, scale=0.1 if args.quick else 1.0)
+            figures = run(
+                database_url, redis_url, scale_out=True, scale=0.1 if args.quick else 1.0, only=only
+            )
     else:
         drop_embedded_database()  # one an interrupted run left behind
         database_url = embedded_database_url()
         try:
-            figures = run(database_url, "", scale_out=False, scale=0.1 if args.quick else 1.0)
+            figures = run(database_url, "", scale_out=False, scale=0.1 if args.quick else 1.0, only=only)
         finally:
             drop_embedded_database()
     report(figures)
