@@ -30,7 +30,7 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import UsagePurpose
+from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.services import check_writable
 from openclaw_site.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.usage import record_usage
@@ -468,11 +468,8 @@ def server_tool_names() -> set[str]:
 
 
 def _check_writable(session_id: int) -> None:
-    """Refuse a turn of an archived assistant before the model is called (it could store nothing).
-
-    Raises `Session.DoesNotExist` for a session deleted since the caller looked it up.
-    """
-    check_writable(read_session(session_id).assistant)
+    """Refuse a turn of an archived assistant before the model is called (it could store nothing)."""
+    check_writable(Assistant.objects.get(sessions__pk=session_id))
 
 
 def retry_turn(*, session_id: int) -> TurnResult:
