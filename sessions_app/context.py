@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings as django_settings
 from django.db import connection
-from django.db.models import Sum
 from django.utils import timezone as dj_timezone
 
 from memory_app.documents import daily_note_path
@@ -241,19 +240,39 @@ def stored_view_figures(session: Session, *, ratio: float | None) -> tuple[int, 
     corrected estimates of the messages after it; without such usage, the whole view estimated.
     `_VIEW_TOKENS_SQL` reads the latest compaction, the sums, the newest usage candidate and the
     session's stored size at once, each by an index probe, so its cost does not grow with the
-    session; only when that candidate reports no tokens does `_stored_view_tokens_walk` page on.
+    session; only when that candidate reports no tokens are older ones paged through
+    (`_last_usage`), and the sum after the one that counts is one more probe.
     """
     with connection.cursor() as cursor:
         cursor.execute(_VIEW_TOKENS_SQL, {"session": session.pk})
-        summary, compaction_seq, head, tail, usage_seq, usage, after_usage, size = cursor.fetchone()
+        row = cursor.fetchone()
+    summary, compaction_seq, compaction_at, head, tail, usage_seq, usage, after_usage, total, size = row
+    size = int(size or 0)
     head_tokens = 0 if compaction_seq is None else int(head) + _summary_tokens(summary)
     if usage_seq is None:
-        return corrected_estimate(head_tokens + int(tail), ratio), int(size or 0)
+        return corrected_estimate(head_tokens + int(tail), ratio), size
     usage = json.loads(usage) if isinstance(usage, str) else usage
     tokens = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
-    if tokens <= 0:
-        return _stored_view_tokens_walk(session, ratio=ratio), int(size or 0)
-    return tokens + corrected_estimate(int(after_usage), ratio), int(size or 0)
+    if tokens <= 0:  # page back to a usage that counts, past the ones that report nothing
+        newer = Message.objects.filter(session=session, flush_turn=False, seq__gt=compaction_seq or 0)
+        if compaction_at is not None:
+            newer = newer.filter(created_at__gt=compaction_at)
+        tokens, usage_seq = _last_usage(newer)
+        if usage_seq is None:
+            return corrected_estimate(head_tokens + int(tail), ratio), size
+        after_usage = int(total) - _running_tokens_at(session, usage_seq)
+    return tokens + corrected_estimate(int(after_usage), ratio), size
+
+
+def _running_tokens_at(session: Session, seq: int) -> int:
+    """The visible messages' estimates summed up to ``seq`` (`Message.running_tokens`)."""
+    running = (
+        Message.objects.filter(session=session, seq__lte=seq)
+        .order_by("-seq")
+        .values_list("running_tokens", flat=True)
+        .first()
+    )
+    return int(running or 0)
 
 
 def _summary_tokens(summary: str) -> int:
@@ -291,35 +310,15 @@ _VIEW_TOKENS_SQL = f"""
     SELECT
         (SELECT summary FROM latest),
         (SELECT seq FROM latest),
+        (SELECT created_at FROM latest),
         {_tokens_through("(SELECT seq FROM latest) - 1")} - {_tokens_through("(SELECT kept_from FROM latest) - 1")},
         (SELECT message_tokens FROM totals) - {_tokens_through("COALESCE((SELECT seq FROM latest), 0)")},
         (SELECT seq FROM candidate),
         (SELECT usage FROM candidate),
         (SELECT message_tokens FROM totals) - {_tokens_through("(SELECT seq FROM candidate)")},
+        (SELECT message_tokens FROM totals),
         (SELECT transcript_bytes FROM totals)
 """
-
-
-def _stored_view_tokens_walk(session: Session, *, ratio: float | None) -> int:
-    """`stored_view_figures` when the newest usage reports no tokens: page back to one that does."""
-    messages = Message.objects.filter(session=session, flush_turn=False)
-    latest = (
-        CompactionEntry.objects.filter(session=session).select_related("first_kept").order_by("-seq").first()
-    )
-    head_tokens, tail = 0, messages
-    if latest is not None:
-        kept_from = latest.first_kept.seq if latest.first_kept else latest.seq
-        head = messages.filter(seq__gte=kept_from, seq__lt=latest.seq)
-        head_tokens = _sum_estimates(head) + _summary_tokens(latest.summary)
-        tail = messages.filter(seq__gt=latest.seq)
-    usage_tokens, usage_seq = _last_usage(tail.filter(created_at__gt=latest.created_at) if latest else tail)
-    if usage_seq is None:
-        return corrected_estimate(head_tokens + _sum_estimates(tail), ratio)
-    return usage_tokens + corrected_estimate(_sum_estimates(tail.filter(seq__gt=usage_seq)), ratio)
-
-
-def _sum_estimates(messages: Any) -> int:
-    return int(messages.aggregate(total=Sum("estimated_tokens"))["total"] or 0)
 
 
 def _last_usage(messages: Any) -> tuple[int, int | None]:

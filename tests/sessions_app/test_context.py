@@ -273,6 +273,9 @@ def test_running_sums_match_the_messages_through_flush_turns_compactions_and_an_
     compact_session(session_id=session.pk, trigger="manual")
     factories.add_messages(session, user("after the summary " * 10))
     check(session)
+    # A usage that reports nothing: the figures page back past it (to none after the compaction).
+    factories.add_messages(session, assistant("empty usage", usage=usage(0, 0)), user("and on"))
+    check(session)
 
     export_assistant(world.assistant.pk, storage=LocalExportStorage(tmp_path), base="")
     import_workspace(directory=tmp_path, team_slug="globex", assistant_slug="copy")
