@@ -1,5 +1,7 @@
 """ASGI entry point: the MCP endpoint under /mcp/ (integrations.mcp_http), Django for everything else.
 
+Django runs each request in one thread hop (openclaw_site/asgi_django.py).
+
 The ASGI lifespan goes to the MCP app, whose session manager runs for it; Django has none.
 The process hands the interpreter lock on every millisecond instead of every 5 (docs/design.md,
 Search latency): requests and open streams run in threads of one process, and a short request
@@ -13,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django.core.asgi import get_asgi_application
+import django
 from starlette.types import Receive
 
 # Python's default is 0.005 s; a search's ~8 round trips each wait up to this long for the lock.
@@ -21,11 +23,14 @@ SWITCH_INTERVAL_SECONDS = 0.001
 sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
 
-# Imported once Django is set up: the MCP tools import the apps' models.
+# Imported once Django is set up: the handler reads the settings, the MCP tools import the models.
 from integrations.mcp_http import is_mcp_path, mcp_application  # noqa: E402
+from openclaw_site.asgi_django import ThreadedASGIHandler  # noqa: E402
 from providers.embeddings import preload_embedder  # noqa: E402
+
+django_application = ThreadedASGIHandler()
 
 # The first search must not wait for the model: load it now, in the background (/healthz says when).
 preload_embedder()

@@ -54,6 +54,8 @@ try:
     LLM_MAX_TOOL_ROUNDS = env_int("LLM_MAX_TOOL_ROUNDS", 8, minimum=1)
     # Threads that run streamed turns under ASGI (openclaw_site/streaming.py): one per open stream.
     STREAM_WORKERS = env_int("STREAM_WORKERS", 64, minimum=1)
+    # Threads that handle requests under ASGI (openclaw_site/asgi_django.py): requests handled at once.
+    REQUEST_THREADS = env_int("REQUEST_THREADS", 32, minimum=1)
 
     # Embeddings: auto = the local model, else the remote endpoint, else text-only.
     EMBEDDING_PROVIDER = env_choice("EMBEDDING_PROVIDER", "auto", ("auto", "local", "openai", "none"))

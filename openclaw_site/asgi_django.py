@@ -1,0 +1,99 @@
+"""Django under ASGI with each request in one thread: middleware, view and close (docs/design.md, Serving).
+
+Django's own ASGI handler runs the middleware chain in async mode. Our middleware is synchronous
+(django-axes alone is async-capable), so each request crossed between the event loop and a fresh
+thread of its own several times: the sync middleware, back to the loop for django-axes and the
+URL resolver, a thread again for the view, and once more to close the response. A profile of
+eight clients posting messages found about half of the web process's CPU in those crossings.
+
+`ThreadedASGIHandler` keeps what the loop is good at (reading the body, sending the response,
+noticing a client that leaves a stream) and hands everything else to one call in a thread of
+`REQUEST_EXECUTOR`: the request-started signal, the whole synchronous middleware chain and view,
+and, for a whole response, its close (the request-finished signal, which gives the thread's
+database connections back). A streamed response's own work runs in a thread of
+`openclaw_site.streaming`; the request's thread gives its connections back before the stream
+starts, and the response is closed when the stream ends, as Django closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers import base
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import close_old_connections
+from django.http import FileResponse, HttpResponseBase
+from django.urls import set_script_prefix
+
+# One thread per request being handled; a request beyond that waits for a thread. Streams run in
+# their own pool (openclaw_site.streaming), so an open stream holds none of these.
+REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=settings.REQUEST_THREADS, thread_name_prefix="request")
+
+T = TypeVar("T")
+
+
+async def in_request_thread(function: Callable[..., T], *args: Any) -> T:
+    """Run `function(*args)` in a request thread, in a copy of the caller's context variables."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(REQUEST_EXECUTOR, context.run, function, *args)
+
+
+class ThreadedASGIHandler(ASGIHandler):
+    """Django's ASGI handler with the middleware loaded synchronously and run in one thread hop."""
+
+    def __init__(self) -> None:
+        base.BaseHandler.__init__(self)  # not ASGIHandler's: it loads the middleware in async mode
+        self.load_middleware(is_async=False)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            response = await in_request_thread(self._respond, scope, body_file)
+            if not response.streaming:
+                await self.send_response(response, send)
+                return
+            await self._stream(response, receive, send)
+        finally:
+            body_file.close()
+
+    def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        """Handle the request in this thread; a whole response comes back already closed."""
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        response = self.get_response(request) if request is not None else error_response
+        assert response is not None  # create_request returns a request or the response refusing it
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        if response.streaming:
+            close_old_connections()  # the stream queries in its own thread; this one is done
+        else:
+            response.close()  # request_finished: this thread's connections go back
+        return response
+
+    async def _stream(self, response: HttpResponseBase, receive: Any, send: Any) -> None:
+        """Send a streamed response until it ends or the client leaves, then close it."""
+        sending = asyncio.ensure_future(self.send_response(response, send))
+        listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
+        try:
+            await asyncio.wait({sending, listening}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (listening, sending):  # a client that left cancels the stream's async side
+                task.cancel()
+            _, sent = await asyncio.gather(listening, sending, return_exceptions=True)
+            await in_request_thread(response.close)
+        if isinstance(sent, Exception):  # not a cancellation: the stream itself failed
+            raise sent
