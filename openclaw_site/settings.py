@@ -190,6 +190,11 @@ TEMPLATES = [
 DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300, minimum=0)
 DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0)
 DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+# A statement a connection has run this many times becomes a prepared statement: PostgreSQL then
+# parses and plans it once per connection instead of on every call (parameters are sent apart
+# from the SQL, psycopg's server-side binding). 0 sends every statement whole, with its values
+# quoted into it, for a pooler that cannot keep prepared statements (docs/design.md, Request cost).
+DB_PREPARE_THRESHOLD = env_int("DB_PREPARE_THRESHOLD", 5, minimum=0)
 
 
 def _database() -> dict[str, Any]:
@@ -203,6 +208,9 @@ def _database() -> dict[str, Any]:
         parsed = embedded_database(VAR_DIR / "pgdata")
     options: dict[str, Any] = dict(parsed.get("OPTIONS", {}))
     options["options"] = " ".join(filter(None, [options.get("options"), _session_settings()]))
+    if DB_PREPARE_THRESHOLD:
+        options["server_side_binding"] = True
+        options["prepare_threshold"] = DB_PREPARE_THRESHOLD
     if DB_POOL_SIZE:
         # The pool checks a connection as it lends it (CONN_HEALTH_CHECKS), so a restarted
         # database costs no request an error.
