@@ -20,7 +20,7 @@ import datetime
 import decimal
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -207,12 +207,16 @@ class RowInsert(Generic[M]):
 
     ``unique`` names one of the model's `UniqueConstraint`s: a row that would break it is not
     inserted (``ON CONFLICT … DO NOTHING``), and `insert` returns the rows that were, their
-    primary keys set, so the caller can change the others and insert them again.
+    primary keys set, so the caller can change the others and insert them again. ``returning``
+    maps attribute names to SQL expressions over the inserted row: each inserted instance gets
+    the expression's value as that attribute (what PostgreSQL made of a value, without reading
+    the row again).
     """
 
-    def __init__(self, model: type[M], *, unique: str) -> None:
+    def __init__(self, model: type[M], *, unique: str, returning: Mapping[str, str] | None = None) -> None:
         self.model = model
         self.unique = unique
+        self.returning = dict(returning or {})
 
     @cached_property
     def fields(self) -> list[Field]:
@@ -238,6 +242,7 @@ class RowInsert(Generic[M]):
             f"INSERT INTO {table} ({columns})"
             f" SELECT {columns} FROM json_populate_recordset(NULL::{table}, %s::json)"
             f' ON CONFLICT ({keys}) DO NOTHING RETURNING "{self.model._meta.pk.column}", {keys}'
+            + "".join(f", {expression}" for expression in self.returning.values())
         )
 
     def insert(self, instances: Sequence[M]) -> list[M]:
@@ -250,12 +255,15 @@ class RowInsert(Generic[M]):
         document = json.dumps(rows, default=_json_value, ensure_ascii=False, separators=(",", ":"))
         with connection.cursor() as cursor:
             cursor.execute(self._sql, [document])
-            returned = {tuple(row[1:]): row[0] for row in cursor.fetchall()}
+            width = 1 + len(self._unique_fields)
+            returned = {tuple(row[1:width]): (row[0], row[width:]) for row in cursor.fetchall()}
         inserted = []
         for instance in instances:
             key = tuple(getattr(instance, field.attname) for field in self._unique_fields)
             if key in returned:
-                instance.pk = returned[key]
+                instance.pk, extras = returned[key]
                 instance._state.adding, instance._state.db = False, connection.alias
+                for name, value in zip(self.returning, extras, strict=True):
+                    setattr(instance, name, value)
                 inserted.append(instance)
         return inserted

@@ -117,6 +117,9 @@ class Message(models.Model):
     # Request cost).
     running_tokens = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(db_index=True)
+    # Not a column: the stored size of the content (its jsonb text), which the append's insert
+    # returns for the session's running total (sessions_app.transcript).
+    stored_bytes: int
 
     class Meta:
         ordering = ["session", "seq"]

@@ -99,11 +99,10 @@ def append_messages(
         _build(session, item, now=now, silent=silent or flush_turn or item.silent, flush_turn=flush_turn)
         for item in messages
     ]
-    first_seq = session.last_seq + 1
     for row in rows:
         row.seq = take_seq(session)
     session.message_tokens = add_running_tokens(rows, before=session.message_tokens)
-    _insert_with_fresh_ids(session, rows, first_seq=first_seq, now=now)
+    _insert_with_fresh_ids(session, rows, now=now)
     if announce:
         after_transcript_change(session)
     return rows
@@ -111,10 +110,13 @@ def append_messages(
 
 # The append's insert: a drawn entry id that a stored message of the session holds is skipped, not
 # an error, so the append draws again for that row without a savepoint (docs/design.md, Request cost).
-_INSERT_MESSAGES = RowInsert(Message, unique="message_session_entry_unique")
+# Each row comes back with its stored size, what PostgreSQL keeps of its content (the jsonb text).
+_INSERT_MESSAGES = RowInsert(
+    Message, unique="message_session_entry_unique", returning={"stored_bytes": "OCTET_LENGTH(content::text)"}
+)
 
 
-def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: int, now: Any) -> None:
+def _insert_with_fresh_ids(session: Session, rows: list[Message], *, now: Any) -> None:
     """Give the rows random entry ids, insert them and record the append, drawing again on the rare clash.
 
     The unique constraint on (session, entry_id) finds a clash with a stored message: that row is
@@ -128,7 +130,8 @@ def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: 
         _INSERT_MESSAGES.insert(pending)
         if any(row.pk is None for row in pending):
             continue
-        if _record_append(session, first_seq=first_seq, now=now, entry_ids=[r.entry_id for r in rows]):
+        added_bytes = sum(row.stored_bytes for row in rows)
+        if _record_append(session, added_bytes=added_bytes, now=now, entry_ids=[r.entry_id for r in rows]):
             return
         Message.objects.filter(pk__in=[row.pk for row in rows]).delete()
         for row in rows:  # deleted: they are new rows again
@@ -136,20 +139,19 @@ def _insert_with_fresh_ids(session: Session, rows: list[Message], *, first_seq: 
     raise RuntimeError(f"no free entry ids after {MAX_ENTRY_ID_ATTEMPTS} draws")
 
 
-def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: list[str]) -> bool:
-    """Store the locked session's new last seq and token total and add the new rows' stored size:
-    one statement.
+def _record_append(session: Session, *, added_bytes: int, now: Any, entry_ids: list[str]) -> bool:
+    """Store the locked session's new last seq and token total and add the new rows' stored size
+    (``added_bytes``, which their insert returned): one statement.
 
-    The size is what Postgres stores (each content's jsonb text), summed inside the UPDATE, which
-    returns the new total for the session instance the caller goes on with. It updates nothing and
-    answers False when a compaction entry of the session holds one of ``entry_ids``.
+    The UPDATE returns the new size total for the session instance the caller goes on with. It
+    updates nothing and answers False when a compaction entry of the session holds one of
+    ``entry_ids``. (The size was once summed here from the new rows, by seq; with a new session's
+    statistics not yet gathered, PostgreSQL read that sum through the entry-id index and filtered
+    every message of the session, 3.8 ms per append at 5,000 messages.)
     """
     sql = f"""
         UPDATE {Session._meta.db_table}
-        SET last_seq = %s, message_tokens = %s, updated_at = %s,
-            transcript_bytes = transcript_bytes + COALESCE(
-            (SELECT SUM(OCTET_LENGTH(content::text)) FROM {Message._meta.db_table}
-             WHERE session_id = %s AND seq >= %s), 0)
+        SET last_seq = %s, message_tokens = %s, updated_at = %s, transcript_bytes = transcript_bytes + %s
         WHERE id = %s AND NOT EXISTS (
             SELECT 1 FROM {CompactionEntry._meta.db_table} WHERE session_id = %s AND entry_id = ANY(%s))
         RETURNING transcript_bytes
@@ -161,8 +163,7 @@ def _record_append(session: Session, *, first_seq: int, now: Any, entry_ids: lis
                 session.last_seq,
                 session.message_tokens,
                 now,
-                session.pk,
-                first_seq,
+                added_bytes,
                 session.pk,
                 session.pk,
                 entry_ids,

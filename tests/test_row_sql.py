@@ -103,6 +103,29 @@ def test_an_insert_stores_what_the_orm_would_and_skips_rows_that_clash(world):
         insert.insert([row(4, "aaaa0005")])
 
 
+def test_an_insert_returns_what_postgres_made_of_each_inserted_row(world):
+    from openclaw_site.row_sql import RowInsert
+    from sessions_app.models import Message
+
+    session = factories.make_session(world.assistant)
+    insert = RowInsert(
+        Message, unique="message_session_entry_unique", returning={"stored_text": "content::text"}
+    )
+    rows = [
+        Message(
+            session=session,
+            seq=seq,
+            entry_id=f"bbbb000{seq}",
+            role="user",
+            content=content,
+            created_at=timezone.now(),
+        )
+        for seq, content in [(1, {"b": 1, "a": "好"}), (2, "plain")]
+    ]
+    inserted = insert.insert(rows)
+    assert [row.stored_text for row in inserted] == ['{"a": "好", "b": 1}', '"plain"']  # jsonb's own text
+
+
 def test_an_insert_keeps_every_value_through_its_json_parameter(world):
     """Text with quotes, backslashes and emoji, a JSON string, SQL NULL against JSON null, and a
     datetime in another zone with its microseconds all come back as they were."""
