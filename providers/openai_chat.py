@@ -413,19 +413,42 @@ def convert_messages(
 
 
 def settle_openai_messages(
-    converted: list[dict[str, Any]], *, system_prompt: str | None
+    converted: list[dict[str, Any]], *, system_prompt: str | None, tool_flags: Sequence[bool] | None = None
 ) -> list[dict[str, Any]]:
-    """Put the system prompt first and close the tool runs (the last step of `to_openai_messages`)."""
-    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return _settle_tool_runs([*system, *converted])
+    """Put the system prompt first and close the tool runs (the last step of `to_openai_messages`).
+
+    ``tool_flags`` (`tool_flags` of ``converted``, which a caller may keep between calls) lets the
+    messages between tool runs pass through without a look at each.
+    """
+    flags = list(tool_flags) if tool_flags is not None else tool_flags_of(converted)
+    if not system_prompt:
+        return _settle_tool_runs(converted, flags)
+    return _settle_tool_runs([{"role": "system", "content": system_prompt}, *converted], [False, *flags])
 
 
-def _settle_tool_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tool_flags_of(messages: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per OpenAI message: whether it is a tool answer or makes tool calls (where a run may need closing)."""
+    return [message["role"] == "tool" or bool(message.get("tool_calls")) for message in messages]
+
+
+def _settle_tool_runs(messages: list[dict[str, Any]], flags: list[bool]) -> list[dict[str, Any]]:
     """Close each run of tool messages: answer forgotten calls, then attach tool images."""
     settled: list[dict[str, Any]] = []
     run: list[dict[str, Any]] = []
     expected: list[str] = []
-    for message in messages:
+    index, end = 0, len(messages)
+    while index < end:
+        if not run and not expected:  # no run open: the plain messages up to the next flag pass
+            try:
+                following = flags.index(True, index)
+            except ValueError:
+                following = end
+            settled.extend(messages[index:following])
+            index = following
+            if index == end:
+                break
+        message = messages[index]
+        index += 1
         if message["role"] == "tool":
             run.append(message)
             continue

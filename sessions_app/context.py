@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from functools import cached_property
@@ -38,7 +39,7 @@ from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
 from openclaw_site.row_sql import RowRead
 from providers.chat import get_chat_model
-from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages
+from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages, tool_flags_of
 from sessions_app import view_cache
 from sessions_app.cutpoint import build_session_context, extend_session_context
 from sessions_app.messages import epoch_ms
@@ -159,6 +160,8 @@ def _keep(
         last_entry_id=last["id"] if last else "",
         memo=memo,
         context=tuple(context),
+        # Added entries extend a cached view with messages only, so its compaction stays where it was.
+        compaction_index=cached.compaction_index if cached is not None else latest_compaction_index(entries),
     )
     view_cache.put(session.pk, view)
     return view
@@ -196,7 +199,7 @@ def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
     }
 
 
-def latest_compaction_index(entries: list[dict[str, Any]]) -> int:
+def latest_compaction_index(entries: Sequence[dict[str, Any]]) -> int:
     """Return the index of the newest compaction entry, or -1."""
     for index in range(len(entries) - 1, -1, -1):
         if entries[index].get("type") == "compaction":
@@ -568,6 +571,7 @@ class ModelContext:
     ratio: float | None
     now: datetime
     entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    compaction_index: int = field(repr=False, default=-1)  # of the latest compaction in ``entries``
     # The estimates counted while building, which the figures below reuse (memory_app.tokens).
     estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
     # What earlier calls derived from the view's messages (sessions_app.view_cache).
@@ -589,7 +593,8 @@ class ModelContext:
         converted = memo.extended(
             "openai", self.agent_messages, lambda new: convert_messages(new, convert=memo.converted)
         )
-        messages = settle_openai_messages(converted, system_prompt=self.system_prompt.text)
+        flags = memo.extended("tool-flags", converted, tool_flags_of)
+        messages = settle_openai_messages(converted, system_prompt=self.system_prompt.text, tool_flags=flags)
         return EncodedMessages(messages, encode=self._encode_openai)
 
     def _encode_openai(self, messages: list[dict[str, Any]]) -> str:
@@ -609,11 +614,15 @@ class ModelContext:
     def _message_estimates(self) -> tuple[int, int]:
         """Return the estimates of the summary messages and of the others, each counted once."""
         agent_messages = self.agent_messages
+        memo = self.view_memo
         with self.estimates.active():
-            tokens = self.view_memo.extended(
+            tokens = memo.extended(
                 "estimates", agent_messages, lambda new: [estimate_message_tokens(m) for m in new]
             )
-        summary = sum(t for m, t in zip(agent_messages, tokens) if m.get("role") == "compactionSummary")
+        summaries = memo.extended(
+            "summaries", agent_messages, lambda new: [m.get("role") == "compactionSummary" for m in new]
+        )
+        summary = sum(itertools.compress(tokens, summaries))  # kept per message: no pass over the view
         return summary, sum(tokens) - summary
 
     @cached_property
@@ -698,6 +707,7 @@ def build_model_context(
         ratio=calibration_ratio(model),
         now=now,
         entries=entries,
+        compaction_index=cached_view.compaction_index,
         view_memo=view_memo,
     )
 

@@ -129,6 +129,8 @@ class CachedView:
     memo: ViewMemo = field(default_factory=ViewMemo, compare=False, repr=False)
     # The model-visible messages of ``entries`` (`cutpoint.build_session_context`), extended with them.
     context: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # Where in ``entries`` the latest compaction is (-1: none); an extension adds messages only.
+    compaction_index: int = field(default=-1, compare=False, repr=False)
 
     @property
     def messages(self) -> int:

@@ -41,7 +41,6 @@ from sessions_app.compaction import (
 from sessions_app.context import (
     ModelContext,
     build_model_context,
-    latest_compaction_index,
     session_figures,
     token_figures,
 )
@@ -110,7 +109,7 @@ def _context_parts(session: Session) -> tuple[ModelContext, dict[str, Any]]:
     """Build the next call's context; return it and every payload field but the message lists."""
     context = build_model_context(session, tools=turn_tools())
     figures = token_figures(session)  # from the stored estimates: one query, the same figures
-    latest = latest_compaction_index(context.entries)
+    latest = context.compaction_index
     compaction = context.entries[latest] if latest >= 0 else None
     return context, {
         "session": session.pk,
