@@ -82,7 +82,7 @@ try:
     # Background work and request limits.
     TASKS_SYNC = env_bool("OPENCLAW_TASKS_SYNC", False)
     Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1)
-    Q_URGENT_WORKERS = env_int("Q_URGENT_WORKERS", 1, minimum=1)
+    Q_URGENT_WORKERS = env_int("Q_URGENT_WORKERS", 2, minimum=1)
     # Finished TaskRecords (the jobs page's history) are purged once this old.
     TASK_RETENTION_DAYS = env_int("OPENCLAW_TASK_RETENTION_DAYS", 7, minimum=1)
     MEMORY_INDEX_DEBOUNCE_SECONDS = env_float("MEMORY_INDEX_DEBOUNCE_SECONDS", 1.5, minimum=0)
