@@ -4,7 +4,7 @@ Django's own ASGI handler runs the middleware chain in async mode. Our middlewar
 (django-axes alone is async-capable), so each request crossed between the event loop and a fresh
 thread of its own several times: the sync middleware, back to the loop for django-axes and the
 URL resolver, a thread again for the view, and once more to close the response. A profile of
-eight clients posting messages found about half of the web process's CPU in those crossings.
+eight clients posting messages found about a third of the web process's CPU in those crossings.
 
 `ThreadedASGIHandler` keeps what the loop is good at (reading the body, sending the response,
 noticing a client that leaves a stream) and hands everything else to one call in a thread of
@@ -32,9 +32,14 @@ from django.db import close_old_connections
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
 
-# One thread per request being handled; a request beyond that waits for a thread. Streams run in
-# their own pool (openclaw_site.streaming), so an open stream holds none of these.
-REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=settings.REQUEST_THREADS, thread_name_prefix="request")
+
+def request_executor() -> ThreadPoolExecutor:
+    """A pool of request threads: one per request being handled; a request beyond that waits."""
+    return ThreadPoolExecutor(max_workers=settings.REQUEST_THREADS, thread_name_prefix="request")
+
+
+# Streams run in their own pool (openclaw_site.streaming), so an open stream holds none of these.
+REQUEST_EXECUTOR = request_executor()
 
 T = TypeVar("T")
 

@@ -420,9 +420,9 @@ def settle_openai_messages(
     ``tool_flags`` (`tool_flags` of ``converted``, which a caller may keep between calls) lets the
     messages between tool runs pass through without a look at each.
     """
-    flags = list(tool_flags) if tool_flags is not None else tool_flags_of(converted)
+    flags = tool_flags_of(converted) if tool_flags is None else tool_flags
     if not system_prompt:
-        return _settle_tool_runs(converted, flags)
+        return _settle_tool_runs(converted, list(flags))
     return _settle_tool_runs([{"role": "system", "content": system_prompt}, *converted], [False, *flags])
 
 

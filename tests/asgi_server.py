@@ -12,7 +12,6 @@ import asyncio
 import socket
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -50,14 +49,13 @@ def _close_server_connections() -> None:
 @pytest.fixture
 def asgi_live_server(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[AsgiServer]:
     import uvicorn
-    from django.conf import settings
 
     from openclaw_site import asgi_django
     from openclaw_site.asgi import application
 
     # Request threads of this server's own: their connections end with them, so the next test
     # (which may switch the connection pool on or off) finds none left over from this one.
-    requests = ThreadPoolExecutor(max_workers=settings.REQUEST_THREADS, thread_name_prefix="request")
+    requests = asgi_django.request_executor()
     monkeypatch.setattr(asgi_django, "REQUEST_EXECUTOR", requests)
 
     server_address = AsgiServer("127.0.0.1", _free_port())
