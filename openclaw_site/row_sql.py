@@ -245,6 +245,31 @@ class RowInsert(Generic[M]):
             + "".join(f", {expression}" for expression in self.returning.values())
         )
 
+    @cached_property
+    def _all_fields(self) -> list[Field]:
+        return list(self.model._meta.concrete_fields)
+
+    def build(self, related: Mapping[str, Model], **values: Any) -> M:
+        """Return an unsaved instance of the model from its column values, by attname.
+
+        Built positionally, as `Model.from_db` builds a loaded row: Django's keyword path looks up a
+        default and sets a descriptor per field, three times the cost for a message row, which an
+        append of 500 pays 500 times. A field not in ``values`` gets its default. ``related`` maps a
+        foreign key's name to the instance it points at, kept as the loaded instance would keep it.
+        """
+        args = [
+            values.pop(field.attname) if field.attname in values else field.get_default()
+            for field in self._all_fields
+        ]
+        if values:
+            raise TypeError(f"{self.model.__name__} has no column(s) {', '.join(sorted(values))}")
+        instance = self.model(*args)
+        for name, target in related.items():
+            field = self.model._meta.get_field(name)
+            setattr(instance, field.attname, target.pk)  # type: ignore[union-attr]
+            field.set_cached_value(instance, target)  # type: ignore[union-attr]
+        return instance
+
     def insert(self, instances: Sequence[M]) -> list[M]:
         """Insert ``instances``; return those inserted (now saved, with their pk), in their order."""
         if not instances:

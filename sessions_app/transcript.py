@@ -217,10 +217,10 @@ def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
     """Return an unsaved row for a validated message, its token estimate filled in.
 
     `fields` are the row's own columns (seq, entry id, silent, times); the append and the import
-    are the two writers.
+    are the two writers. An append's rows get their entry ids when they are inserted.
     """
-    row = Message(
-        session=session,
+    row = _INSERT_MESSAGES.build(
+        {"session": session},
         role=item.role,
         content=item.content,
         tool_call_id=item.tool_call_id,
@@ -233,7 +233,7 @@ def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
         model=item.model,
         provider=item.provider,
         api=item.api,
-        **fields,
+        **{"id": None, "seq": 0, "entry_id": "", "silent": False, "flush_turn": False} | fields,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row

@@ -160,3 +160,23 @@ def test_an_insert_keeps_every_value_through_its_json_parameter(world):
     assert second.content == [{"type": "text", "text": text}] and second.is_error is True
     assert second.details == {"none": None, "n": 1.5}
     assert Message.objects.filter(session=session, usage__isnull=True).count() == 2  # SQL NULL, not JSON null
+
+
+def test_a_built_row_is_the_row_the_keyword_constructor_makes(world):
+    from openclaw_site.row_sql import RowInsert
+    from sessions_app.models import Message
+
+    session = factories.make_session(world.assistant)
+    now = timezone.now()
+    fields = {"seq": 3, "entry_id": "cccc0003", "role": "user", "content": ["x"], "created_at": now}
+    insert = RowInsert(Message, unique="message_session_entry_unique")
+
+    built = insert.build({"session": session}, **fields)
+    expected = Message(session=session, **fields)
+    assert field_values(built) == field_values(expected)  # the fields not given get their defaults
+    assert built.session is session and built._state.adding and built.pk is None
+    with pytest.raises(TypeError, match="no column"):
+        insert.build({"session": session}, sequence=1)
+
+    (stored,) = insert.insert([built])
+    assert Message.objects.get(pk=stored.pk).entry_id == "cccc0003"
