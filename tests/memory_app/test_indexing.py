@@ -61,6 +61,24 @@ def test_a_write_indexes_the_document_with_vectors_and_full_text(
     assert state.fingerprint["chunking"]["memory"] == {"tokens": 400, "overlap": 80}
 
 
+def test_a_chunk_keeps_its_vector_in_its_row(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
+    """A 384-dimension chunk row is over PostgreSQL's 2 KB toasting threshold; its vector stays
+    in the row, so an exact scan reads no TOAST (docs/design.md, Where a vector is stored)."""
+    write(world.assistant, "MEMORY.md", NOTES, capture=django_capture_on_commit_callbacks)
+    [chunk] = MemoryChunk.objects.filter(assistant=world.assistant)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_size(m.*) FROM memory_app_memorychunk m WHERE id = %s", [chunk.pk])
+        assert cursor.fetchone()[0] > 2032  # what the default layout would toast
+        cursor.execute(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'memory_app_memorychunk'"
+        )
+        (toast,) = cursor.fetchone()
+        cursor.execute(f"SELECT count(*) FROM {toast}")
+        assert cursor.fetchone()[0] == 0
+
+
 def test_unchanged_documents_embed_nothing_on_reindex(
     world, fake_embeddings: FakeOpenAI, django_capture_on_commit_callbacks
 ) -> None:
