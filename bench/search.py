@@ -291,10 +291,7 @@ def measure_latency(
         ),
         # Each query is embedded anew: the process keeps recent query vectors, which would
         # otherwise answer the second size's searches (the same questions) from memory.
-        "hybrid (embedding the query)": lambda q, v: (
-            clear_query_cache(),
-            run_search(assistant=assistant, query=q, options=base, embedder=embedder),
-        )[1],
+        "hybrid (embedding the query)": lambda q, v: _uncached_search(assistant, q, base, embedder),
         "pgvector only": lambda q, v: run_search(
             assistant=assistant,
             query=q,
@@ -324,6 +321,11 @@ def measure_latency(
             if response.mode != expected:
                 raise SystemExit(f"{name}: the search ran as {response.mode} ({response.fallback})")
     return timings
+
+
+def _uncached_search(assistant: Assistant, query: str, options: Any, embedder: Embedder) -> Any:
+    clear_query_cache()
+    return run_search(assistant=assistant, query=query, options=options, embedder=embedder)
 
 
 def _mode(options: Any, mode: str) -> Any:
