@@ -245,10 +245,6 @@ class RowInsert(Generic[M]):
             + "".join(f", {expression}" for expression in self.returning.values())
         )
 
-    @cached_property
-    def _all_fields(self) -> list[Field]:
-        return list(self.model._meta.concrete_fields)
-
     def build(self, related: Mapping[str, Model], **values: Any) -> M:
         """Return an unsaved instance of the model from its column values, by attname.
 
@@ -259,7 +255,7 @@ class RowInsert(Generic[M]):
         """
         args = [
             values.pop(field.attname) if field.attname in values else field.get_default()
-            for field in self._all_fields
+            for field in self.model._meta.concrete_fields
         ]
         if values:
             raise TypeError(f"{self.model.__name__} has no column(s) {', '.join(sorted(values))}")

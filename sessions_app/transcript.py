@@ -233,7 +233,8 @@ def message_row(session: Session, item: MessageInput, **fields: Any) -> Message:
         model=item.model,
         provider=item.provider,
         api=item.api,
-        **{"id": None, "seq": 0, "entry_id": "", "silent": False, "flush_turn": False} | fields,
+        # Not the field's default, a random id an append would only draw again.
+        **{"entry_id": ""} | fields,
     )
     row.estimated_tokens = estimate_message_tokens(to_agent_message(row))
     return row
