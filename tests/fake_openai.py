@@ -434,10 +434,16 @@ def _stream_events(
 
 def _usage(reply: Reply, request: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
     given = reply.usage or {}
-    prompt = given.get("prompt_tokens", estimate_tokens(request.get("messages", [])))
-    completion = given.get(
-        "completion_tokens",
-        max(1, estimate_tokens([message.get("content"), message.get("tool_calls")])),
+    # Estimated only when the script gave no figure: a long request's JSON is megabytes.
+    prompt = (
+        given["prompt_tokens"]
+        if "prompt_tokens" in given
+        else estimate_tokens(request.get("messages", []))
+    )
+    completion = (
+        given["completion_tokens"]
+        if "completion_tokens" in given
+        else max(1, estimate_tokens([message.get("content"), message.get("tool_calls")]))
     )
     return {
         "prompt_tokens": prompt,
