@@ -436,9 +436,7 @@ def _usage(reply: Reply, request: dict[str, Any], message: dict[str, Any]) -> di
     given = reply.usage or {}
     # Estimated only when the script gave no figure: a long request's JSON is megabytes.
     prompt = (
-        given["prompt_tokens"]
-        if "prompt_tokens" in given
-        else estimate_tokens(request.get("messages", []))
+        given["prompt_tokens"] if "prompt_tokens" in given else estimate_tokens(request.get("messages", []))
     )
     completion = (
         given["completion_tokens"]
