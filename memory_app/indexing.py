@@ -17,8 +17,9 @@ memory_app knows nothing about sessions: sessions_app registers its transcripts 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -115,6 +116,8 @@ class IndexOutcome:
     full_reindex_scheduled: bool = False
     generations: list[int] = field(default_factory=list)
     note: str = ""
+    # An extend that stopped at its time budget (`extend_entry`): the source has more to index.
+    more: bool = False
 
     def add(self, other: IndexOutcome) -> None:
         for name in ("entries", "skipped", "chunks_written", "embedded", "cache_hits"):
@@ -132,6 +135,7 @@ class IndexOutcome:
             "generations": self.generations,
             "full_reindex_scheduled": self.full_reindex_scheduled,
             "note": self.note,
+            "more": self.more,
         }
 
 
@@ -256,6 +260,40 @@ def embed_with_cache(
         if progress is not None:
             progress({"embedded": result.embedded, "to_embed": len(missing)})
     return result
+
+
+def _embed_within(
+    embedder: Embedder, pieces: Sequence[_Piece], budget_seconds: float, *, at_least: int
+) -> tuple[_Vectors, int]:
+    """Embed ``pieces`` from the first on for about ``budget_seconds``; return the vectors and
+    how many pieces they cover (``at_least`` of them, all after an embedding error).
+
+    The first call embeds the pieces the slice must hold (at least one); each next call as many
+    as the speed measured so far fits in the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow
+    local model overruns the budget by about one piece and a fast remote one still sends full
+    batches.
+    """
+    result = _Vectors({})
+    started = time.monotonic()
+    done, size = 0, 1
+    while done < len(pieces):
+        group = pieces[done : done + max(size, at_least - done)]
+        part = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in group})
+        result.by_hash.update(part.by_hash)
+        result.embedded += part.embedded
+        result.cache_hits += part.cache_hits
+        result.tokens += part.tokens
+        done += len(group)
+        if part.error is not None:  # the rest is stored for full text only, as a whole pass does
+            result.error = part.error
+            return result, len(pieces)
+        elapsed = time.monotonic() - started
+        if elapsed >= budget_seconds and done >= at_least:
+            break
+        per_piece = elapsed / done
+        fits = int((budget_seconds - elapsed) / per_piece) if per_piece > 0 else settings.EMBEDDING_BATCH_SIZE
+        size = max(1, min(settings.EMBEDDING_BATCH_SIZE, fits))
+    return result, done
 
 
 def _record_embedding_usage(assistant: Assistant, embedder: Embedder | None, vectors: _Vectors) -> None:
@@ -543,9 +581,9 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
     Chunks are cut greedily from the first line, so every chunk before the last one stays as it
     is when lines are appended (memory_app.chunking.chunk_lines): re-chunking from the last
     chunk's first line gives the same chunks a full pass would. Extending needs one current
-    generation (no build under way), rows already there, and all of them embedded when an
-    embedder is configured (rows stored for full-text only after an embedding failure are
-    re-embedded by a full pass).
+    generation (no build under way), and the rows there all embedded when an embedder is
+    configured (rows stored for full-text only after an embedding failure are re-embedded by a
+    full pass); a source never indexed extends from line 0.
     """
     if source not in config.indexed_sources(assistant):
         return None
@@ -564,16 +602,26 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
     rows = MemoryChunk.objects.filter(
         assistant=assistant, generation=state.active_generation, source=source, session_pk=session_pk
     ).aggregate(last_start=Max("start_line"), unembedded=Count("id", filter=Q(model=FTS_ONLY_MODEL)))
-    if not ticket or rows["last_start"] is None or (embedder is not None and rows["unembedded"]):
+    if rows["last_start"] is None:
+        # Nothing indexed yet: a first index extends an empty index from the first line, so it
+        # is cut into slices as every later run is (docs/design.md, "A transcript indexed in slices").
+        return Growth(line=0, upto=0) if not ticket else None
+    if not ticket or (embedder is not None and rows["unembedded"]):
         return None
     return Growth(line=rows["last_start"], upto=ticket)
 
 
-def extend_entry(assistant: Assistant, tail: SourceEntry, *, growth: Growth) -> IndexOutcome | None:
+def extend_entry(
+    assistant: Assistant, tail: SourceEntry, *, growth: Growth, budget_seconds: float | None = None
+) -> IndexOutcome | None:
     """Index ``tail`` (the source's lines from ``growth.line`` on) in place of the rows from there.
 
-    Return None when the rows moved since ``growth`` was read (another run indexed the source,
-    a build started): the caller then indexes the whole source.
+    With ``budget_seconds`` the chunks are embedded in order until the budget is spent; only
+    those are written, the recorded ``upto`` stops at their last line, and the outcome says
+    ``more``: the next extend starts from the last written chunk, as after an append
+    (docs/design.md, "A transcript indexed in slices"). Return None when the rows moved since
+    ``growth`` was read (another run indexed the source, a build started): the caller then
+    indexes the whole source.
     """
     embedder = get_embedder()
     current = config.fingerprint(assistant, embedder)
@@ -582,7 +630,18 @@ def extend_entry(assistant: Assistant, tail: SourceEntry, *, growth: Growth) -> 
     if generations != [state.active_generation] or state.building_generation:
         return None
     pieces = prepare_chunks(tail, config.chunking_for(assistant.config.memory_search, tail.source, embedder))
-    vectors = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in pieces})
+    more = False
+    if budget_seconds is None or embedder is None:
+        vectors = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in pieces})
+    else:
+        # A slice ends past a chunk that starts after ``growth.line``, so the next one starts later.
+        past = next((i for i, p in enumerate(pieces) if p.chunk.start_line > growth.line), len(pieces))
+        vectors, kept = _embed_within(embedder, pieces, budget_seconds, at_least=past + 1)
+        if more := kept < len(pieces):
+            # Chunks are cut in order, so every line before the first chunk left out is whole in
+            # the chunks kept; the lines up to ``growth.upto`` were whole before and still are.
+            upto = max(growth.upto, pieces[kept].chunk.start_line - 1)
+            tail, pieces = replace(tail, upto=upto), pieces[:kept]
     _record_embedding_usage(assistant, embedder, vectors)
     outcome = IndexOutcome(
         generations=generations,
@@ -590,6 +649,7 @@ def extend_entry(assistant: Assistant, tail: SourceEntry, *, growth: Growth) -> 
         cache_hits=vectors.cache_hits,
         embedding_error=vectors.error,
         note="extended",
+        more=more,
     )
     _note_embedding_error(assistant, vectors)
     rows = {g: _build_rows(assistant.pk, tail, g, pieces, vectors.by_hash, embedder) for g in generations}

@@ -156,8 +156,11 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
             return IndexOutcome(skipped=1, note="up to date")
         if growth is not None:
             tail = session_entry(session, from_seq=growth.line)
-            outcome = extend_entry(session.assistant, tail, growth=growth)
+            budget = settings.SESSION_INDEX_SLICE_SECONDS or None
+            outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
             if outcome is not None:
+                if outcome.more:  # the rest goes to the back of the queue, behind what waits there
+                    _enqueue_index(session, force=False)
                 return outcome
     return index_entry(session.assistant, session_entry(session), force=force)
 
@@ -225,6 +228,11 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
         delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS,
         max_delay_seconds=settings.SESSION_INDEX_DEBOUNCE_SECONDS,  # fixed: from the first request
     )
+    _enqueue_index(session, force=force)
+    return True
+
+
+def _enqueue_index(session: Session, *, force: bool) -> None:
     enqueue(
         "sessions_app.tasks.index_session_transcript",
         session.pk,
@@ -233,7 +241,6 @@ def schedule_session_index(session_id: int, *, force: bool = False) -> bool:
         task_name=f"index-session-{session.pk}",
         coalesce_key=f"index-session:{session.pk}{':force' if force else ''}",
     )
-    return True
 
 
 def note_transcript_change(session_id: int) -> bool:

@@ -204,3 +204,34 @@ def test_run_inline_a_deferred_job_waits_and_runs_again_under_the_same_record(
         enqueue("tests.test_task_deferral.due_on_the_second_call", owner=TaskOwner(team_id=world.acme.pk))
     [record] = TaskRecord.objects.filter(kind="due_on_the_second_call")
     assert (record.state, record.result, len(calls)) == ("succeeded", "ran", 2)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm", "redis"], indirect=True)
+def test_a_long_transcript_index_goes_back_to_the_queue_between_slices(
+    world, task_broker: TaskBroker, fake_embeddings: Any, settings: Any, tmp_path
+):
+    """An index run that used its time leaves the rest to a job behind what is waiting."""
+    settings.SESSION_INDEX_DEBOUNCE_SECONDS = settings.SESSION_JOB_DELAY_SECONDS = 0
+    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 100000,
+        "deltaMessages": 1,
+        "postCompactionForce": True,
+    }
+    world.assistant.save()
+    session = factories.make_session(world.assistant, "long")
+    factories.add_messages(session, *[user(f"okapi {n} " + "word " * 60) for n in range(3)])
+    drain(DEFAULT)
+    assert MemoryChunk.objects.filter(session_pk=session.pk).exists()
+    factories.add_messages(session, *[user(f"okapi {n} " + "word " * 60) for n in range(3, 40)])
+
+    tasks = drain(DEFAULT)
+
+    runs = [t for t in tasks if tracked_func(t) == "sessions_app.tasks.index_session_transcript"]
+    assert len(runs) > 2 and all(t["success"] for t in runs)
+    assert [t["result"]["more"] for t in runs] == [True] * (len(runs) - 1) + [False]
+    texts = " ".join(MemoryChunk.objects.filter(session_pk=session.pk).values_list("text", flat=True))
+    assert all(f"okapi {n} " in texts for n in range(40))
+    assert not TaskRecord.objects.filter(kind="index_session_transcript", state="queued").exists()

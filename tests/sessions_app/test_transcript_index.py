@@ -308,3 +308,65 @@ def test_an_extending_run_leaves_the_earlier_chunks_alone(world, fake_embeddings
     assert {pk for pk, line in before.items() if line < last_start} <= set(after)
     assert all(line >= last_start for pk, line in after.items() if pk not in before)
     assert index_session_transcript(session.pk).note == "up to date"
+
+
+@pytest.mark.parametrize("words", [3, 40, 400])
+def test_an_index_run_in_slices_ends_with_the_rows_a_full_index_writes(
+    world, fake_embeddings, words, settings
+) -> None:
+    """A run out of time writes the chunks it embedded; the next run goes on from the last one."""
+    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9  # every run stops as soon as it may
+    session = factories.make_session(world.assistant, key="sliced")
+    factories.add_messages(session, *chatter(4, words=words))
+    index_session_transcript(session.pk)
+    factories.add_messages(session, *chatter(30, words=words, start=4))
+    runs = []
+    while (outcome := index_session_transcript(session.pk)).more:
+        runs.append(outcome)
+        assert outcome.note == "extended"
+        assert len(runs) < 200
+    sliced = _chunk_rows(session)
+
+    index_session_transcript(session.pk, force=True)
+
+    assert len(runs) > 1
+    assert sliced == _chunk_rows(session)
+    session.refresh_from_db()
+    ticket = IndexedSource.objects.get(source=Source.SESSIONS, key=str(session.pk))
+    assert ticket.indexed_upto == session.last_seq
+    assert index_session_transcript(session.pk).note == "up to date"
+
+
+def test_a_slice_never_records_more_than_its_chunks_hold(world, fake_embeddings, settings) -> None:
+    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
+    session = factories.make_session(world.assistant, key="partial")
+    factories.add_messages(session, *chatter(2, words=40))
+    index_session_transcript(session.pk)
+    factories.add_messages(session, *chatter(40, words=40, start=2))
+
+    outcome = index_session_transcript(session.pk)
+
+    session.refresh_from_db()
+    ticket = IndexedSource.objects.get(source=Source.SESSIONS, key=str(session.pk))
+    lines = MemoryChunk.objects.filter(session_pk=session.pk).values_list("line_numbers", flat=True)
+    assert outcome.more and ticket.indexed_upto < session.last_seq
+    assert set(range(1, ticket.indexed_upto + 1)) <= set().union(*lines)
+    assert pending_delta(session)[1] == session.last_seq - ticket.indexed_upto
+
+
+def test_a_first_index_is_sliced_as_well(world, fake_embeddings, settings) -> None:
+    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
+    session = factories.make_session(world.assistant, key="first")
+    factories.add_messages(session, *chatter(30, words=40))
+    other = factories.make_session(world.assistant, key="other")  # the assistant has an index
+    factories.add_messages(other, *chatter(1))
+    index_session_transcript(other.pk)
+
+    first = index_session_transcript(session.pk)
+    while index_session_transcript(session.pk).more:
+        pass
+    sliced = _chunk_rows(session)
+    index_session_transcript(session.pk, force=True)
+
+    assert first.more and first.note == "extended"
+    assert sliced == _chunk_rows(session)
