@@ -330,6 +330,7 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+    Q_CLUSTER["broker_class"] = "openclaw_site.tasks.OrderedORM"
 
 LOGGING = {
     "version": 1,

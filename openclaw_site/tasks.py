@@ -353,7 +353,22 @@ def _holds_tasks_back(queue: TaskQueue) -> bool:
     return isinstance(get_broker(queue.cluster), ORM)
 
 
-class _HeldBackORM(ORM):
+class OrderedORM(ORM):
+    """django-q2's ORM broker, taking ready tasks in the order they fell due (Q_CLUSTER's broker).
+
+    `ORM.dequeue` reads the ready rows with no ORDER BY, so PostgreSQL hands them out in the
+    order they lie in the table: a row written into the space of finished tasks, or moved by an
+    update, went ahead of rows that had waited a minute (docs/design.md, "Tasks in the order they
+    fell due"). The rows are read by ``lock`` (when a row became due: its enqueue time, or the
+    time a held-back task waited for), then id.
+    """
+
+    @staticmethod
+    def get_connection(list_key: str | None = None) -> Any:
+        return ORM.get_connection(list_key).order_by("lock", "id")
+
+
+class _HeldBackORM(OrderedORM):
     """django-q2's ORM broker, but the task it enqueues is not dequeued before ``until``.
 
     `ORM.dequeue` takes rows with ``lock < now``; the row is written and its lock set to ``until``

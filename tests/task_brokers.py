@@ -107,6 +107,7 @@ def task_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         url = request.getfixturevalue("redis_server")
         redis.Redis.from_url(url).flushdb()  # each test starts with empty queues
         monkeypatch.setattr(Conf, "ORM", None)
+        monkeypatch.setattr(Conf, "BROKER_CLASS", None)  # settings name the ORM's when not on Redis
         monkeypatch.setattr(Conf, "REDIS", url)
     return TaskBroker(kind=request.param)
 

@@ -47,6 +47,25 @@ def test_the_urgent_queue_is_a_cluster_and_broker_queue_of_its_own():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm", "redis"], indirect=True)
+def test_a_queue_hands_out_its_tasks_in_the_order_they_fell_due(task_broker: TaskBroker):
+    from django_q.brokers import get_broker
+    from django_q.models import OrmQ
+
+    broker = get_broker(DEFAULT)
+    first, *_ = [broker.enqueue(name) for name in ("first", "second", "third")]
+    if task_broker.kind == "orm":
+        # A new version of the first row, stored after the others (as a dequeue's lock update
+        # or a held-back task's hand-back stores it); PostgreSQL would read it last.
+        OrmQ.objects.filter(pk=first).update(payload="first")
+
+    taken = [broker.dequeue()[0] for _ in range(3)]
+
+    payloads = [payload.decode() if isinstance(payload, bytes) else payload for _, payload in taken]
+    assert payloads == ["first", "second", "third"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_due_compaction_is_taken_by_the_urgent_cluster_ahead_of_an_export_backlog(
     world, task_broker: TaskBroker, settings, tmp_path
 ):
@@ -141,6 +160,7 @@ def test_both_qcluster_processes_run_their_own_queues_on_redis(world, redis_serv
     redis.Redis.from_url(redis_server).flushdb()
     monkeypatch.setattr(Conf, "SYNC", False)
     monkeypatch.setattr(Conf, "ORM", None)
+    monkeypatch.setattr(Conf, "BROKER_CLASS", None)
     monkeypatch.setattr(Conf, "REDIS", redis_server)
     export_root = tmp_path / "exports"
     session = due_for_compaction(world)
