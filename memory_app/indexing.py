@@ -266,7 +266,7 @@ def _embed_within(
     embedder: Embedder, pieces: Sequence[_Piece], budget_seconds: float, *, at_least: int
 ) -> tuple[_Vectors, int]:
     """Embed ``pieces`` from the first on for about ``budget_seconds``; return the vectors and
-    how many pieces they cover (``at_least`` of them, all after an embedding error).
+    how many pieces they cover (at least ``at_least``; all of them after an embedding error).
 
     The first call embeds the pieces the slice must hold (at least one); each next call as many
     as the speed measured so far fits in the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow
@@ -617,8 +617,8 @@ def extend_entry(
     """Index ``tail`` (the source's lines from ``growth.line`` on) in place of the rows from there.
 
     With ``budget_seconds`` the chunks are embedded in order until the budget is spent; only
-    those are written, the recorded ``upto`` stops at their last line, and the outcome says
-    ``more``: the next extend starts from the last written chunk, as after an append
+    those are written, the recorded ``upto`` stops before the first chunk left out, and the
+    outcome says ``more``: the next extend starts from the last written chunk, as after an append
     (docs/design.md, "A transcript indexed in slices"). Return None when the rows moved since
     ``growth`` was read (another run indexed the source, a build started): the caller then
     indexes the whole source.

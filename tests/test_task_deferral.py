@@ -32,6 +32,16 @@ def slow_memory_index(settings: Any) -> None:
     settings.MEMORY_INDEX_MAX_WAIT_SECONDS = WAIT
 
 
+def index_after_every_message(assistant: Any) -> None:
+    """Let each append ask for a transcript index (`deltaMessages` 1)."""
+    assistant.settings["memorySearch"]["sync"]["sessions"] = {
+        "deltaBytes": 100000,
+        "deltaMessages": 1,
+        "postCompactionForce": True,
+    }
+    assistant.save()
+
+
 def index_record() -> TaskRecord:
     [record] = TaskRecord.objects.filter(kind="reindex_document")
     return record
@@ -95,12 +105,7 @@ def test_a_transcript_appended_to_without_pause_is_indexed_once_its_first_reques
 ):
     settings.SESSION_INDEX_DEBOUNCE_SECONDS = WAIT
     settings.EXPORT_ROOT = tmp_path / "exports"
-    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
-        "deltaBytes": 100000,
-        "deltaMessages": 1,
-        "postCompactionForce": True,
-    }
-    world.assistant.save()
+    index_after_every_message(world.assistant)
     session = factories.make_session(world.assistant, "steady")
     for n in range(4):  # a message every 15 s: each would push a trailing 60 s debounce out
         factories.add_messages(session, user(f"walrus {n}"))
@@ -215,12 +220,7 @@ def test_a_long_transcript_index_goes_back_to_the_queue_between_slices(
     settings.SESSION_INDEX_DEBOUNCE_SECONDS = settings.SESSION_JOB_DELAY_SECONDS = 0
     settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
     settings.EXPORT_ROOT = tmp_path / "exports"
-    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
-        "deltaBytes": 100000,
-        "deltaMessages": 1,
-        "postCompactionForce": True,
-    }
-    world.assistant.save()
+    index_after_every_message(world.assistant)
     session = factories.make_session(world.assistant, "long")
     factories.add_messages(session, *[user(f"okapi {n} " + "word " * 60) for n in range(3)])
     drain(DEFAULT)
