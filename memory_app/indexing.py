@@ -229,6 +229,14 @@ class _Vectors:
     error: str | None = None
     tokens: int = 0  # estimated: embedders report no usage
 
+    def add(self, other: _Vectors) -> None:
+        """Take in another call's vectors and counts (its error too)."""
+        self.by_hash.update(other.by_hash)
+        self.embedded += other.embedded
+        self.cache_hits += other.cache_hits
+        self.tokens += other.tokens
+        self.error = self.error or other.error
+
 
 def embed_with_cache(
     embedder: Embedder | None, texts_by_hash: dict[str, str], *, progress: ProgressCallback | None = None
@@ -279,13 +287,9 @@ def _embed_within(
     while done < len(pieces):
         group = pieces[done : done + max(size, at_least - done)]
         part = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in group})
-        result.by_hash.update(part.by_hash)
-        result.embedded += part.embedded
-        result.cache_hits += part.cache_hits
-        result.tokens += part.tokens
+        result.add(part)
         done += len(group)
         if part.error is not None:  # the rest is stored for full text only, as a whole pass does
-            result.error = part.error
             return result, len(pieces)
         elapsed = time.monotonic() - started
         if elapsed >= budget_seconds and done >= at_least:
