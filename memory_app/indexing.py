@@ -8,7 +8,8 @@
   new one is complete; then `IndexState` switches to it in one transaction and the old rows go.
   An interrupted build resumes: entries already written to the new generation are skipped.
 * If the embedder fails, rows are stored without vectors (full-text still finds them) and the
-  next index run of that entry embeds them.
+  next index run of that entry embeds them; a transcript's extending run stores its new rows'
+  text first and adds their vectors in slices (`extend_entry`).
 
 memory_app knows nothing about sessions: sessions_app registers its transcripts as an
 `ExternalSource` (`register_source`) so a full reindex covers them too.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -271,12 +272,12 @@ def embed_with_cache(
 
 
 def _embed_within(
-    embedder: Embedder, pieces: Sequence[_Piece], budget_seconds: float, *, at_least: int
+    embedder: Embedder, pieces: Sequence[_Piece], budget_seconds: float
 ) -> tuple[_Vectors, int]:
     """Embed ``pieces`` from the first on for about ``budget_seconds``; return the vectors and
-    how many pieces they cover (at least ``at_least``; all of them after an embedding error).
+    how many pieces they cover (at least one; all of them after an embedding error).
 
-    The first call embeds the pieces the slice must hold (at least one); each next call as many
+    The first call embeds one piece; each next call as many
     as the speed measured so far fits in the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow
     local model overruns the budget by about one piece and a fast remote one still sends full
     batches.
@@ -285,14 +286,14 @@ def _embed_within(
     started = time.monotonic()
     done, size = 0, 1
     while done < len(pieces):
-        group = pieces[done : done + max(size, at_least - done)]
+        group = pieces[done : done + size]
         part = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in group})
         result.add(part)
         done += len(group)
         if part.error is not None:  # the rest is stored for full text only, as a whole pass does
             return result, len(pieces)
         elapsed = time.monotonic() - started
-        if elapsed >= budget_seconds and done >= at_least:
+        if elapsed >= budget_seconds:
             break
         per_piece = elapsed / done
         fits = int((budget_seconds - elapsed) / per_piece) if per_piece > 0 else settings.EMBEDDING_BATCH_SIZE
@@ -577,6 +578,8 @@ class Growth:
 
     line: int
     upto: int
+    # Rows stored with their text alone that still wait for a vector.
+    pending: int = 0
 
 
 def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growth | None:
@@ -585,9 +588,9 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
     Chunks are cut greedily from the first line, so every chunk before the last one stays as it
     is when lines are appended (memory_app.chunking.chunk_lines): re-chunking from the last
     chunk's first line gives the same chunks a full pass would. Extending needs one current
-    generation (no build under way), and the rows there all embedded when an embedder is
-    configured (rows stored for full-text only after an embedding failure are re-embedded by a
-    full pass); a source never indexed extends from line 0.
+    generation (no build under way); rows still waiting for a vector (written text first, or
+    after an embedding failure) are counted in ``pending`` and embedded by the next extends. A
+    source never indexed extends from line 0.
     """
     if source not in config.indexed_sources(assistant):
         return None
@@ -608,11 +611,12 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
     ).aggregate(last_start=Max("start_line"), unembedded=Count("id", filter=Q(model=FTS_ONLY_MODEL)))
     if rows["last_start"] is None:
         # Nothing indexed yet: a first index extends an empty index from the first line, so it
-        # is cut into slices as every later run is (docs/design.md, "A transcript indexed in slices").
+        # is cut into slices as every later run is (docs/design.md, "A transcript indexed in
+        # slices, text first, vectors after").
         return Growth(line=0, upto=0) if not ticket else None
-    if not ticket or (embedder is not None and rows["unembedded"]):
+    if not ticket:
         return None
-    return Growth(line=rows["last_start"], upto=ticket)
+    return Growth(line=rows["last_start"], upto=ticket, pending=rows["unembedded"] if embedder else 0)
 
 
 def extend_entry(
@@ -620,12 +624,13 @@ def extend_entry(
 ) -> IndexOutcome | None:
     """Index ``tail`` (the source's lines from ``growth.line`` on) in place of the rows from there.
 
-    With ``budget_seconds`` the chunks are embedded in order until the budget is spent; only
-    those are written, the recorded ``upto`` stops before the first chunk left out, and the
-    outcome says ``more``: the next extend starts from the last written chunk, as after an append
-    (docs/design.md, "A transcript indexed in slices"). Return None when the rows moved since
-    ``growth`` was read (another run indexed the source, a build started): the caller then
-    indexes the whole source.
+    Text first, vectors after (docs/design.md, "A transcript indexed in slices, text first,
+    vectors after"): every chunk of the tail is written at once, so full-text search finds it,
+    and the recorded ``upto`` is the tail's. Vectors are added oldest first, the source's earlier
+    rows still without one before the tail's chunks; with ``budget_seconds`` only for about that long, the rest keep their text
+    alone and the outcome says ``more`` (the next run goes on with them). Return None when the
+    rows moved since ``growth`` was read (another run indexed the source, a build started): the
+    caller then indexes the whole source.
     """
     embedder = get_embedder()
     current = config.fingerprint(assistant, embedder)
@@ -634,18 +639,20 @@ def extend_entry(
     if generations != [state.active_generation] or state.building_generation:
         return None
     pieces = prepare_chunks(tail, config.chunking_for(assistant.config.memory_search, tail.source, embedder))
-    more = False
+    earlier = _unembedded_before(assistant.pk, tail, state.active_generation, growth.line) if embedder else []
+    todo = [*earlier, *pieces]
     if budget_seconds is None or embedder is None:
-        vectors = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in pieces})
+        vectors, covered = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in todo}), len(todo)
     else:
-        # A slice ends past a chunk that starts after ``growth.line``, so the next one starts later.
-        past = next((i for i, p in enumerate(pieces) if p.chunk.start_line > growth.line), len(pieces))
-        vectors, kept = _embed_within(embedder, pieces, budget_seconds, at_least=past + 1)
-        if more := kept < len(pieces):
-            # Chunks are cut in order, so every line before the first chunk left out is whole in
-            # the chunks kept; the lines up to ``growth.upto`` were whole before and still are.
-            upto = max(growth.upto, pieces[kept].chunk.start_line - 1)
-            tail, pieces = replace(tail, upto=upto), pieces[:kept]
+        # Vectors a run before embedded are in the cache: the budget goes to the ones still missing.
+        found = _cached(embedder, [p.chunk.hash for p in todo])
+        missing = [p for p in todo if p.chunk.hash not in found]
+        vectors, done = _embed_within(embedder, missing, budget_seconds)
+        vectors.add(_Vectors(found, cache_hits=len(found)))
+        covered = len(todo) - len(missing) + done
+    more = (
+        embedder is not None and vectors.error is None and (covered < len(todo) or len(earlier) == FILL_BATCH)
+    )
     _record_embedding_usage(assistant, embedder, vectors)
     outcome = IndexOutcome(
         generations=generations,
@@ -659,9 +666,46 @@ def extend_entry(
     rows = {g: _build_rows(assistant.pk, tail, g, pieces, vectors.by_hash, embedder) for g in generations}
     if not _write_entry(assistant.pk, tail, generations, rows, extends=growth):
         return None
+    if earlier and embedder is not None:
+        filled = {
+            p.chunk.hash: vectors.by_hash[p.chunk.hash] for p in earlier if p.chunk.hash in vectors.by_hash
+        }
+        _fill_vectors(assistant.pk, tail, state.active_generation, growth.line, filled, embedder)
     outcome.entries = 1
     outcome.chunks_written = len(pieces)
     return outcome
+
+
+# Earlier rows without a vector that one extend reads (oldest first) to embed.
+FILL_BATCH = 256
+
+
+def _unembedded_before(assistant_id: int, entry: SourceEntry, generation: int, line: int) -> list[_Piece]:
+    """Return the source's rows before ``line`` that have no vector yet, oldest first."""
+    rows = (
+        MemoryChunk.objects.filter(
+            _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
+        )
+        .order_by("start_line")
+        .values_list("start_line", "end_line", "text", "hash")[:FILL_BATCH]
+    )
+    return [_Piece(Chunk(start, end, text, h), [], None) for start, end, text, h in rows]
+
+
+def _fill_vectors(
+    assistant_id: int,
+    entry: SourceEntry,
+    generation: int,
+    line: int,
+    vectors: dict[str, list[float]],
+    embedder: Embedder,
+) -> None:
+    """Give the source's text-only rows before ``line`` the vectors embedded for them (by hash)."""
+    waiting = MemoryChunk.objects.filter(
+        _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
+    )
+    for h, vector in vectors.items():
+        waiting.filter(hash=h).update(embedding=vector, model=embedder.model, dims=len(vector))
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:

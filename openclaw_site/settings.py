@@ -89,9 +89,10 @@ try:
     # A document saved without pause is still indexed this long after its first unindexed save.
     MEMORY_INDEX_MAX_WAIT_SECONDS = env_float("MEMORY_INDEX_MAX_WAIT_SECONDS", 5.0, minimum=0)
     SESSION_INDEX_DEBOUNCE_SECONDS = env_float("SESSION_INDEX_DEBOUNCE_SECONDS", 5.0, minimum=0)
-    # A transcript index run embeds for about this long, then queues the rest behind the jobs
-    # waiting (docs/design.md, "A transcript indexed in slices"); 0: the whole tail in one run.
-    SESSION_INDEX_SLICE_SECONDS = env_float("SESSION_INDEX_SLICE_SECONDS", 2.0, minimum=0)
+    # A transcript index run writes all new text, embeds for about this long, then queues the
+    # rest behind the jobs waiting (docs/design.md, "A transcript indexed in slices, text first,
+    # vectors after"); 0: every vector in one run.
+    SESSION_INDEX_SLICE_SECONDS = env_float("SESSION_INDEX_SLICE_SECONDS", 0.5, minimum=0)
     # A session's export and index check run this long after the first change of a batch, so the
     # changes of that time share one run (openclaw_site.tasks: a coalescing job's delay).
     SESSION_JOB_DELAY_SECONDS = env_float("SESSION_JOB_DELAY_SECONDS", 1.0, minimum=0)

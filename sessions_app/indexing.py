@@ -152,14 +152,14 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
         return IndexOutcome()
     if not force:
         growth = growth_point(session.assistant, source=Source.SESSIONS, session_pk=session.pk)
-        if growth is not None and session.last_seq <= growth.upto:
+        if growth is not None and session.last_seq <= growth.upto and not growth.pending:
             return IndexOutcome(skipped=1, note="up to date")
         if growth is not None:
             tail = session_entry(session, from_seq=growth.line)
             budget = settings.SESSION_INDEX_SLICE_SECONDS or None
             outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
             if outcome is not None:
-                if outcome.more:  # the rest goes to the back of the queue, behind what waits there
+                if outcome.more:  # the vectors left go to the back of the queue, behind what waits there
                     _enqueue_index(session, force=False)
                 return outcome
     return index_entry(session.assistant, session_entry(session), force=force)
