@@ -19,7 +19,7 @@ from sessions_app.indexing import (
 from sessions_app.models import CompactionEntry, Message
 from tests import factories
 from tests.fake_openai import FakeOpenAI
-from tests.messages import assistant, chatter, tool_call, tool_result
+from tests.messages import assistant, chatter, tool_call, tool_result, user
 
 pytestmark = pytest.mark.django_db
 
@@ -362,6 +362,23 @@ def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_
     assert runs > 1
     assert not rows.filter(model=FTS_ONLY_MODEL).exists()
     assert index_session_transcript(session.pk).note == "up to date"
+
+
+def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddings, settings) -> None:
+    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
+    session = factories.make_session(world.assistant, key="waiting")
+    factories.add_messages(session, *chatter(2, words=40))
+    index_session_transcript(session.pk)
+    factories.add_messages(session, *chatter(40, words=40, start=2), user("Ship it on the marmoset release."))
+
+    assert index_session_transcript(session.pk).more
+    [result] = hybrid_search(assistant=world.assistant, query="marmoset", explain=True).results
+
+    session.refresh_from_db()
+    assert (result.session_id, result.end_line) == (session.pk, session.last_seq)
+    assert MemoryChunk.objects.filter(
+        session_pk=session.pk, model=FTS_ONLY_MODEL, text__contains="marmoset"
+    ).exists()
 
 
 def test_a_first_index_is_sliced_as_well(world, fake_embeddings, settings) -> None:
