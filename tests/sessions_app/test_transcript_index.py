@@ -16,7 +16,7 @@ from sessions_app.indexing import (
     session_entry,
     transcript_lines,
 )
-from sessions_app.models import CompactionEntry, Message
+from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories
 from tests.fake_openai import FakeOpenAI
 from tests.messages import assistant, chatter, tool_call, tool_result, user
@@ -337,13 +337,19 @@ def test_an_index_run_in_slices_ends_with_the_rows_a_full_index_writes(
     assert index_session_transcript(session.pk).note == "up to date"
 
 
-def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_embeddings, settings) -> None:
-    """Text first, vectors after: one run out of time leaves every new line findable by full text."""
+def _indexed_then_grown(world, settings, key: str, *more: dict) -> Session:
+    """Return a session indexed at 4 messages, then grown by 80 (and ``more``), with 0-length slices."""
     settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
-    session = factories.make_session(world.assistant, key="partial")
+    session = factories.make_session(world.assistant, key=key)
     factories.add_messages(session, *chatter(2, words=40))
     index_session_transcript(session.pk)
-    factories.add_messages(session, *chatter(40, words=40, start=2))
+    factories.add_messages(session, *chatter(40, words=40, start=2), *more)
+    return session
+
+
+def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_embeddings, settings) -> None:
+    """Text first, vectors after: one run out of time leaves every new line findable by full text."""
+    session = _indexed_then_grown(world, settings, "partial")
 
     outcome = index_session_transcript(session.pk)
 
@@ -365,11 +371,7 @@ def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_
 
 
 def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddings, settings) -> None:
-    settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
-    session = factories.make_session(world.assistant, key="waiting")
-    factories.add_messages(session, *chatter(2, words=40))
-    index_session_transcript(session.pk)
-    factories.add_messages(session, *chatter(40, words=40, start=2), user("Ship it on the marmoset release."))
+    session = _indexed_then_grown(world, settings, "waiting", user("Ship it on the marmoset release."))
 
     assert index_session_transcript(session.pk).more
     [result] = hybrid_search(assistant=world.assistant, query="marmoset", explain=True).results
