@@ -277,10 +277,9 @@ def _embed_within(
     """Embed ``pieces`` from the first on for about ``budget_seconds``; return the vectors and
     how many pieces they cover (at least one; all of them after an embedding error).
 
-    The first call embeds one piece; each next call as many
-    as the speed measured so far fits in the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow
-    local model overruns the budget by about one piece and a fast remote one still sends full
-    batches.
+    The first call embeds one piece; each next call as many as the speed measured so far fits in
+    the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow local model overruns the budget by
+    about one piece and a fast remote one still sends full batches.
     """
     result = _Vectors({})
     started = time.monotonic()
@@ -627,10 +626,12 @@ def extend_entry(
     Text first, vectors after (docs/design.md, "A transcript indexed in slices, text first,
     vectors after"): every chunk of the tail is written at once, so full-text search finds it,
     and the recorded ``upto`` is the tail's. Vectors are added oldest first, the source's earlier
-    rows still without one before the tail's chunks; with ``budget_seconds`` only for about that long, the rest keep their text
-    alone and the outcome says ``more`` (the next run goes on with them). Return None when the
-    rows moved since ``growth`` was read (another run indexed the source, a build started): the
-    caller then indexes the whole source.
+    rows still without one before the tail's chunks; with ``budget_seconds`` only for about that
+    long, the rest keep their text alone and the outcome says ``more`` (the next run goes on with
+    them). Vectors are a function of the text, so a concurrent run's rows get the same ones, and
+    those of earlier rows are set by hash after the write. Return None when the rows moved since
+    ``growth`` was read (another run indexed the source, a build started): the caller then
+    indexes the whole source.
     """
     embedder = get_embedder()
     current = config.fingerprint(assistant, embedder)
