@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
-from django.db.models import Count, Func, Max, Q, Value
+from django.db.models import Count, Func, Max, Q, QuerySet, Value
 from django.utils import timezone
 
 from memory_app import config
@@ -275,29 +275,33 @@ def _embed_within(
     embedder: Embedder, pieces: Sequence[_Piece], budget_seconds: float
 ) -> tuple[_Vectors, int]:
     """Embed ``pieces`` from the first on for about ``budget_seconds``; return the vectors and
-    how many pieces they cover (at least one; all of them after an embedding error).
+    how many pieces they leave without one (none after an embedding error: the rest is stored for
+    full text only, as a whole pass does).
 
-    The first call embeds one piece; each next call as many as the speed measured so far fits in
-    the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow local model overruns the budget by
-    about one piece and a fast remote one still sends full batches.
+    Vectors already in the cache cost no budget (a run re-cuts chunks an earlier one embedded).
+    The first call embeds one missing piece; each next call as many as the speed measured so far
+    fits in the time left (up to `EMBEDDING_BATCH_SIZE`), so a slow local model overruns the
+    budget by about one piece and a fast remote one still sends full batches.
     """
-    result = _Vectors({})
+    found = _cached(embedder, [p.chunk.hash for p in pieces])
+    result = _Vectors(found, cache_hits=len(found))
+    missing = [p for p in pieces if p.chunk.hash not in found]
     started = time.monotonic()
     done, size = 0, 1
-    while done < len(pieces):
-        group = pieces[done : done + size]
+    while done < len(missing):
+        group = missing[done : done + size]
         part = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in group})
         result.add(part)
         done += len(group)
-        if part.error is not None:  # the rest is stored for full text only, as a whole pass does
-            return result, len(pieces)
+        if part.error is not None:
+            return result, 0
         elapsed = time.monotonic() - started
         if elapsed >= budget_seconds:
             break
         per_piece = elapsed / done
         fits = int((budget_seconds - elapsed) / per_piece) if per_piece > 0 else settings.EMBEDDING_BATCH_SIZE
         size = max(1, min(settings.EMBEDDING_BATCH_SIZE, fits))
-    return result, done
+    return result, len(missing) - done
 
 
 def _record_embedding_usage(assistant: Assistant, embedder: Embedder | None, vectors: _Vectors) -> None:
@@ -643,17 +647,10 @@ def extend_entry(
     earlier = _unembedded_before(assistant.pk, tail, state.active_generation, growth.line) if embedder else []
     todo = [*earlier, *pieces]
     if budget_seconds is None or embedder is None:
-        vectors, covered = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in todo}), len(todo)
+        vectors, left = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in todo}), 0
     else:
-        # Vectors a run before embedded are in the cache: the budget goes to the ones still missing.
-        found = _cached(embedder, [p.chunk.hash for p in todo])
-        missing = [p for p in todo if p.chunk.hash not in found]
-        vectors, done = _embed_within(embedder, missing, budget_seconds)
-        vectors.add(_Vectors(found, cache_hits=len(found)))
-        covered = len(todo) - len(missing) + done
-    more = (
-        embedder is not None and vectors.error is None and (covered < len(todo) or len(earlier) == FILL_BATCH)
-    )
+        vectors, left = _embed_within(embedder, todo, budget_seconds)
+    more = embedder is not None and vectors.error is None and (left > 0 or len(earlier) == FILL_BATCH)
     _record_embedding_usage(assistant, embedder, vectors)
     outcome = IndexOutcome(
         generations=generations,
@@ -681,12 +678,19 @@ def extend_entry(
 FILL_BATCH = 256
 
 
+def _text_only_before(
+    assistant_id: int, entry: SourceEntry, generation: int, line: int
+) -> QuerySet[MemoryChunk]:
+    """The source's rows before ``line`` that have no vector yet."""
+    return MemoryChunk.objects.filter(
+        _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
+    )
+
+
 def _unembedded_before(assistant_id: int, entry: SourceEntry, generation: int, line: int) -> list[_Piece]:
     """Return the source's rows before ``line`` that have no vector yet, oldest first."""
     rows = (
-        MemoryChunk.objects.filter(
-            _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
-        )
+        _text_only_before(assistant_id, entry, generation, line)
         .order_by("start_line")
         .values_list("start_line", "end_line", "text", "hash")[:FILL_BATCH]
     )
@@ -702,9 +706,7 @@ def _fill_vectors(
     embedder: Embedder,
 ) -> None:
     """Give the source's text-only rows before ``line`` the vectors embedded for them (by hash)."""
-    waiting = MemoryChunk.objects.filter(
-        _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
-    )
+    waiting = _text_only_before(assistant_id, entry, generation, line)
     for h, vector in vectors.items():
         waiting.filter(hash=h).update(embedding=vector, model=embedder.model, dims=len(vector))
 
