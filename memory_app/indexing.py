@@ -95,6 +95,10 @@ class ExternalSource(Protocol):
 
     def is_current(self, entry: SourceEntry) -> bool: ...
 
+    def schedule(self, assistant_id: int, keys: Sequence[str]) -> None:
+        """Queue the source's own index job for each of these entries (the periodic refresh)."""
+        ...
+
 
 _external_sources: dict[str, ExternalSource] = {}
 
@@ -119,9 +123,11 @@ class IndexOutcome:
     note: str = ""
     # An extend that stopped at its time budget (`extend_entry`): the source has more to index.
     more: bool = False
+    # Entries handed to their source's own index job (`reindex_assistant(queue_external=True)`).
+    queued: int = 0
 
     def add(self, other: IndexOutcome) -> None:
-        for name in ("entries", "skipped", "chunks_written", "embedded", "cache_hits"):
+        for name in ("entries", "skipped", "chunks_written", "embedded", "cache_hits", "queued"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.embedding_error = self.embedding_error or other.embedding_error
 
@@ -137,6 +143,7 @@ class IndexOutcome:
             "full_reindex_scheduled": self.full_reindex_scheduled,
             "note": self.note,
             "more": self.more,
+            "queued": self.queued,
         }
 
 
@@ -784,10 +791,19 @@ def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
 
 
 def reindex_assistant(
-    assistant_id: int, *, full: bool = False, progress: ProgressCallback | None = None
+    assistant_id: int,
+    *,
+    full: bool = False,
+    progress: ProgressCallback | None = None,
+    queue_external: bool = False,
 ) -> IndexOutcome:
     """Bring an assistant's index up to date; a full run (or a new fingerprint) builds a new
-    generation and swaps it in when complete."""
+    generation and swaps it in when complete.
+
+    With ``queue_external`` an up-to-date run indexes memory documents itself and hands the
+    other sources' entries that lag (new lines, rows still without a vector) to their own index
+    jobs, which extend a transcript in slices instead of reading it whole (the periodic refresh).
+    """
     assistant = Assistant.objects.get(pk=assistant_id)
     try:
         # One reindex per assistant at a time, across workers (the second one has nothing to add).
@@ -796,7 +812,7 @@ def reindex_assistant(
             current = config.fingerprint(assistant, embedder)
             state = get_state(assistant, current)
             if not full and state.fingerprint == current:
-                return _incremental(assistant, state, current, embedder, progress)
+                return _incremental(assistant, state, current, embedder, progress, queue_external)
             return _rebuild(assistant, current, embedder, progress)
     except LockTimeout:
         return IndexOutcome(note="another reindex of this assistant is running")
@@ -816,9 +832,11 @@ def _run(
     embedder: Embedder | None,
     phase: str,
     progress: ProgressCallback | None,
+    sources: Sequence[str] | None = None,
 ) -> IndexOutcome:
-    """Index every entry into ``generations`` in groups, reporting progress after each group."""
-    sources = current["sources"]
+    """Index every entry of ``sources`` (default: the fingerprint's) into ``generations`` in
+    groups, reporting progress after each group."""
+    sources = current["sources"] if sources is None else sources
     # A new generation starts empty: every entry must be written, changed or not.
     changed_only = phase != "building"
     total = _count_entries(assistant, sources, changed_only=changed_only)
@@ -852,12 +870,15 @@ def _incremental(
     current: dict[str, Any],
     embedder: Embedder | None,
     progress: ProgressCallback | None,
+    queue_external: bool,
 ) -> IndexOutcome:
     if state.building_generation and state.building_fingerprint != current:
         _abandon_build(assistant)
-    generations = target_generations(get_state(assistant, current), current)
+    state = get_state(assistant, current)
+    generations = target_generations(state, current)
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]))
+    handed_over = [s for s in current["sources"] if s in _external_sources] if queue_external else []
     outcome = _run(
         assistant,
         generations=generations,
@@ -865,7 +886,10 @@ def _incremental(
         embedder=embedder,
         phase="indexing",
         progress=progress,
+        sources=[s for s in current["sources"] if s not in handed_over],
     )
+    for source in handed_over:
+        outcome.queued += _schedule_lagging(assistant, source, state.active_generation, embedder)
     removed = _remove_orphans(assistant, current["sources"])
     _report(
         assistant.pk,
@@ -880,6 +904,25 @@ def _incremental(
         },
     )
     return outcome
+
+
+def _schedule_lagging(assistant: Assistant, source: str, generation: int, embedder: Embedder | None) -> int:
+    """Queue the source's index job for its entries with new lines or rows without a vector.
+
+    A transcript whose vector job was lost (a crashed worker) has every line indexed, so only its
+    text-only rows tell that it lags; without an embedder text-only rows are all there is.
+    """
+    provider = _external_sources[source]
+    keys = set(provider.keys(assistant.pk, changed_only=True))
+    if embedder is not None:
+        waiting = MemoryChunk.objects.filter(
+            assistant=assistant, generation=generation, source=source, model=FTS_ONLY_MODEL
+        )
+        keys.update(str(pk) for pk in waiting.values_list("session_pk", flat=True).distinct())
+    ordered = sorted(keys, key=int)
+    if ordered:
+        provider.schedule(assistant.pk, ordered)
+    return len(ordered)
 
 
 def _abandon_build(assistant: Assistant) -> None:

@@ -148,6 +148,12 @@ class MemoryChunk(models.Model):
             models.Index(fields=["assistant", "source", "path"], name="memchunk_asst_source_path"),
             models.Index(fields=["assistant", "generation", "source"], name="memchunk_asst_gen_source"),
             models.Index(fields=["session_pk"], name="memchunk_session"),
+            # The rows still waiting for a vector, found by the periodic refresh without a scan.
+            models.Index(
+                fields=["assistant", "generation", "source"],
+                condition=models.Q(model=FTS_ONLY_MODEL),
+                name="memchunk_text_only",
+            ),
             GinIndex(fields=["tsv"], name="memchunk_tsv_gin"),
         ]
         constraints = [

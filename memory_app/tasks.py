@@ -42,14 +42,16 @@ def refresh_indexes() -> dict[str, Any]:
     """Catch up every assistant's index (scheduled every few minutes, migration 0005).
 
     Picks up what the write-triggered tasks left behind: transcripts below the delta
-    thresholds, chunks stored without vectors while the embedder was down, a changed fingerprint.
+    thresholds, chunks stored without vectors while the embedder was down or after a lost job, a
+    changed fingerprint. Documents are indexed here; a lagging transcript gets its own sliced
+    index job (`reindex_assistant(queue_external=True)`), so a long one is not read whole.
     """
     from openclaw_site.models import Assistant
 
     totals = indexing.IndexOutcome()
     for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
         try:
-            totals.add(indexing.reindex_assistant(assistant_id))
+            totals.add(indexing.reindex_assistant(assistant_id, queue_external=True))
         except Exception:  # one broken assistant must not stop the others
             logger.exception("index refresh of assistant %s failed", assistant_id)
     return totals.as_dict()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +139,14 @@ class SessionTranscripts:
         # Transcripts only grow; an older snapshot is still true, and `upto` keeps a slower run
         # from replacing a newer one (memory_app.indexing._write_entry).
         return entry.session_pk is not None and Session.objects.filter(pk=entry.session_pk).exists()
+
+    def schedule(self, assistant_id: int, keys: Sequence[str]) -> None:
+        # The session's one index job (coalesced), which extends the transcript in slices.
+        sessions = Session.objects.select_related("assistant").filter(
+            assistant_id=assistant_id, pk__in=[int(k) for k in keys]
+        )
+        for session in sessions.order_by("pk"):
+            _enqueue_index(session, force=False)
 
 
 def index_session_transcript(session_id: int, force: bool = False) -> IndexOutcome:

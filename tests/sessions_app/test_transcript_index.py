@@ -255,12 +255,14 @@ def test_the_periodic_refresh_indexes_quiet_sessions_once(
     assert not MemoryChunk.objects.filter(source=Source.SESSIONS).exists()  # under the thresholds
     assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == [str(session.pk)]
 
-    refresh_indexes()
+    with django_capture_on_commit_callbacks(execute=True):  # the session's own index job runs
+        assert refresh_indexes()["queued"] == 1
 
     assert MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).exists()
     assert SessionTranscripts().keys(world.assistant.pk, changed_only=True) == []
     calls = len(fake_embeddings.embedding_requests)
-    refresh_indexes()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert refresh_indexes()["queued"] == 0
     assert len(fake_embeddings.embedding_requests) == calls
 
 
@@ -381,6 +383,27 @@ def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddi
     assert MemoryChunk.objects.filter(
         session_pk=session.pk, model=FTS_ONLY_MODEL, text__contains="marmoset"
     ).exists()
+
+
+def test_the_periodic_refresh_gives_a_lost_vector_job_its_vectors_in_slices(
+    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+) -> None:
+    """Every line indexed, some without a vector, and the job that was to embed them gone."""
+    from memory_app.tasks import refresh_indexes
+
+    session = _indexed_then_grown(world, settings, "lost")
+    assert index_session_transcript(session.pk).more  # its next run was queued after the commit: lost
+    rows = MemoryChunk.objects.filter(session_pk=session.pk)
+    embedded_before = set(rows.exclude(model=FTS_ONLY_MODEL).values_list("id", flat=True))
+
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        refreshed = refresh_indexes()
+        assert refreshed["queued"] == 1 and refreshed["chunks_written"] == 0  # not indexed here
+
+    assert len(queued) > 1  # the session's job ran, in slices
+    assert not rows.filter(model=FTS_ONLY_MODEL).exists()
+    assert embedded_before <= set(rows.values_list("id", flat=True))  # earlier rows kept, not rewritten
+    assert index_session_transcript(session.pk).note == "up to date"
 
 
 def test_a_first_index_is_sliced_as_well(world, fake_embeddings, settings) -> None:
