@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
-from django.db.models import Count, Func, Max, Q, QuerySet, Value
+from django.db.models import Count, Func, Max, Q, Value
 from django.utils import timezone
 
 from memory_app import config
@@ -125,6 +125,9 @@ class IndexOutcome:
     more: bool = False
     # Entries handed to their source's own index job (`reindex_assistant(queue_external=True)`).
     queued: int = 0
+    # After an extend with an embedder: the source's rows, and those still without a vector.
+    rows: int | None = None
+    rows_without_vector: int | None = None
 
     def add(self, other: IndexOutcome) -> None:
         for name in ("entries", "skipped", "chunks_written", "embedded", "cache_hits", "queued"):
@@ -144,6 +147,8 @@ class IndexOutcome:
             "note": self.note,
             "more": self.more,
             "queued": self.queued,
+            "rows": self.rows,
+            "rows_without_vector": self.rows_without_vector,
         }
 
 
@@ -179,6 +184,7 @@ class _Piece:
     chunk: Chunk
     line_numbers: list[int]
     timestamp: datetime | None
+    row_id: int | None = None  # a stored row's piece (`_unembedded_before`)
 
 
 def prepare_chunks(entry: SourceEntry, chunking: config.Chunking) -> list[_Piece]:
@@ -650,72 +656,85 @@ def extend_entry(
     generations = target_generations(state, current)
     if generations != [state.active_generation] or state.building_generation:
         return None
+    started = time.monotonic()
     pieces = prepare_chunks(tail, config.chunking_for(assistant.config.memory_search, tail.source, embedder))
-    earlier = _unembedded_before(assistant.pk, tail, state.active_generation, growth.line) if embedder else []
+    generation = state.active_generation
+    earlier = _unembedded_before(assistant.pk, tail, generation, growth.line) if embedder else []
     todo = [*earlier, *pieces]
     if budget_seconds is None or embedder is None:
         vectors, left = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in todo}), 0
     else:
         vectors, left = _embed_within(embedder, todo, budget_seconds)
-    more = embedder is not None and vectors.error is None and (left > 0 or len(earlier) == FILL_BATCH)
+    rows = {g: _build_rows(assistant.pk, tail, g, pieces, vectors.by_hash, embedder) for g in generations}
+    written = _write_entry(assistant.pk, tail, generations, rows, extends=growth)
+    if written and earlier and embedder is not None:
+        _fill_vectors(earlier, vectors.by_hash, embedder)
+        # The first batch done and time left (a fast embedder): the next earlier rows, while it lasts.
+        while budget_seconds and left == 0 and vectors.error is None and len(earlier) == FILL_BATCH:
+            remaining = budget_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                break
+            earlier = _unembedded_before(assistant.pk, tail, generation, growth.line)
+            part, left = _embed_within(embedder, earlier, remaining)
+            _fill_vectors(earlier, part.by_hash, embedder)
+            vectors.add(part)
     _record_embedding_usage(assistant, embedder, vectors)
+    _note_embedding_error(assistant, vectors)
+    if not written:
+        return None
     outcome = IndexOutcome(
         generations=generations,
         embedded=vectors.embedded,
         cache_hits=vectors.cache_hits,
         embedding_error=vectors.error,
         note="extended",
-        more=more,
     )
-    _note_embedding_error(assistant, vectors)
-    rows = {g: _build_rows(assistant.pk, tail, g, pieces, vectors.by_hash, embedder) for g in generations}
-    if not _write_entry(assistant.pk, tail, generations, rows, extends=growth):
-        return None
-    if earlier and embedder is not None:
-        filled = {
-            p.chunk.hash: vectors.by_hash[p.chunk.hash] for p in earlier if p.chunk.hash in vectors.by_hash
-        }
-        _fill_vectors(assistant.pk, tail, state.active_generation, growth.line, filled, embedder)
+    if embedder is not None:
+        counts = MemoryChunk.objects.filter(_rows_filter(assistant.pk, tail, generation)).aggregate(
+            rows=Count("id"), waiting=Count("id", filter=Q(model=FTS_ONLY_MODEL))
+        )
+        outcome.rows, outcome.rows_without_vector = counts["rows"], counts["waiting"]
+        # After an embedding error the rows wait for the next change or the periodic refresh.
+        outcome.more = vectors.error is None and counts["waiting"] > 0
     outcome.entries = 1
     outcome.chunks_written = len(pieces)
     return outcome
 
 
-# Earlier rows without a vector that one extend reads (oldest first) to embed.
+# Earlier rows without a vector that an extend reads at a time (oldest first) to embed; with time
+# left in its slice it reads the next ones.
 FILL_BATCH = 256
-
-
-def _text_only_before(
-    assistant_id: int, entry: SourceEntry, generation: int, line: int
-) -> QuerySet[MemoryChunk]:
-    """The source's rows before ``line`` that have no vector yet."""
-    return MemoryChunk.objects.filter(
-        _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
-    )
 
 
 def _unembedded_before(assistant_id: int, entry: SourceEntry, generation: int, line: int) -> list[_Piece]:
     """Return the source's rows before ``line`` that have no vector yet, oldest first."""
     rows = (
-        _text_only_before(assistant_id, entry, generation, line)
-        .order_by("start_line")
-        .values_list("start_line", "end_line", "text", "hash")[:FILL_BATCH]
+        MemoryChunk.objects.filter(
+            _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
+        )
+        .order_by("start_line", "id")
+        .values_list("id", "start_line", "end_line", "text", "hash")[:FILL_BATCH]
     )
-    return [_Piece(Chunk(start, end, text, h), [], None) for start, end, text, h in rows]
+    return [_Piece(Chunk(start, end, text, h), [], None, row_id) for row_id, start, end, text, h in rows]
 
 
-def _fill_vectors(
-    assistant_id: int,
-    entry: SourceEntry,
-    generation: int,
-    line: int,
-    vectors: dict[str, list[float]],
-    embedder: Embedder,
-) -> None:
-    """Give the source's text-only rows before ``line`` the vectors embedded for them (by hash)."""
-    waiting = _text_only_before(assistant_id, entry, generation, line)
-    for h, vector in vectors.items():
-        waiting.filter(hash=h).update(embedding=vector, model=embedder.model, dims=len(vector))
+def _fill_vectors(rows: Sequence[_Piece], vectors: dict[str, list[float]], embedder: Embedder) -> None:
+    """Give stored text-only rows the vectors embedded for their text, in one UPDATE.
+
+    A row another run replaced meanwhile is gone (rows are replaced, not changed), and one still
+    there has the text its vector was embedded from.
+    """
+    filled = [
+        MemoryChunk(
+            pk=p.row_id,
+            embedding=vectors[p.chunk.hash],
+            model=embedder.model,
+            dims=len(vectors[p.chunk.hash]),
+        )
+        for p in rows
+        if p.chunk.hash in vectors
+    ]
+    MemoryChunk.objects.bulk_update(filled, ["embedding", "model", "dims"], batch_size=FILL_BATCH)
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:

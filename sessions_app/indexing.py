@@ -17,11 +17,13 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, TextField
 from django.db.models.functions import Cast, Length
+from django.utils import timezone
 
 from memory_app import config, debounce
 from memory_app.indexing import (
@@ -34,7 +36,8 @@ from memory_app.indexing import (
     remove_entry_rows,
 )
 from memory_app.models import IndexedSource, Source
-from openclaw_site.tasks import defer_until, enqueue
+from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.tasks import defer_until, enqueue, report_progress
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
@@ -168,10 +171,19 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
             budget = settings.SESSION_INDEX_SLICE_SECONDS or None
             outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
             if outcome is not None:
+                _report_vectors(outcome)
                 if outcome.more:  # the vectors left go to the back of the queue, behind what waits there
                     _enqueue_index(session, force=False)
                 return outcome
     return index_entry(session.assistant, session_entry(session), force=force)
+
+
+def _report_vectors(outcome: IndexOutcome) -> None:
+    """Show on the Jobs page how far a transcript's vectors are (its text is all searchable)."""
+    if outcome.rows and outcome.rows_without_vector is not None:
+        waiting = outcome.rows_without_vector
+        message = f"text searchable; {waiting} chunks waiting for vectors" if waiting else "vectors complete"
+        report_progress(outcome.rows - waiting, outcome.rows, message)
 
 
 def pending_delta(session: Session) -> tuple[int, int]:
@@ -272,10 +284,20 @@ def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
     if session is None:
         return {"skipped": "session deleted"}
     assistant_id, key = session["assistant_id"], str(session_id)
-    due = debounce.take_turn(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
-    if due is not None:
-        defer_until(due)
-    return index_session_transcript(session_id, force=force).as_dict()
+    try:
+        with session_lock(f"transcript-index:{session_id}", timeout_seconds=0):
+            due = debounce.take_turn(assistant_id=assistant_id, source=Source.SESSIONS, key=key)
+            if due is not None:
+                defer_until(due)
+            return index_session_transcript(session_id, force=force).as_dict()
+    except LockTimeout:
+        # The run before this job is still going (a change queued this one meanwhile). Run side by
+        # side, each would find the rows the other wrote and fall back to a whole pass.
+        defer_until(timezone.now() + timedelta(seconds=BUSY_RETRY_SECONDS))
+
+
+# How long a job waits in the queue when another run of the same transcript's index is under way.
+BUSY_RETRY_SECONDS = 1.0
 
 
 # --- signal wiring (called from SessionsAppConfig.ready) -------------------------------------

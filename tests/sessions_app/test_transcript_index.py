@@ -372,6 +372,49 @@ def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_
     assert index_session_transcript(session.pk).note == "up to date"
 
 
+def test_the_jobs_page_shows_how_far_a_transcripts_vectors_are(
+    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+) -> None:
+    from openclaw_site.jobs import job_row
+    from openclaw_site.models import TaskRecord
+    from sessions_app.indexing import schedule_session_index
+
+    session = _indexed_then_grown(world, settings, "progress")
+    rows = MemoryChunk.objects.filter(session_pk=session.pk)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        schedule_session_index(session.pk)
+
+    slices = [job_row(r) for r in TaskRecord.objects.filter(kind="index_session_transcript").order_by("id")]
+    first, last = slices[0], slices[-1]
+    assert len(slices) > 2 and not rows.filter(model=FTS_ONLY_MODEL).exists()
+    assert first.progress_total == rows.count() and 0 < first.progress_done < first.progress_total
+    waiting = first.progress_total - first.progress_done
+    assert first.progress_message == f"text searchable; {waiting} chunks waiting for vectors"
+    assert (last.progress_done, last.progress_message) == (rows.count(), "vectors complete")
+    assert [s.progress_done for s in slices] == sorted(s.progress_done for s in slices)
+
+
+def test_a_slice_with_time_left_goes_on_past_one_batch_of_earlier_rows(
+    world, fake_embeddings, settings, monkeypatch
+) -> None:
+    """A fast embedder fills every waiting row in one run, not one batch per trip through the queue."""
+    from memory_app import indexing
+
+    monkeypatch.setattr(indexing, "FILL_BATCH", 4)
+    session = _indexed_then_grown(world, settings, "fast")
+    assert index_session_transcript(session.pk).more
+    rows = MemoryChunk.objects.filter(session_pk=session.pk)
+    waiting = rows.filter(model=FTS_ONLY_MODEL).count()
+    assert waiting > 3 * indexing.FILL_BATCH
+
+    settings.SESSION_INDEX_SLICE_SECONDS = 60
+    outcome = index_session_transcript(session.pk)
+
+    assert not outcome.more and outcome.rows_without_vector == 0
+    assert outcome.embedded >= waiting and not rows.filter(model=FTS_ONLY_MODEL).exists()
+
+
 def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddings, settings) -> None:
     session = _indexed_then_grown(world, settings, "waiting", user("Ship it on the marmoset release."))
 
@@ -422,3 +465,23 @@ def test_a_first_index_is_sliced_as_well(world, fake_embeddings, settings) -> No
 
     assert first.more and first.note == "extended"
     assert sliced == _chunk_rows(session)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_run_of_a_transcripts_index_waits_for_the_first(world, fake_embeddings) -> None:
+    """Side by side, each run would find the other's rows and fall back to a whole pass."""
+    from openclaw_site.locks import session_lock
+    from openclaw_site.tasks import Deferred
+    from sessions_app.indexing import BUSY_RETRY_SECONDS, run_debounced_index
+
+    session = factories.make_session(world.assistant, key="busy")
+    factories.add_messages(session, *chatter(4))
+
+    with session_lock(f"transcript-index:{session.pk}"), pytest.raises(Deferred) as deferred:
+        run_debounced_index(session.pk)
+
+    wait = (deferred.value.until - datetime.now(UTC)).total_seconds()
+    assert 0 < wait <= BUSY_RETRY_SECONDS
+    assert not MemoryChunk.objects.filter(session_pk=session.pk).exists()
+    assert run_debounced_index(session.pk)["entries"] == 1  # free again: it runs
+    assert MemoryChunk.objects.filter(session_pk=session.pk).exists()
