@@ -722,19 +722,26 @@ def _fill_vectors(rows: Sequence[_Piece], vectors: dict[str, list[float]], embed
     """Give stored text-only rows the vectors embedded for their text, in one UPDATE.
 
     A row another run replaced meanwhile is gone (rows are replaced, not changed), and one still
-    there has the text its vector was embedded from.
+    there has the text its vector was embedded from. The vectors go as two arrays, ids and
+    vectors: Django's `bulk_update` builds a CASE of 256 branches, which took as long again as
+    PostgreSQL's update itself (0.45 s against 0.25 s for 256 rows).
     """
-    filled = [
-        MemoryChunk(
-            pk=p.row_id,
-            embedding=vectors[p.chunk.hash],
-            model=embedder.model,
-            dims=len(vectors[p.chunk.hash]),
+    field = MemoryChunk._meta.get_field("embedding")
+    filled = [(p.row_id, vectors[p.chunk.hash]) for p in rows if p.chunk.hash in vectors]
+    if not filled:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {MemoryChunk._meta.db_table} AS chunk"
+            " SET embedding = new.embedding::vector, model = %s, dims = %s"
+            " FROM unnest(%s::bigint[], %s::text[]) AS new(id, embedding) WHERE chunk.id = new.id",
+            [
+                embedder.model,
+                len(filled[0][1]),
+                [row_id for row_id, _ in filled],
+                [field.get_db_prep_value(vector, connection) for _, vector in filled],
+            ],
         )
-        for p in rows
-        if p.chunk.hash in vectors
-    ]
-    MemoryChunk.objects.bulk_update(filled, ["embedding", "model", "dims"], batch_size=FILL_BATCH)
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:

@@ -523,6 +523,16 @@ def update_progress(task_id: str, done: int, total: int | None, message: str = "
     TaskRecord.objects.filter(task_id=task_id).update(progress=progress, updated_at=timezone.now())
 
 
+def others_waiting(*, except_key: str) -> bool:
+    """Tell whether a job other than ``except_key``'s is queued (any team, queue or due time).
+
+    A long job that works in slices asks this between them: it goes on while nobody waits, and
+    gives its worker up once someone does. Counting held-back and urgent jobs too errs towards
+    giving the worker up.
+    """
+    return TaskRecord.objects.filter(state=TaskState.QUEUED).exclude(coalesce_key=except_key).exists()
+
+
 def report_progress(done: int, total: int | None, message: str = "") -> None:
     """Update the progress of the task running now; a no-op outside one."""
     task_id = _current_task.get()

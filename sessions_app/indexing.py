@@ -37,7 +37,7 @@ from memory_app.indexing import (
 )
 from memory_app.models import IndexedSource, Source
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.tasks import defer_until, enqueue, report_progress
+from openclaw_site.tasks import defer_until, enqueue, others_waiting, report_progress
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
@@ -163,19 +163,47 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
     if session is None:
         return IndexOutcome()
     if not force:
-        growth = growth_point(session.assistant, source=Source.SESSIONS, session_pk=session.pk)
-        if growth is not None and session.last_seq <= growth.upto and not growth.pending:
-            return IndexOutcome(skipped=1, note="up to date")
-        if growth is not None:
-            tail = session_entry(session, from_seq=growth.line)
-            budget = settings.SESSION_INDEX_SLICE_SECONDS or None
-            outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
-            if outcome is not None:
-                _report_vectors(outcome)
-                if outcome.more:  # the vectors left go to the back of the queue, behind what waits there
-                    _enqueue_index(session, force=False)
-                return outcome
+        outcome = _extend_in_slices(session)
+        if outcome is not None:
+            return outcome
     return index_entry(session.assistant, session_entry(session), force=force)
+
+
+def _extend_in_slices(session: Session) -> IndexOutcome | None:
+    """Extend the transcript's index slice by slice; None when only a whole pass will do.
+
+    A slice with vectors left is followed by the next one in the same run while no other job
+    waits in the queue; once one does, the rest goes to the back of the queue, behind it
+    (docs/design.md, "A transcript indexed in slices, text first, vectors after").
+    """
+    budget = settings.SESSION_INDEX_SLICE_SECONDS or None
+    done: IndexOutcome | None = None
+    while True:
+        growth = growth_point(session.assistant, source=Source.SESSIONS, session_pk=session.pk)
+        if growth is None:
+            return _queue_rest(session, done)
+        if session.last_seq <= growth.upto and not growth.pending:
+            return done or IndexOutcome(skipped=1, note="up to date")
+        tail = session_entry(session, from_seq=growth.line)
+        outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
+        if outcome is None:
+            return _queue_rest(session, done)
+        _report_vectors(outcome)
+        if done is not None:
+            outcome.add(done)
+            outcome.entries = 1
+        done = outcome
+        if not outcome.more:
+            return outcome
+        if others_waiting(except_key=_index_key(session, force=False)):
+            return _queue_rest(session, outcome)
+
+
+def _queue_rest(session: Session, done: IndexOutcome | None) -> IndexOutcome | None:
+    """Queue the session's index job again if ``done`` left vectors to add; return ``done``."""
+    if done is not None and done.more:
+        _enqueue_index(session, force=False)
+    return done
 
 
 def _report_vectors(outcome: IndexOutcome) -> None:
@@ -260,8 +288,12 @@ def _enqueue_index(session: Session, *, force: bool) -> None:
         force,
         owner=session_owner(session=session),
         task_name=f"index-session-{session.pk}",
-        coalesce_key=f"index-session:{session.pk}{':force' if force else ''}",
+        coalesce_key=_index_key(session, force=force),
     )
+
+
+def _index_key(session: Session, *, force: bool) -> str:
+    return f"index-session:{session.pk}{':force' if force else ''}"
 
 
 def note_transcript_change(session_id: int) -> bool:

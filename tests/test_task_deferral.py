@@ -6,6 +6,7 @@ forward instead of waiting.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -225,6 +226,10 @@ def test_a_long_transcript_index_goes_back_to_the_queue_between_slices(
     factories.add_messages(session, *[user(f"okapi {n} " + "word " * 60) for n in range(3)])
     drain(DEFAULT)
     assert MemoryChunk.objects.filter(session_pk=session.pk).exists()
+    # Another job waits all along (a record only, no task): every slice gives its worker up.
+    TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex, team=world.acme, kind="export_session", coalesce_key="export-session:0"
+    )
     factories.add_messages(session, *[user(f"okapi {n} " + "word " * 60) for n in range(3, 40)])
 
     tasks = drain(DEFAULT)

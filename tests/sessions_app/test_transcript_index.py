@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memory_app.models import FTS_ONLY_MODEL, IndexedSource, MemoryChunk, Source
 from memory_app.search import hybrid_search
+from openclaw_site.models import TaskRecord
 from sessions_app.indexing import (
     index_session_transcript,
     message_text,
@@ -266,6 +268,14 @@ def test_the_periodic_refresh_indexes_quiet_sessions_once(
     assert len(fake_embeddings.embedding_requests) == calls
 
 
+@pytest.fixture
+def someone_waiting(world) -> TaskRecord:
+    """Another job in the queue: an index run then gives its worker up after each slice."""
+    return TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex, team=world.acme, kind="export_session", coalesce_key="export-session:0"
+    )
+
+
 def _chunk_rows(session) -> list[tuple[int, int, str, list[int]]]:
     rows = MemoryChunk.objects.filter(source=Source.SESSIONS, session_pk=session.pk).order_by(
         "start_line", "id"
@@ -314,7 +324,7 @@ def test_an_extending_run_leaves_the_earlier_chunks_alone(world, fake_embeddings
 
 @pytest.mark.parametrize("words", [3, 40, 400])
 def test_an_index_run_in_slices_ends_with_the_rows_a_full_index_writes(
-    world, fake_embeddings, words, settings
+    world, someone_waiting, fake_embeddings, words, settings
 ) -> None:
     """A run out of time writes the chunks it embedded; the next run goes on from the last one."""
     settings.SESSION_INDEX_SLICE_SECONDS = 1e-9  # every run stops as soon as it may
@@ -349,7 +359,9 @@ def _indexed_then_grown(world, settings, key: str, *more: dict) -> Session:
     return session
 
 
-def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_embeddings, settings) -> None:
+def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(
+    world, someone_waiting, fake_embeddings, settings
+) -> None:
     """Text first, vectors after: one run out of time leaves every new line findable by full text."""
     session = _indexed_then_grown(world, settings, "partial")
 
@@ -373,10 +385,9 @@ def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(world, fake_
 
 
 def test_the_jobs_page_shows_how_far_a_transcripts_vectors_are(
-    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+    world, someone_waiting, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
     from openclaw_site.jobs import job_row
-    from openclaw_site.models import TaskRecord
     from sessions_app.indexing import schedule_session_index
 
     session = _indexed_then_grown(world, settings, "progress")
@@ -396,7 +407,7 @@ def test_the_jobs_page_shows_how_far_a_transcripts_vectors_are(
 
 
 def test_a_slice_with_time_left_goes_on_past_one_batch_of_earlier_rows(
-    world, fake_embeddings, settings, monkeypatch
+    world, someone_waiting, fake_embeddings, settings, monkeypatch
 ) -> None:
     """A fast embedder fills every waiting row in one run, not one batch per trip through the queue."""
     from memory_app import indexing
@@ -415,7 +426,21 @@ def test_a_slice_with_time_left_goes_on_past_one_batch_of_earlier_rows(
     assert outcome.embedded >= waiting and not rows.filter(model=FTS_ONLY_MODEL).exists()
 
 
-def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddings, settings) -> None:
+def test_with_nobody_waiting_one_run_goes_on_slice_after_slice(world, fake_embeddings, settings) -> None:
+    """0-length slices, so a slice embeds one chunk: the run went on through every one of them."""
+    session = _indexed_then_grown(world, settings, "alone")
+    rows = MemoryChunk.objects.filter(session_pk=session.pk)
+    before = rows.count()
+
+    outcome = index_session_transcript(session.pk)
+
+    assert not outcome.more and outcome.rows_without_vector == 0
+    assert outcome.embedded == rows.count() - before and not rows.filter(model=FTS_ONLY_MODEL).exists()
+
+
+def test_a_line_waiting_for_its_vector_is_found_by_its_words(
+    world, someone_waiting, fake_embeddings, settings
+) -> None:
     session = _indexed_then_grown(world, settings, "waiting", user("Ship it on the marmoset release."))
 
     assert index_session_transcript(session.pk).more
@@ -429,7 +454,7 @@ def test_a_line_waiting_for_its_vector_is_found_by_its_words(world, fake_embeddi
 
 
 def test_the_periodic_refresh_gives_a_lost_vector_job_its_vectors_in_slices(
-    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+    world, someone_waiting, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
     """Every line indexed, some without a vector, and the job that was to embed them gone."""
     from memory_app.tasks import refresh_indexes
@@ -449,7 +474,7 @@ def test_the_periodic_refresh_gives_a_lost_vector_job_its_vectors_in_slices(
     assert index_session_transcript(session.pk).note == "up to date"
 
 
-def test_a_first_index_is_sliced_as_well(world, fake_embeddings, settings) -> None:
+def test_a_first_index_is_sliced_as_well(world, someone_waiting, fake_embeddings, settings) -> None:
     settings.SESSION_INDEX_SLICE_SECONDS = 1e-9
     session = factories.make_session(world.assistant, key="first")
     factories.add_messages(session, *chatter(30, words=40))
