@@ -121,7 +121,7 @@ class IndexOutcome:
     full_reindex_scheduled: bool = False
     generations: list[int] = field(default_factory=list)
     note: str = ""
-    # An extend that stopped at its time budget (`extend_entry`): the source has more to index.
+    # An extend that left rows without a vector (its time ran out): the source has more to index.
     more: bool = False
     # Entries handed to their source's own index job (`reindex_assistant(queue_external=True)`).
     queued: int = 0
@@ -260,9 +260,22 @@ def embed_with_cache(
         return _Vectors({})
     found = _cached(embedder, list(texts_by_hash))
     result = _Vectors(dict(found), cache_hits=len(found))
+    result.add(
+        _embed_uncached(
+            embedder, {h: t for h, t in texts_by_hash.items() if h not in found}, progress=progress
+        )
+    )
+    return result
+
+
+def _embed_uncached(
+    embedder: Embedder, texts_by_hash: dict[str, str], *, progress: ProgressCallback | None = None
+) -> _Vectors:
+    """Embed the texts (known to be missing from the cache) and store their vectors there."""
+    result = _Vectors({})
     # By length: a batch of texts of about the same length pads least (what sentence-transformers
     # does within one call, here across calls).
-    missing = sorted((h for h in texts_by_hash if h not in found), key=lambda h: len(texts_by_hash[h]))
+    missing = sorted(texts_by_hash, key=lambda h: len(texts_by_hash[h]))
     # Texts per embed_documents() call (EMBEDDING_BATCH_SIZE): the provider batches further inside.
     size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), size):
@@ -298,12 +311,12 @@ def _embed_within(
     """
     found = _cached(embedder, [p.chunk.hash for p in pieces])
     result = _Vectors(found, cache_hits=len(found))
-    missing = [p for p in pieces if p.chunk.hash not in found]
+    missing = list({p.chunk.hash: p for p in pieces if p.chunk.hash not in found}.values())  # one per text
     started = time.monotonic()
     done, size = 0, 1
     while done < len(missing):
         group = missing[done : done + size]
-        part = embed_with_cache(embedder, {p.chunk.hash: p.chunk.text for p in group})
+        part = _embed_uncached(embedder, {p.chunk.hash: p.chunk.text for p in group})
         result.add(part)
         done += len(group)
         if part.error is not None:
@@ -645,8 +658,8 @@ def extend_entry(
     and the recorded ``upto`` is the tail's. Vectors are added oldest first, the source's earlier
     rows still without one before the tail's chunks; with ``budget_seconds`` only for about that
     long, the rest keep their text alone and the outcome says ``more`` (the next run goes on with
-    them). Vectors are a function of the text, so a concurrent run's rows get the same ones, and
-    those of earlier rows are set by hash after the write. Return None when the rows moved since
+    them). With time left after the first batch of earlier rows it goes on with the next ones;
+    earlier rows get their vectors by row id after the write. Return None when the rows moved since
     ``growth`` was read (another run indexed the source, a build started): the caller then
     indexes the whole source.
     """
