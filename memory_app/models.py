@@ -147,12 +147,20 @@ class MemoryChunk(models.Model):
         indexes = [
             models.Index(fields=["assistant", "source", "path"], name="memchunk_asst_source_path"),
             models.Index(fields=["assistant", "generation", "source"], name="memchunk_asst_gen_source"),
-            models.Index(fields=["session_pk"], name="memchunk_session"),
+            # A transcript's rows by line: its last chunk, and the rows an extend replaces, are
+            # found without reading the rest (docs/design.md, "A transcript indexed in slices").
+            models.Index(fields=["session_pk", "generation", "start_line"], name="memchunk_session_lines"),
             # The rows still waiting for a vector, found by the periodic refresh without a scan.
             models.Index(
                 fields=["assistant", "generation", "source"],
                 condition=models.Q(model=FTS_ONLY_MODEL),
                 name="memchunk_text_only",
+            ),
+            # ...and one transcript's, oldest first, read by its own index run.
+            models.Index(
+                fields=["session_pk", "generation", "start_line"],
+                condition=models.Q(model=FTS_ONLY_MODEL),
+                name="memchunk_session_text_only",
             ),
             GinIndex(fields=["tsv"], name="memchunk_tsv_gin"),
         ]

@@ -208,10 +208,14 @@ def _queue_rest(session: Session, done: IndexOutcome | None) -> IndexOutcome | N
 
 def _report_vectors(outcome: IndexOutcome) -> None:
     """Show on the Jobs page how far a transcript's vectors are (its text is all searchable)."""
-    if outcome.rows and outcome.rows_without_vector is not None:
-        waiting = outcome.rows_without_vector
-        message = f"text searchable; {waiting} chunks waiting for vectors" if waiting else "vectors complete"
-        report_progress(outcome.rows - waiting, outcome.rows, message)
+    if outcome.lines and outcome.lines_with_vectors is not None:
+        done, total = outcome.lines_with_vectors, outcome.lines
+        message = (
+            f"text searchable; vectors up to message {done:,} of {total:,}"
+            if done < total
+            else "vectors complete"
+        )
+        report_progress(done, total, message)
 
 
 def pending_delta(session: Session) -> tuple[int, int]:

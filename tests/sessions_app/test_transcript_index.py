@@ -399,10 +399,12 @@ def test_the_jobs_page_shows_how_far_a_transcripts_vectors_are(
     slices = [job_row(r) for r in TaskRecord.objects.filter(kind="index_session_transcript").order_by("id")]
     first, last = slices[0], slices[-1]
     assert len(slices) > 2 and not rows.filter(model=FTS_ONLY_MODEL).exists()
-    assert first.progress_total == rows.count() and 0 < first.progress_done < first.progress_total
-    waiting = first.progress_total - first.progress_done
-    assert first.progress_message == f"text searchable; {waiting} chunks waiting for vectors"
-    assert (last.progress_done, last.progress_message) == (rows.count(), "vectors complete")
+    session.refresh_from_db()
+    assert first.progress_total == session.last_seq and 0 < first.progress_done < first.progress_total
+    assert first.progress_message == (
+        f"text searchable; vectors up to message {first.progress_done:,} of {session.last_seq:,}"
+    )
+    assert (last.progress_done, last.progress_message) == (session.last_seq, "vectors complete")
     assert [s.progress_done for s in slices] == sorted(s.progress_done for s in slices)
 
 
@@ -422,7 +424,8 @@ def test_a_slice_with_time_left_goes_on_past_one_batch_of_earlier_rows(
     settings.SESSION_INDEX_SLICE_SECONDS = 60
     outcome = index_session_transcript(session.pk)
 
-    assert not outcome.more and outcome.rows_without_vector == 0
+    session.refresh_from_db()
+    assert not outcome.more and outcome.lines_with_vectors == outcome.lines == session.last_seq
     assert outcome.embedded >= waiting and not rows.filter(model=FTS_ONLY_MODEL).exists()
 
 
@@ -434,7 +437,8 @@ def test_with_nobody_waiting_one_run_goes_on_slice_after_slice(world, fake_embed
 
     outcome = index_session_transcript(session.pk)
 
-    assert not outcome.more and outcome.rows_without_vector == 0
+    session.refresh_from_db()
+    assert not outcome.more and outcome.lines_with_vectors == outcome.lines == session.last_seq
     assert outcome.embedded == rows.count() - before and not rows.filter(model=FTS_ONLY_MODEL).exists()
 
 
