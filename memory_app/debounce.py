@@ -57,3 +57,9 @@ def take_turn(*, assistant_id: int, source: str, key: str) -> datetime | None:
         return None
     due = rows.values_list("due_at", flat=True).first()
     return due if due is not None and due > now else None
+
+
+def is_due(*, assistant_id: int, source: str, key: str) -> bool:
+    """Tell whether a request is pending and due: its job is queued, or about to be."""
+    rows = IndexedSource.objects.filter(assistant_id=assistant_id, source=source, key=key)
+    return rows.filter(due_at__lte=timezone.now()).exists()

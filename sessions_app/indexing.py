@@ -173,8 +173,11 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
     """Extend the transcript's index slice by slice; None when only a whole pass will do.
 
     A slice with vectors left is followed by the next one in the same run while no other job
-    waits in the queue; once one does, the rest goes to the back of the queue, behind it
-    (docs/design.md, "A transcript indexed in slices, text first, vectors after").
+    waits in the queue; once one does, the rest goes to the back of the queue, behind it. A
+    change that came in meanwhile and is due hands the transcript over too: it is folded into the
+    session's next job, which then waits for this run, and taking over at once keeps it from
+    waiting behind the whole transcript (docs/design.md, "A transcript indexed in slices, text
+    first, vectors after").
     """
     budget = settings.SESSION_INDEX_SLICE_SECONDS or None
     done: IndexOutcome | None = None
@@ -195,7 +198,9 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
         done = outcome
         if not outcome.more:
             return outcome
-        if others_waiting(except_key=_index_key(session, force=False)):
+        if others_waiting(except_key=_index_key(session, force=False)) or debounce.is_due(
+            assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk)
+        ):
             return _queue_rest(session, outcome)
 
 

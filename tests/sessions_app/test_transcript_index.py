@@ -514,3 +514,24 @@ def test_a_second_run_of_a_transcripts_index_waits_for_the_first(world, fake_emb
     assert not MemoryChunk.objects.filter(session_pk=session.pk).exists()
     assert run_debounced_index(session.pk)["entries"] == 1  # free again: it runs
     assert MemoryChunk.objects.filter(session_pk=session.pk).exists()
+
+
+def test_a_change_due_meanwhile_takes_the_transcript_over_at_the_next_slice(
+    world, fake_embeddings, settings
+) -> None:
+    """Its job waits for this run: going on to the end would leave it queued behind the whole transcript."""
+    from memory_app import debounce
+
+    session = _indexed_then_grown(world, settings, "handover")
+    request = {"assistant_id": world.assistant.pk, "source": Source.SESSIONS, "key": str(session.pk)}
+    debounce.request(**request, delay_seconds=60, max_delay_seconds=60)
+
+    assert not debounce.is_due(**request)
+    assert index_session_transcript(session.pk).more is False  # not due yet: the run went on to the end
+
+    factories.add_messages(session, *chatter(40, words=40, start=42))
+    debounce.request(**request, delay_seconds=0, max_delay_seconds=0)
+
+    outcome = index_session_transcript(session.pk)
+
+    assert debounce.is_due(**request) and outcome.more and outcome.embedded == 1
