@@ -59,7 +59,7 @@ def take_turn(*, assistant_id: int, source: str, key: str) -> datetime | None:
     return due if due is not None and due > now else None
 
 
-def is_due(*, assistant_id: int, source: str, key: str) -> bool:
-    """Tell whether a request is pending and due: its job is queued, or about to be."""
+def is_ahead(*, assistant_id: int, source: str, key: str) -> bool:
+    """Tell whether a pending request is not due yet (its job would only go back to the queue)."""
     rows = IndexedSource.objects.filter(assistant_id=assistant_id, source=source, key=key)
-    return rows.filter(due_at__lte=timezone.now()).exists()
+    return rows.filter(due_at__gt=timezone.now()).exists()

@@ -533,6 +533,11 @@ def others_waiting(*, except_key: str) -> bool:
     return TaskRecord.objects.filter(state=TaskState.QUEUED).exclude(coalesce_key=except_key).exists()
 
 
+def queued(key: str) -> bool:
+    """Tell whether a job with this coalescing key is queued (held back or not)."""
+    return TaskRecord.objects.filter(state=TaskState.QUEUED, coalesce_key=key).exists()
+
+
 def report_progress(done: int, total: int | None, message: str = "") -> None:
     """Update the progress of the task running now; a no-op outside one."""
     task_id = _current_task.get()

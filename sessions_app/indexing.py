@@ -37,7 +37,7 @@ from memory_app.indexing import (
 )
 from memory_app.models import IndexedSource, Source
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.tasks import defer_until, enqueue, others_waiting, report_progress
+from openclaw_site.tasks import defer_until, enqueue, others_waiting, queued, report_progress
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
@@ -173,11 +173,10 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
     """Extend the transcript's index slice by slice; None when only a whole pass will do.
 
     A slice with vectors left is followed by the next one in the same run while no other job
-    waits in the queue; once one does, the rest goes to the back of the queue, behind it. A
-    change that came in meanwhile and is due hands the transcript over too: it is folded into the
-    session's next job, which then waits for this run, and taking over at once keeps it from
-    waiting behind the whole transcript (docs/design.md, "A transcript indexed in slices, text
-    first, vectors after").
+    waits in the queue; once one does, the rest goes to the back of the queue, behind it. The
+    session's own next job, queued meanwhile (a change, the periodic refresh), waits for this run:
+    once it may start, the rest is folded into it, which keeps it from waiting behind the whole
+    transcript (docs/design.md, "A transcript indexed in slices, text first, vectors after").
     """
     budget = settings.SESSION_INDEX_SLICE_SECONDS or None
     done: IndexOutcome | None = None
@@ -198,10 +197,20 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
         done = outcome
         if not outcome.more:
             return outcome
-        if others_waiting(except_key=_index_key(session, force=False)) or debounce.is_due(
-            assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk)
-        ):
+        if others_waiting(except_key=_index_key(session, force=False)) or _next_job_may_start(session):
             return _queue_rest(session, outcome)
+
+
+def _next_job_may_start(session: Session) -> bool:
+    """Tell whether the session's next index job is queued and would run if it had the transcript.
+
+    A change, or the periodic refresh, queued it while this run went on; with its debounce still
+    ahead it would only go back to the queue, so this run goes on until then.
+    """
+    key = _index_key(session, force=False)
+    return queued(key) and not debounce.is_ahead(
+        assistant_id=session.assistant_id, source=Source.SESSIONS, key=str(session.pk)
+    )
 
 
 def _queue_rest(session: Session, done: IndexOutcome | None) -> IndexOutcome | None:

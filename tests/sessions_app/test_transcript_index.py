@@ -516,22 +516,32 @@ def test_a_second_run_of_a_transcripts_index_waits_for_the_first(world, fake_emb
     assert MemoryChunk.objects.filter(session_pk=session.pk).exists()
 
 
-def test_a_change_due_meanwhile_takes_the_transcript_over_at_the_next_slice(
-    world, fake_embeddings, settings
+@pytest.mark.parametrize("debounce_seconds, handed_over", [(60, False), (0, True), (None, True)])
+def test_the_sessions_next_job_takes_the_transcript_over_once_it_may_start(
+    world, fake_embeddings, settings, debounce_seconds, handed_over
 ) -> None:
-    """Its job waits for this run: going on to the end would leave it queued behind the whole transcript."""
+    """Queued meanwhile, it waits for this run: going on to the end would leave it behind the whole transcript.
+
+    None: queued by the periodic refresh, with no debounced request.
+    """
     from memory_app import debounce
 
     session = _indexed_then_grown(world, settings, "handover")
-    request = {"assistant_id": world.assistant.pk, "source": Source.SESSIONS, "key": str(session.pk)}
-    debounce.request(**request, delay_seconds=60, max_delay_seconds=60)
-
-    assert not debounce.is_due(**request)
-    assert index_session_transcript(session.pk).more is False  # not due yet: the run went on to the end
-
-    factories.add_messages(session, *chatter(40, words=40, start=42))
-    debounce.request(**request, delay_seconds=0, max_delay_seconds=0)
+    TaskRecord.objects.create(
+        task_id=uuid.uuid4().hex,
+        team=world.acme,
+        kind="index_session_transcript",
+        coalesce_key=f"index-session:{session.pk}",
+    )
+    if debounce_seconds is not None:
+        debounce.request(
+            assistant_id=world.assistant.pk,
+            source=Source.SESSIONS,
+            key=str(session.pk),
+            delay_seconds=debounce_seconds,
+            max_delay_seconds=debounce_seconds,
+        )
 
     outcome = index_session_transcript(session.pk)
 
-    assert debounce.is_due(**request) and outcome.more and outcome.embedded == 1
+    assert outcome.more is handed_over  # 0-length slices: handed over after the first one
