@@ -93,6 +93,10 @@ try:
     # rest behind the jobs waiting (docs/design.md, "A transcript indexed in slices, text first,
     # vectors after"); 0: every vector in one run.
     SESSION_INDEX_SLICE_SECONDS = env_float("SESSION_INDEX_SLICE_SECONDS", 0.5, minimum=0)
+    # Slice after slice, one run goes on for about this long at most before it queues the rest, so
+    # it stays far inside the task timeout (Q_TIMEOUT_SECONDS) and a stopping worker waits for it
+    # no longer than this (same section).
+    SESSION_INDEX_RUN_SECONDS = env_float("SESSION_INDEX_RUN_SECONDS", 20.0, minimum=0)
     # A session's export and index check run this long after the first change of a batch, so the
     # changes of that time share one run (openclaw_site.tasks: a coalescing job's delay).
     SESSION_JOB_DELAY_SECONDS = env_float("SESSION_JOB_DELAY_SECONDS", 1.0, minimum=0)

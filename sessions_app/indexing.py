@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -176,9 +177,11 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
     waits in the queue; once one does, the rest goes to the back of the queue, behind it. The
     session's own next job, queued meanwhile (a change, the periodic refresh), waits for this run:
     once it may start, the rest is folded into it, which keeps it from waiting behind the whole
-    transcript (docs/design.md, "A transcript indexed in slices, text first, vectors after").
+    transcript; and after `SESSION_INDEX_RUN_SECONDS` the rest is queued in any case (docs/design.md,
+    "A transcript indexed in slices, text first, vectors after").
     """
     budget = settings.SESSION_INDEX_SLICE_SECONDS or None
+    ends = time.monotonic() + settings.SESSION_INDEX_RUN_SECONDS
     done: IndexOutcome | None = None
     while True:
         growth = growth_point(session.assistant, source=Source.SESSIONS, session_pk=session.pk)
@@ -197,7 +200,11 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
         done = outcome
         if not outcome.more:
             return outcome
-        if others_waiting(except_key=_index_key(session, force=False)) or _next_job_may_start(session):
+        if (
+            time.monotonic() >= ends
+            or others_waiting(except_key=_index_key(session, force=False))
+            or _next_job_may_start(session)
+        ):
             return _queue_rest(session, outcome)
 
 

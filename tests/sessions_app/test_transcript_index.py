@@ -442,6 +442,16 @@ def test_with_nobody_waiting_one_run_goes_on_slice_after_slice(world, fake_embed
     assert outcome.embedded == rows.count() - before and not rows.filter(model=FTS_ONLY_MODEL).exists()
 
 
+def test_a_run_queues_the_rest_after_its_time_even_with_nobody_waiting(
+    world, fake_embeddings, settings
+) -> None:
+    """So it stays inside the task timeout, and a stopping worker does not wait for a whole transcript."""
+    session = _indexed_then_grown(world, settings, "long")
+    settings.SESSION_INDEX_RUN_SECONDS = 0
+
+    assert index_session_transcript(session.pk).more
+
+
 def test_a_line_waiting_for_its_vector_is_found_by_its_words(
     world, someone_waiting, fake_embeddings, settings
 ) -> None:
