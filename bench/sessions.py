@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/sessions.py [--scale-out] [--json]      (make bench-sessions)
     .venv/bin/python bench/sessions.py --only batched,context      (some of the steps below)
+    .venv/bin/python bench/sessions.py --only bursts --embedder e5 (the bundled embedder)
 
 It starts the server as production runs it (`manage.py runall` with DEBUG off: gunicorn with two
 workers and the task clusters) on a database of its own in the embedded PostgreSQL
@@ -15,8 +16,10 @@ embedder on 127.0.0.1 (`tests.fake_openai`), and measures through the REST API o
    included (the ingest compacts in the background as it crosses the threshold);
 4. the assistant-turn overhead (the model answers at once) at 100 and 5,000 stored messages;
 5. a burst of 8 clients x 500 messages, into one session and then into 8: the longest task queue
-   seen, the seconds until every export and transcript index is current, how long a compaction
-   that came due during the burst waited to start, and memory write -> searchable latency;
+   seen; the seconds until every export and the text of every transcript index is current, then
+   until the vectors are too; the longest any job of the burst waited to start; how long a
+   compaction that came due during the burst waited to start; memory write -> searchable latency;
+   and the tokens the burst had embedded;
 6. the resident memory of the web and worker processes after the burst.
 
 With `--scale-out` the same run uses a second PostgreSQL reached over TCP (`DATABASE_URL`, a data
@@ -25,6 +28,10 @@ clusters. Both runs end by checking that no message, export line or index entry 
 duplicated: every message the bench posted carries a tag, so the stored ones are counted against
 the posts answered 201, and `manage.py check_mirrors` compares the run's export mirror (an
 EXPORT_ROOT of its own under var/bench/, removed at the end) and transcript index with the rows.
+With `--embedder e5` the server embeds with the bundled multilingual-e5-small on the CPU, as `make
+run` does, instead of the instant embedder: the burst's vectors then take as long as the encoder
+needs for its tokens (docs/design.md, "How far behind a burst leaves the server"), and the targets
+printed are still the instant embedder's.
 Nothing here is a test: figures are printed, never asserted. Run it on a quiet machine.
 """
 
@@ -77,6 +84,9 @@ TARGETS = {
     "turn_p50_ms_100": ("<=", 40.0),
     "turn_p50_ms_5000": ("<=", 40.0),
     "burst_catch_up_s": ("<=", 15.0),
+    # Ours, not the issue's: what "seconds behind" asks of the parts the encoder does not bound.
+    "text_current_s": ("<=", 15.0),
+    "longest_job_wait_s": ("<=", 15.0),
     "compaction_wait_s": ("<=", 5.0),
     "memory_searchable_p95_s": ("<=", 3.0),
 }
@@ -328,6 +338,51 @@ class Db:
     def orm_queue(self) -> int:
         return int(self.one("SELECT COUNT(*) FROM django_q_ormq") or 0)
 
+    def behind(self, sessions: set[int]) -> int:
+        """Count ``sessions`` whose export, or the text of whose transcript index, is behind.
+
+        An index is behind when it ends before the last message while a job of the session is
+        still queued or running: a tail below the delta thresholds waits for the periodic
+        refresh by design (docs/openclaw-behaviour.md §4.11), and no job is asked for it.
+        """
+        return int(
+            self.one(
+                "SELECT COUNT(*) FROM sessions_app_session AS s"
+                " LEFT JOIN sessions_app_sessionexport AS e ON e.session_id = s.id"
+                " LEFT JOIN memory_app_indexedsource AS i ON i.assistant_id = s.assistant_id"
+                " AND i.source = 'sessions' AND i.key = s.id::text"
+                " WHERE s.id = ANY(%s) AND (e.seq IS NULL OR e.seq < s.last_seq"
+                " OR (COALESCE(i.indexed_upto, 0) < s.last_seq AND EXISTS ("
+                " SELECT 1 FROM openclaw_site_taskrecord AS t WHERE t.state IN ('queued', 'running')"
+                " AND t.object_ids->>'session' = s.id::text)))",
+                sorted(sessions),
+            )
+        )
+
+    def longest_wait(self, assistant: str, seconds: float) -> float | None:
+        """Return the longest a job of ``assistant`` queued in the last ``seconds`` waited to start."""
+        wait = self.one(
+            "SELECT MAX(EXTRACT(EPOCH FROM started_at - created_at)) FROM openclaw_site_taskrecord"
+            " WHERE assistant_id = (SELECT id FROM openclaw_site_assistant WHERE slug = %s)"
+            " AND created_at >= NOW() - make_interval(secs => %s)",
+            assistant,
+            seconds,
+        )
+        return None if wait is None else float(wait)
+
+    def embedded_tokens(self, assistant: str, seconds: float) -> int:
+        """Return the tokens ``assistant`` embedded in the last ``seconds`` (the indexer's estimate)."""
+        return int(
+            self.one(
+                "SELECT COALESCE(SUM(input_tokens), 0) FROM openclaw_site_usagerecord"
+                " WHERE purpose = 'embedding'"
+                " AND assistant_id = (SELECT id FROM openclaw_site_assistant WHERE slug = %s)"
+                " AND created_at >= NOW() - make_interval(secs => %s)",
+                assistant,
+                seconds,
+            )
+        )
+
     def posted_messages(self) -> dict[int, dict[str, int]]:
         """Return, per session, how many stored messages carry each bench tag."""
         pattern = r"\[bench-(\d+)\]"
@@ -368,6 +423,8 @@ class Bench:
     db: Db
     broker_queue: Callable[[], int]
     scale: float = 1.0  # --quick runs a tenth of every count, to try the harness
+    # How long the queue may take to drain: e5 on the CPU embeds a burst's transcripts in minutes.
+    settle_timeout: float = 600
     figures: dict[str, Any] = field(default_factory=dict)
     # Per session, the tags of the messages whose POST was answered 201.
     acknowledged: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -407,9 +464,12 @@ class Bench:
             self.post(session, {"messages": items})
         return count / (time.perf_counter() - started)
 
-    def settle(self, timeout: float = 600) -> float:
+    def settle(self) -> float:
         return wait_for(
-            lambda: self.db.pending_tasks() == 0, timeout=timeout, what="the task queue", every=0.2
+            lambda: self.db.pending_tasks() == 0,
+            timeout=self.settle_timeout,
+            what="the task queue",
+            every=0.2,
         )
 
     def single_posts(self) -> None:
@@ -512,15 +572,22 @@ class Bench:
         started = time.perf_counter()
         watcher.start()
         writer.start()
-        for client in clients:
-            client.start()
-        for client in clients:
-            client.join()
-        posted = time.perf_counter()
-        catch_up = self.settle()
-        stop.set()
-        watcher.join()
-        writer.join()
+        try:
+            for client in clients:
+                client.start()
+            for client in clients:
+                client.join()
+            posted = time.perf_counter()
+            # Exports and the text of the transcript index first; vectors may follow (an embedder
+            # on the CPU), and the settle waits for them too.
+            text_current = wait_for(
+                lambda: self.db.behind(set(sessions)) == 0, timeout=600, what="the exports and text index"
+            )
+            catch_up = text_current + self.settle()
+        finally:
+            stop.set()
+            watcher.join()
+            writer.join()
         waits = self.db.connection.execute(
             "SELECT EXTRACT(EPOCH FROM started_at - created_at) FROM openclaw_site_taskrecord "
             "WHERE kind LIKE 'compact%%' AND assistant_id = (SELECT id FROM openclaw_site_assistant WHERE slug = 'burst') "
@@ -531,7 +598,10 @@ class Bench:
             "label": label,
             "post_s": posted - started,
             "longest_queue": longest[0],
+            "text_current_s": text_current,
             "catch_up_s": catch_up,
+            "longest_job_wait_s": self.db.longest_wait("burst", time.perf_counter() - started + 5),
+            "embedded_tokens": self.db.embedded_tokens("burst", time.perf_counter() - started + 5),
             "compactions": len(waits),
             "compaction_wait_s": max((float(w[0]) for w in waits if w[0] is not None), default=None),
             "memory_searchable_p95_s": pct(searchable, 95) if searchable else None,
@@ -542,7 +612,12 @@ class Bench:
 
 
 def child_env(
-    database_url: str, fake: FakeOpenAI, redis_url: str = "", *, export_root: Path | None = None
+    database_url: str,
+    fake: FakeOpenAI,
+    redis_url: str = "",
+    *,
+    export_root: Path | None = None,
+    embedder: str = "instant",
 ) -> dict[str, str]:
     env = {
         key: value
@@ -558,14 +633,17 @@ def child_env(
         LLM_BASE_URL=fake.base_url,
         LLM_API_KEY="bench",
         LLM_MODEL="fake-chat",
-        EMBEDDING_PROVIDER="openai",
-        EMBEDDING_BASE_URL=fake.base_url,
-        EMBEDDING_MODEL="fake-embedding",
         LOG_LEVEL="WARNING",
         # The bench's clients are one team's agents posting as fast as they can: the per-key
         # rate limit (docs/design.md, Limits and refusals) would measure itself instead.
         OPENCLAW_API_KEY_RATE_PER_MINUTE="100000000",
     )
+    if embedder == "e5":  # the bundled local model, as `make run` has it
+        env.update(EMBEDDING_PROVIDER="local", EMBEDDING_BASE_URL="")
+    else:
+        env.update(
+            EMBEDDING_PROVIDER="openai", EMBEDDING_BASE_URL=fake.base_url, EMBEDDING_MODEL="fake-embedding"
+        )
     if export_root is not None:  # the run's own mirror, so check_mirrors reads only its files
         env["EXPORT_ROOT"] = str(export_root)
     return env
@@ -594,11 +672,17 @@ STEPS = ("single_posts", "batched", "context", "turns", "bursts")
 
 
 def run(
-    database_url: str, redis_url: str, *, scale_out: bool, scale: float, only: tuple[str, ...] = STEPS
+    database_url: str,
+    redis_url: str,
+    *,
+    scale_out: bool,
+    scale: float,
+    only: tuple[str, ...] = STEPS,
+    embedder: str = "instant",
 ) -> dict[str, Any]:
     fake = FakeOpenAI(default_chat=_instant_model).start()
     export_root = ROOT / "var" / "bench" / f"exports-{uuid.uuid4().hex[:8]}"
-    env = child_env(database_url, fake, redis_url, export_root=export_root)
+    env = child_env(database_url, fake, redis_url, export_root=export_root, embedder=embedder)
     key = setup_team(env)
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
@@ -617,7 +701,13 @@ def run(
         # The burst assistant's window is small, so its session comes due for compaction mid-burst.
         api.ok("PATCH", "/assistants/burst/", {"context_window": 60_000})
         db = Db(database_url)
-        bench = Bench(api, db, broker_queue(db, redis_url), scale=scale)
+        bench = Bench(
+            api,
+            db,
+            broker_queue(db, redis_url),
+            scale=scale,
+            settle_timeout=3600 if embedder == "e5" else 600,
+        )
         for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
             if step.__name__ in only:
                 print(f"... {step.__name__}", flush=True)
@@ -633,6 +723,7 @@ def run(
             if kind:
                 totals[kind] = totals.get(kind, 0.0) + rss_mb(pid)
         bench.figures["rss_mb"] = totals
+        bench.figures["embedder"] = embedder
         bench.settle()  # the check reads a quiet mirror: no export or index job pending
         bench.figures["integrity"] = integrity(bench, env)
         return bench.figures
@@ -709,6 +800,12 @@ def report(figures: dict[str, Any]) -> None:
         aim = f"target {op} {target:g} {unit}" if target is not None else ""
         print(f"  {label:<52} {shown:>10} {unit:<7} {aim:<22} {met}")
 
+    if figures.get("embedder") == "e5":
+        print(
+            "\nWith the bundled e5 embedder: the targets are the instant embedder's; here the time until"
+            "\nevery index is current is the CPU embedding the burst's transcripts (docs/design.md,"
+            '\n"How far behind a burst leaves the server").'
+        )
     print("\nSession path")
     line("single_p50_ms", "single-message POST p50 (sequential client)", "ms")
     line("single_p95_ms", "single-message POST p95 (sequential client)", "ms")
@@ -733,9 +830,12 @@ def report(figures: dict[str, Any]) -> None:
         print(f"\nBurst: 8 clients x 500 messages into {burst['label']} (posted in {burst['post_s']:.1f} s)")
         for key, label, unit in (
             ("longest_queue", "longest broker queue seen", "tasks"),
+            ("text_current_s", "seconds until exports and text index are current", "s"),
             ("catch_up_s", "seconds until every export and index is current", "s"),
+            ("longest_job_wait_s", "longest a job waited to start (debounce included)", "s"),
             ("compaction_wait_s", f"compaction due -> started ({burst['compactions']} compactions)", "s"),
             ("memory_searchable_p95_s", "memory write -> searchable p95", "s"),
+            ("embedded_tokens", "tokens embedded for the burst (estimated)", "tokens"),
         ):
             target_name = {"catch_up_s": "burst_catch_up_s"}.get(key, key)
             figures[target_name] = burst[key]
@@ -759,6 +859,12 @@ def main() -> None:
     parser.add_argument(
         "--only", default=",".join(STEPS), help=f"comma-separated steps to run, of {', '.join(STEPS)}"
     )
+    parser.add_argument(
+        "--embedder",
+        choices=("instant", "e5"),
+        default="instant",
+        help="instant: the loopback embedder (the targets); e5: the bundled local model, as `make run`",
+    )
     args = parser.parse_args()
     only = tuple(step.strip() for step in args.only.split(","))
     if unknown := set(only) - set(STEPS):
@@ -766,17 +872,17 @@ def main() -> None:
     print(
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
         + ("scale-out" if args.scale_out else "embedded database, ORM broker")
+        + f"; embedder {args.embedder}"
     )
+    options = {"scale": 0.1 if args.quick else 1.0, "only": only, "embedder": args.embedder}
     if args.scale_out:
         with tcp_postgres() as database_url, redis_server() as redis_url:
-            figures = run(
-                database_url, redis_url, scale_out=True, scale=0.1 if args.quick else 1.0, only=only
-            )
+            figures = run(database_url, redis_url, scale_out=True, **options)
     else:
         drop_embedded_database()  # one an interrupted run left behind
         database_url = embedded_database_url()
         try:
-            figures = run(database_url, "", scale_out=False, scale=0.1 if args.quick else 1.0, only=only)
+            figures = run(database_url, "", scale_out=False, **options)
         finally:
             drop_embedded_database()
     report(figures)
