@@ -327,13 +327,16 @@ def _indexed_an_empty_index(assistant: Assistant, state: IndexState) -> bool:
     """Index now when the index holds nothing yet; tell whether that wrote anything.
 
     OpenClaw's first search of an empty index syncs before it answers (docs/openclaw-behaviour.md
-    §4.6): a note written a moment ago, still waiting for its debounced indexing, is found.
+    §4.6): a note written a moment ago, still waiting for its debounced indexing, is found. The
+    memory documents are indexed here; transcripts go to their own sliced index jobs, which make
+    their text searchable within seconds, as a whole pass in the request would embed a busy
+    session's every message first (docs/design.md, "How far behind a burst leaves the server").
     """
     from memory_app.indexing import reindex_assistant
 
     if MemoryChunk.objects.filter(assistant=assistant, generation=state.active_generation).exists():
         return False
-    return reindex_assistant(assistant.pk).chunks_written > 0
+    return reindex_assistant(assistant.pk, queue_external=True).chunks_written > 0
 
 
 def _mode_ran(sides: _Sides) -> str:

@@ -333,6 +333,30 @@ def test_the_first_search_of_a_never_indexed_assistant_indexes_before_it_answers
     assert IndexState.objects.filter(assistant=world.assistant).exists()
 
 
+def test_the_first_search_leaves_transcripts_to_their_own_index_jobs(
+    world, fake_embeddings, django_capture_on_commit_callbacks
+) -> None:
+    """A whole pass in the request would embed a busy session's every message before answering."""
+    from memory_app.models import MemoryDocument
+    from tests import factories
+    from tests.messages import chatter
+
+    session = factories.make_session(world.assistant, key="first-search")
+    factories.add_messages(session, *chatter(6))
+    MemoryDocument.objects.create(
+        assistant=world.assistant, path="MEMORY.md", content="orphan walrus note", content_hash="x"
+    )
+    transcript = MemoryChunk.objects.filter(session_pk=session.pk)
+
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        first = hybrid_search(assistant=world.assistant, query="walrus")
+
+    assert [r.path for r in first.results] == ["MEMORY.md"] and not transcript.exists()
+    for callback in queued:  # the session's own index job, among the append's
+        callback()
+    assert transcript.exists()
+
+
 def test_a_search_after_a_settings_change_queues_the_rebuild(
     world, fake_embeddings, django_capture_on_commit_callbacks
 ) -> None:
