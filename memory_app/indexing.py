@@ -50,7 +50,7 @@ from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.tasks import TaskOwner, enqueue
 from openclaw_site.usage import record_usage
 from providers.chat import Usage
-from providers.embeddings import Embedder, get_embedder
+from providers.embeddings import Embedder, embed_documents_counted, get_embedder
 from providers.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class _Vectors:
     embedded: int = 0
     cache_hits: int = 0
     error: str | None = None
-    tokens: int = 0  # estimated: embedders report no usage
+    tokens: int = 0  # the embedder's count of its input, else the estimate
 
     def add(self, other: _Vectors) -> None:
         """Take in another call's vectors and counts (its error too)."""
@@ -281,18 +281,21 @@ def _embed_uncached(
     size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), size):
         group = missing[start : start + size]
+        texts = [texts_by_hash[h] for h in group]
         try:
-            vectors = embedder.embed_documents([texts_by_hash[h] for h in group])
+            counted = embed_documents_counted(embedder, texts)
         except ProviderError as error:
             result.error = error.message
             logger.warning(
                 "embedding failed; %d chunks stored for full-text only: %s", len(missing) - start, error
             )
             break
-        _store_cache(embedder, group, vectors)
-        result.by_hash.update(zip(group, vectors))
+        _store_cache(embedder, group, counted.vectors)
+        result.by_hash.update(zip(group, counted.vectors))
         result.embedded += len(group)
-        result.tokens += sum(estimate_text_tokens(texts_by_hash[h]) for h in group)
+        result.tokens += (
+            counted.tokens if counted.tokens is not None else sum(estimate_text_tokens(t) for t in texts)
+        )
         if progress is not None:
             progress({"embedded": result.embedded, "to_embed": len(missing)})
     return result

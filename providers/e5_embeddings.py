@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 from django.conf import settings
 
-from providers.embeddings import make_provider_key
+from providers.embeddings import DocumentVectors, make_provider_key
 
 E5_MODEL_NAME = "intfloat/multilingual-e5-small"
 E5_DIMS = 384
@@ -31,6 +31,8 @@ class E5Model(Protocol):
     dim: int
 
     def encode(self, texts: list[str], is_query: bool = False) -> Any: ...
+
+    def token_count(self, text: str, is_query: bool = False) -> int: ...
 
 
 _model: E5Model | None = None
@@ -81,6 +83,16 @@ class E5Embedder:
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Return one unit vector per stored text (`passage: `)."""
         return self._encode(texts, is_query=False)
+
+    def embed_documents_counted(self, texts: list[str]) -> DocumentVectors:
+        """Return the stored texts' vectors and the word pieces the engine read for them.
+
+        The engine's own count (prefix and special tokens included, every window of a long
+        text), so usage records say what was encoded rather than the characters / 4 estimate,
+        which for e5 reads about half as many.
+        """
+        vectors = self._encode(texts, is_query=False)
+        return DocumentVectors(vectors, sum(self._model.token_count(text) for text in texts))
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Return one unit vector per search query (`query: `)."""

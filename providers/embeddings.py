@@ -22,6 +22,7 @@ import logging
 import threading
 from array import array
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -52,6 +53,30 @@ class Embedder(Protocol):
     def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True)
+class DocumentVectors:
+    """The vectors of stored texts and the input tokens the embedder counted for them.
+
+    ``tokens`` is None when the embedder gives no count (the caller then estimates).
+    """
+
+    vectors: list[list[float]]
+    tokens: int | None = None
+
+
+def embed_documents_counted(embedder: Embedder, texts: list[str]) -> DocumentVectors:
+    """Embed stored texts and return their vectors with the tokens the embedder says it read.
+
+    An embedder that can count its input (e5 by its own tokenizer, an OpenAI-compatible endpoint
+    by the response's `usage`) has a method of this name; any other gives vectors alone, so
+    usage records stay truthful without every embedder knowing about them.
+    """
+    counted = getattr(embedder, "embed_documents_counted", None)
+    if counted is not None:
+        return counted(texts)
+    return DocumentVectors(embedder.embed_documents(texts))
 
 
 def make_provider_key(

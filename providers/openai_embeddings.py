@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from providers.embeddings import batch_by_bytes, make_provider_key
+from providers.embeddings import DocumentVectors, batch_by_bytes, make_provider_key
 from providers.errors import ProviderError
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, DEFAULT_RETRIES, Backoff
@@ -125,16 +125,32 @@ class OpenAIEmbedder:
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Return one vector per stored text, in batches of <= 8000 UTF-8 bytes."""
+        return self.embed_documents_counted(texts).vectors
+
+    def embed_documents_counted(self, texts: list[str]) -> DocumentVectors:
+        """Return the stored texts' vectors and the input tokens the endpoint billed for them
+        (the responses' `usage.prompt_tokens`; None when a response has no usage)."""
         vectors: list[list[float]] = []
+        tokens: int | None = 0
         for batch in batch_by_bytes(list(texts)):
-            vectors.extend(self._call(batch, marking=self._document, timeout=self._batch_timeout))
-        return vectors
+            batch_vectors, batch_tokens = self._call_counted(
+                batch, marking=self._document, timeout=self._batch_timeout
+            )
+            vectors.extend(batch_vectors)
+            tokens = None if tokens is None or batch_tokens is None else tokens + batch_tokens
+        return DocumentVectors(vectors, tokens)
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Return one vector per search query (shorter timeout than indexing)."""
         return self._call(texts, marking=self._query, timeout=self._query_timeout)
 
     def _call(self, texts: list[str], *, marking: InputMarking, timeout: float) -> list[list[float]]:
+        return self._call_counted(texts, marking=marking, timeout=timeout)[0]
+
+    def _call_counted(
+        self, texts: list[str], *, marking: InputMarking, timeout: float
+    ) -> tuple[list[list[float]], int | None]:
+        """One request: the vectors in input order and the prompt tokens its usage reports."""
         extra: dict[str, Any] = {"dimensions": self._requested_dims} if self._requested_dims else {}
         if marking.extra_body():
             extra["extra_body"] = marking.extra_body()
@@ -151,7 +167,9 @@ class OpenAIEmbedder:
         rows = sorted(response.data, key=lambda row: row.index)
         vectors = [[float(value) for value in row.embedding] for row in rows]
         self._check_shape(vectors, expected=len(texts))
-        return vectors
+        usage = getattr(response, "usage", None)
+        tokens = getattr(usage, "prompt_tokens", None)
+        return vectors, tokens if isinstance(tokens, int) else None
 
     def _check_shape(self, vectors: list[list[float]], *, expected: int) -> None:
         if len(vectors) != expected:

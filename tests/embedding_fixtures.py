@@ -70,6 +70,11 @@ class RecordingE5Model:
         self.read.extend(prefix + text for text in texts)
         return np.array([fake_embedding(text, self.dim) for text in texts], dtype=np.float32)
 
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        """Words of the text the engine reads, prefix included, and its two special tokens."""
+        prefix = E5_QUERY_PREFIX if is_query else E5_DOCUMENT_PREFIX
+        return len((prefix + text).split()) + 2
+
 
 class RecordingE5Embedder(E5Embedder):
     """An EMBEDDING_BACKEND: the real e5 embedder over the recording engine of the fixture."""

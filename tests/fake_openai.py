@@ -162,6 +162,10 @@ class FakeOpenAI:
     default_chat: ChatHandler = _default_chat
     chat_queue: deque[Reply] = field(default_factory=deque)
     embedding_errors: deque[Reply] = field(default_factory=deque)
+    # The `usage.prompt_tokens` an embeddings reply bills per input text (None: the estimate);
+    # `embedding_usage` False leaves usage out, as some OpenAI-compatible servers do.
+    embedding_tokens_per_text: int | None = None
+    embedding_usage: bool = True
     _requests: list[tuple[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -353,13 +357,12 @@ class _Handler(BaseHTTPRequestHandler):
             {"object": "embedding", "index": index, "embedding": _encode(vector, as_base64)}
             for index, vector in enumerate(fake_embedding(str(text), dims) for text in texts)
         ]
-        tokens = sum(estimate_tokens(text) for text in texts)
-        return {
-            "object": "list",
-            "data": data,
-            "model": request.get("model") or self.fake.models[-1],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        per_text = self.fake.embedding_tokens_per_text
+        tokens = len(texts) * per_text if per_text is not None else sum(estimate_tokens(t) for t in texts)
+        body = {"object": "list", "data": data, "model": request.get("model") or self.fake.models[-1]}
+        if self.fake.embedding_usage:
+            body["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return body
 
     def _send_error(self, reply: Reply) -> None:
         self._send_json(reply.status, {"error": reply.error})

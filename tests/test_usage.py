@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from memory_app.indexing import index_document
+from memory_app.tokens import estimate_text_tokens
 from openclaw_site import usage
 from openclaw_site.models import ModelPrice, UsagePurpose, UsageRecord
 from openclaw_site.selectors import usage_records
@@ -20,6 +21,7 @@ from sessions_app.agent import run_turn
 from sessions_app.compaction import compact_session
 from tests import factories
 from tests.chat_requests import message_input, router
+from tests.embedding_fixtures import embedded_texts
 from tests.fake_openai import text_reply
 from tests.messages import assistant, chatter, user
 from tests.messages import usage as agent_usage
@@ -117,12 +119,31 @@ def test_turn_flush_and_compaction_each_record_their_tokens(llm, world, priced):
     assert reply.usage["cost"]["total"] == pytest.approx(0.0027)  # the AgentMessage says it too
 
 
-def test_an_embedding_pass_records_its_estimated_tokens(world, fake_embeddings):
+def test_an_embedding_pass_records_the_tokens_the_endpoint_billed(world, fake_embeddings):
+    fake_embeddings.embedding_tokens_per_text = 1000
     document = factories.make_document(world.assistant, "MEMORY.md", "The launch is on Friday.\n" * 20)
     index_document(document.pk)
     [record] = UsageRecord.objects.filter(purpose=UsagePurpose.EMBEDDING)
-    assert (
-        record.model == "fake-embedding" and record.input_tokens > 0 and record.assistant == world.assistant
+    texts = embedded_texts(fake_embeddings)
+    assert record.model == "fake-embedding" and record.assistant == world.assistant
+    assert texts and record.input_tokens == 1000 * len(texts)
+
+
+def test_an_endpoint_without_usage_is_recorded_at_the_estimate(world, fake_embeddings):
+    fake_embeddings.embedding_usage = False
+    document = factories.make_document(world.assistant, "MEMORY.md", "The launch is on Friday.\n" * 20)
+    index_document(document.pk)
+    [record] = UsageRecord.objects.filter(purpose=UsagePurpose.EMBEDDING)
+    assert record.input_tokens == sum(estimate_text_tokens(text) for text in embedded_texts(fake_embeddings))
+
+
+def test_the_local_e5_embedder_records_the_pieces_its_engine_read(world, recording_e5):
+    document = factories.make_document(world.assistant, "MEMORY.md", "The launch is on Friday.\n" * 20)
+    index_document(document.pk)
+    [record] = UsageRecord.objects.filter(purpose=UsagePurpose.EMBEDDING)
+    # The recording engine counts the words it read, "passage: " included, and two specials.
+    assert recording_e5.read and record.input_tokens == sum(
+        len(text.split()) + 2 for text in recording_e5.read
     )
 
 

