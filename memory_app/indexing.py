@@ -613,6 +613,8 @@ class Growth:
     upto: int
     # Some rows are stored with their text alone and still wait for a vector.
     pending: bool = False
+    # The generation the rows are in (the active one).
+    generation: int = 0
 
 
 def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growth | None:
@@ -648,11 +650,11 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
         # Nothing indexed yet: a first index extends an empty index from the first line, so it
         # is cut into slices as every later run is (docs/design.md, "A transcript indexed in
         # slices, text first, vectors after").
-        return Growth(line=0, upto=0) if not ticket else None
+        return Growth(line=0, upto=0, generation=state.active_generation) if not ticket else None
     if not ticket:
         return None
     pending = embedder is not None and _first_waiting_line(rows) is not None
-    return Growth(line=last_start, upto=ticket, pending=pending)
+    return Growth(line=last_start, upto=ticket, pending=pending, generation=state.active_generation)
 
 
 def _first_waiting_line(rows: QuerySet[MemoryChunk]) -> int | None:
@@ -775,6 +777,80 @@ def _fill_vectors(rows: Sequence[_Piece], vectors: dict[str, list[float]], embed
                 [field.get_db_prep_value(vector, connection) for _, vector in filled],
             ],
         )
+
+
+@dataclass(frozen=True)
+class Filled:
+    """What one `fill_from_newest` call did: vectors embedded, and whether rows still wait."""
+
+    embedded: int
+    more: bool
+
+
+def worth_a_helper(assistant: Assistant, *, source: str, session_pk: int) -> bool:
+    """Tell whether a full batch (`FILL_BATCH`) of a growing source's rows before its last chunk
+    waits for a vector: enough work to be worth a second worker (`fill_from_newest`).
+
+    One probe of the partial index of waiting rows, past its first batch.
+    """
+    growth = growth_point(assistant, source=source, session_pk=session_pk)
+    if growth is None or not growth.pending:
+        return False
+    return (
+        _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
+        .order_by("start_line")[FILL_BATCH - 1 : FILL_BATCH]
+        .exists()
+    )
+
+
+def _waiting_rows(
+    assistant: Assistant, *, source: str, session_pk: int, growth: Growth
+) -> QuerySet[MemoryChunk]:
+    """A growing source's rows before its last chunk still waiting for a vector."""
+    return MemoryChunk.objects.filter(
+        assistant=assistant,
+        generation=growth.generation,
+        source=source,
+        session_pk=session_pk,
+        model=FTS_ONLY_MODEL,
+        start_line__lt=growth.line,
+    )
+
+
+def fill_from_newest(
+    assistant: Assistant, *, source: str, session_pk: int, budget_seconds: float
+) -> Filled | None:
+    """Embed a growing source's waiting rows from the newest back, for about ``budget_seconds``.
+
+    The helper of a busy transcript's index run, on a worker that run leaves idle: the run fills
+    oldest first, this from the other end, so the two meet once and seldom embed a row twice
+    (when they do, both store the same vector). It only gives vectors to stored rows, by row id,
+    and leaves the last chunk alone (the next extend re-cuts it), so it needs no lock of the
+    transcript: a row replaced meanwhile is simply not updated (docs/design.md, "A transcript
+    indexed in slices, text first, vectors after"). None when there is nothing it can do: no
+    embedder, no current generation to extend, a build under way.
+    """
+    embedder = get_embedder()
+    growth = growth_point(assistant, source=source, session_pk=session_pk) if embedder else None
+    if embedder is None or growth is None:
+        return None
+    if not growth.pending:
+        return Filled(embedded=0, more=False)
+    rows = (
+        _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
+        .order_by("-start_line")  # the partial index of waiting rows, read backwards
+        .values_list("id", "start_line", "end_line", "text", "hash")[:FILL_BATCH]
+    )
+    pieces = [_Piece(Chunk(start, end, text, h), [], None, row_id) for row_id, start, end, text, h in rows]
+    if not pieces:
+        return Filled(embedded=0, more=False)
+    vectors, left = _embed_within(embedder, pieces, budget_seconds)
+    _fill_vectors(pieces, vectors.by_hash, embedder)
+    _record_embedding_usage(assistant, embedder, vectors)
+    _note_embedding_error(assistant, vectors)
+    return Filled(
+        embedded=vectors.embedded, more=vectors.error is None and (left > 0 or len(pieces) == FILL_BATCH)
+    )
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:

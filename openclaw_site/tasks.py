@@ -70,6 +70,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Collection
 from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -523,19 +524,41 @@ def update_progress(task_id: str, done: int, total: int | None, message: str = "
     TaskRecord.objects.filter(task_id=task_id).update(progress=progress, updated_at=timezone.now())
 
 
-def others_waiting(*, except_key: str) -> bool:
-    """Tell whether a job other than ``except_key``'s is queued (any team, queue or due time).
+def others_waiting(*, except_key: str | Collection[str]) -> bool:
+    """Tell whether a job other than those of ``except_key`` is queued (any team, queue or due time).
 
     A long job that works in slices asks this between them: it goes on while nobody waits, and
     gives its worker up once someone does. Counting held-back and urgent jobs too errs towards
     giving the worker up.
     """
-    return TaskRecord.objects.filter(state=TaskState.QUEUED).exclude(coalesce_key=except_key).exists()
+    keys = [except_key] if isinstance(except_key, str) else list(except_key)
+    return TaskRecord.objects.filter(state=TaskState.QUEUED).exclude(coalesce_key__in=keys).exists()
+
+
+def others_running() -> bool:
+    """Tell whether a task other than the one running here is running (any team, queue or host).
+
+    A record a dead worker left running counts until the task timeout has passed since it
+    started (no task runs longer), which errs towards leaving the other workers alone.
+    """
+    since = timezone.now() - timedelta(seconds=int(settings.Q_CLUSTER["timeout"]))
+    return (
+        TaskRecord.objects.filter(state=TaskState.RUNNING, started_at__gte=since)
+        .exclude(task_id=_current_task.get() or "")
+        .exists()
+    )
 
 
 def queued(key: str) -> bool:
     """Tell whether a job with this coalescing key is queued (held back or not)."""
     return TaskRecord.objects.filter(state=TaskState.QUEUED, coalesce_key=key).exists()
+
+
+def queued_or_running(key: str) -> bool:
+    """Tell whether a job with this coalescing key is queued or running."""
+    return TaskRecord.objects.filter(
+        state__in=(TaskState.QUEUED, TaskState.RUNNING), coalesce_key=key
+    ).exists()
 
 
 def report_progress(done: int, total: int | None, message: str = "") -> None:
@@ -559,6 +582,7 @@ TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
             "export_sessions_index",
             "transcript_changed",
             "index_session_transcript",
+            "fill_session_vectors",
             "memory_flush_task",
             "compact_session_task",
         ),

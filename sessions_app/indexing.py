@@ -31,14 +31,24 @@ from memory_app.indexing import (
     IndexOutcome,
     SourceEntry,
     extend_entry,
+    fill_from_newest,
     growth_point,
     index_entry,
     register_source,
     remove_entry_rows,
+    worth_a_helper,
 )
 from memory_app.models import IndexedSource, Source
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.tasks import defer_until, enqueue, others_waiting, queued, report_progress
+from openclaw_site.tasks import (
+    defer_until,
+    enqueue,
+    others_running,
+    others_waiting,
+    queued,
+    queued_or_running,
+    report_progress,
+)
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner
@@ -202,10 +212,62 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
             return outcome
         if (
             time.monotonic() >= ends
-            or others_waiting(except_key=_index_key(session, force=False))
+            or others_waiting(except_key=(_index_key(session, force=False), _fill_key(session)))
             or _next_job_may_start(session)
         ):
             return _queue_rest(session, outcome)
+        _ask_for_help(session)
+
+
+def _ask_for_help(session: Session) -> None:
+    """Queue the transcript's vector helper when this run is the only task in sight.
+
+    Nothing else queued or running means a worker (a core) is idle while this run embeds on
+    one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on
+    it, once at least a batch of them waits before the last chunk. With other work about, the
+    workers have it, and the helper would only take turns from it.
+    """
+    key = _fill_key(session)
+    if queued_or_running(key) or others_running():
+        return
+    if not worth_a_helper(session.assistant, source=Source.SESSIONS, session_pk=session.pk):
+        return
+    enqueue(
+        "sessions_app.tasks.fill_session_vectors",
+        session.pk,
+        owner=session_owner(session=session),
+        task_name=f"fill-session-{session.pk}",
+        coalesce_key=key,
+    )
+
+
+def fill_session_vectors(session_id: int) -> dict[str, Any]:
+    """Task body: embed a busy transcript's waiting rows from the newest back, beside its index run.
+
+    Slice after slice, as the run does, until none is left before the transcript's last chunk,
+    `SESSION_INDEX_RUN_SECONDS` have passed, or another job waits; what is left the index run
+    embeds in any case, so the helper never queues itself again (docs/design.md, "A transcript
+    indexed in slices, text first, vectors after").
+    """
+    session = Session.objects.select_related("assistant").filter(pk=session_id).first()
+    if session is None:
+        return {"skipped": "session deleted"}
+    budget = settings.SESSION_INDEX_SLICE_SECONDS or 0.5
+    ends = time.monotonic() + settings.SESSION_INDEX_RUN_SECONDS
+    embedded = 0
+    while True:
+        filled = fill_from_newest(
+            session.assistant, source=Source.SESSIONS, session_pk=session.pk, budget_seconds=budget
+        )
+        if filled is None:
+            return {"embedded": embedded, "note": "nothing to help with"}
+        embedded += filled.embedded
+        if not filled.more:
+            return {"embedded": embedded, "note": "no waiting rows left before the last chunk"}
+        if time.monotonic() >= ends or others_waiting(
+            except_key=(_index_key(session, force=False), _fill_key(session))
+        ):
+            return {"embedded": embedded, "note": "left the rest to the index run"}
 
 
 def _next_job_may_start(session: Session) -> bool:
@@ -319,6 +381,10 @@ def _enqueue_index(session: Session, *, force: bool) -> None:
 
 def _index_key(session: Session, *, force: bool) -> str:
     return f"index-session:{session.pk}{':force' if force else ''}"
+
+
+def _fill_key(session: Session) -> str:
+    return f"fill-session:{session.pk}"
 
 
 def note_transcript_change(session_id: int) -> bool:

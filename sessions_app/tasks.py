@@ -59,6 +59,13 @@ def index_session_transcript(session_id: int, force: bool = False) -> dict:
     return run_debounced_index(session_id, force)
 
 
+def fill_session_vectors(session_id: int) -> dict:
+    """Embed a busy transcript's waiting rows beside its index run (sessions_app.indexing)."""
+    from sessions_app.indexing import fill_session_vectors as fill
+
+    return fill(session_id)
+
+
 def memory_flush_task(session_id: int) -> dict:
     """Run the pre-compaction memory flush of a session (sessions_app.flush)."""
     from sessions_app.flush import run_memory_flush

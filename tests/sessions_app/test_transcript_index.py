@@ -555,3 +555,83 @@ def test_the_sessions_next_job_takes_the_transcript_over_once_it_may_start(
     outcome = index_session_transcript(session.pk)
 
     assert outcome.more is handed_over  # 0-length slices: handed over after the first one
+
+
+# --- the helper: a busy transcript's vectors on a worker its run leaves idle ---------------------
+
+
+def _waiting_lines(session) -> list[int]:
+    return list(
+        MemoryChunk.objects.filter(session_pk=session.pk, model=FTS_ONLY_MODEL)
+        .order_by("start_line")
+        .values_list("start_line", flat=True)
+    )
+
+
+def test_the_helper_fills_from_the_newest_back_and_leaves_the_last_chunk_to_the_run(
+    world, someone_waiting, fake_embeddings, settings
+) -> None:
+    from memory_app.indexing import fill_from_newest
+
+    session = _indexed_then_grown(world, settings, "helped")
+    assert index_session_transcript(session.pk).more  # someone waits: one slice, the rest waits
+    waiting = _waiting_lines(session)
+    last_start = MemoryChunk.objects.filter(session_pk=session.pk).order_by("-start_line")[0].start_line
+    assert len(waiting) > 3
+
+    filled = fill_from_newest(
+        world.assistant, source=Source.SESSIONS, session_pk=session.pk, budget_seconds=1e-9
+    )
+
+    newest_before_last = max(line for line in waiting if line < last_start)
+    assert filled is not None and filled.embedded == 1 and filled.more
+    assert _waiting_lines(session) == [line for line in waiting if line != newest_before_last]
+
+    while (
+        filled := fill_from_newest(
+            world.assistant, source=Source.SESSIONS, session_pk=session.pk, budget_seconds=60
+        )
+    ) and filled.more:
+        pass
+    assert all(line >= last_start for line in _waiting_lines(session))
+
+    # The run and its helper end with the rows one whole pass writes.
+    while index_session_transcript(session.pk).more:
+        pass
+    helped = _chunk_rows(session)
+    index_session_transcript(session.pk, force=True)
+    assert helped == _chunk_rows(session) and not _waiting_lines(session)
+
+
+@pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
+def test_a_run_alone_asks_for_the_helper_and_one_among_others_does_not(
+    world, fake_embeddings, settings, monkeypatch
+) -> None:
+    from memory_app import indexing
+
+    monkeypatch.setattr(indexing, "FILL_BATCH", 4)
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {  # appends queue no index of their own
+        "deltaBytes": 10**9,
+        "deltaMessages": 10**6,
+        "postCompactionForce": False,
+    }
+    world.assistant.save()
+    lone = _indexed_then_grown(world, settings, "lone")
+
+    assert not index_session_transcript(lone.pk).more  # nobody waiting: one run to the end
+
+    [helper] = TaskRecord.objects.filter(kind="fill_session_vectors")
+    assert helper.coalesce_key == f"fill-session:{lone.pk}" and helper.state == "succeeded"
+    assert helper.result["embedded"] > 0 and not _waiting_lines(lone)
+
+    busy = _indexed_then_grown(world, settings, "among-others")
+    TaskRecord.objects.create(  # another session's export, running on the other worker
+        task_id=uuid.uuid4().hex,
+        team=world.acme,
+        kind="export_session",
+        state="running",
+        started_at=datetime.now(UTC),
+    )
+    assert not index_session_transcript(busy.pk).more
+    assert not TaskRecord.objects.filter(kind="fill_session_vectors", coalesce_key=f"fill-session:{busy.pk}")
+    assert not _waiting_lines(busy)
