@@ -787,18 +787,23 @@ class Filled:
     more: bool
 
 
-def worth_a_helper(assistant: Assistant, *, source: str, session_pk: int) -> bool:
-    """Tell whether a full batch (`FILL_BATCH`) of a growing source's rows before its last chunk
-    waits for a vector: enough work to be worth a second worker (`fill_from_newest`).
+# Rows waiting before a transcript's last chunk that make a helper worth asking for: with the local
+# e5 model about 10 s of one core.
+HELPER_MIN_ROWS = 32
 
-    One probe of the partial index of waiting rows, past its first batch.
+
+def worth_a_helper(assistant: Assistant, *, source: str, session_pk: int) -> bool:
+    """Tell whether `HELPER_MIN_ROWS` of a growing source's rows before its last chunk wait for
+    a vector: enough work to be worth a second worker (`fill_from_newest`).
+
+    One probe of the partial index of waiting rows.
     """
     growth = growth_point(assistant, source=source, session_pk=session_pk)
     if growth is None or not growth.pending:
         return False
     return (
         _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
-        .order_by("start_line")[FILL_BATCH - 1 : FILL_BATCH]
+        .order_by("start_line")[HELPER_MIN_ROWS - 1 : HELPER_MIN_ROWS]
         .exists()
     )
 

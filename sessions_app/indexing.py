@@ -224,7 +224,7 @@ def _ask_for_help(session: Session) -> None:
 
     Nothing else queued or running means a worker (a core) is idle while this run embeds on
     one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on
-    it, once at least a batch of them waits before the last chunk. With other work about, the
+    it, once enough of them wait before the last chunk (`HELPER_MIN_ROWS`). With other work about, the
     workers have it, and the helper would only take turns from it.
     """
     key = _fill_key(session)

@@ -604,12 +604,12 @@ def test_the_helper_fills_from_the_newest_back_and_leaves_the_last_chunk_to_the_
 
 
 @pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
-def test_a_run_alone_asks_for_the_helper_and_one_among_others_does_not(
+def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_left_does_not(
     world, fake_embeddings, settings, monkeypatch
 ) -> None:
     from memory_app import indexing
 
-    monkeypatch.setattr(indexing, "FILL_BATCH", 4)
+    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 4)
     world.assistant.settings["memorySearch"]["sync"]["sessions"] = {  # appends queue no index of their own
         "deltaBytes": 10**9,
         "deltaMessages": 10**6,
@@ -635,3 +635,9 @@ def test_a_run_alone_asks_for_the_helper_and_one_among_others_does_not(
     assert not index_session_transcript(busy.pk).more
     assert not TaskRecord.objects.filter(kind="fill_session_vectors", coalesce_key=f"fill-session:{busy.pk}")
     assert not _waiting_lines(busy)
+
+    TaskRecord.objects.filter(state="running").update(state="succeeded")
+    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 10**6)  # too little waiting to be worth a second worker
+    small = _indexed_then_grown(world, settings, "small")
+    assert not index_session_transcript(small.pk).more
+    assert not TaskRecord.objects.filter(kind="fill_session_vectors", coalesce_key=f"fill-session:{small.pk}")
