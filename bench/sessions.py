@@ -599,6 +599,7 @@ class Bench:
         ).fetchall()
         return {
             "label": label,
+            "per_client": self.n(500),
             "post_s": posted - started,
             "longest_queue": longest[0],
             "text_current_s": text_current,
@@ -864,7 +865,10 @@ def report(figures: dict[str, Any]) -> None:
     line("turn_p50_ms_100", "assistant turn p50, instant model, 100 messages", "ms")
     line("turn_p50_ms_5000", "assistant turn p50, instant model, 5,000 messages", "ms")
     for burst in figures.get("bursts", []):
-        print(f"\nBurst: 8 clients x 500 messages into {burst['label']} (posted in {burst['post_s']:.1f} s)")
+        print(
+            f"\nBurst: 8 clients x {burst['per_client']:,} messages into {burst['label']}"
+            f" (posted in {burst['post_s']:.1f} s)"
+        )
         for key, label, unit in (
             ("longest_queue", "longest broker queue seen", "tasks"),
             ("text_current_s", "seconds until exports and text index are current", "s"),
