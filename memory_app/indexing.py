@@ -831,9 +831,9 @@ def fill_from_newest(
     oldest first, this from the other end, so the two meet once and seldom embed a row twice
     (when they do, both store the same vector). It only gives vectors to stored rows, by row id,
     and leaves the last chunk alone (the next extend re-cuts it), so it needs no lock of the
-    transcript: a row replaced meanwhile is simply not updated (docs/design.md, "A transcript
-    indexed in slices, text first, vectors after"). None when there is nothing it can do: no
-    embedder, no current generation to extend, a build under way.
+    transcript: a row replaced meanwhile is simply not updated (docs/design.md, "A helper for a
+    lone transcript's vectors"). None when there is nothing it can do: no embedder, no current
+    generation to extend, a build under way.
     """
     embedder = get_embedder()
     growth = growth_point(assistant, source=source, session_pk=session_pk) if embedder else None

@@ -223,9 +223,9 @@ def _ask_for_help(session: Session) -> None:
     """Queue the transcript's vector helper when this run is the only task in sight.
 
     Nothing else queued or running means a worker (a core) is idle while this run embeds on
-    one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on
-    it, once enough of them wait before the last chunk (`HELPER_MIN_ROWS`). With other work about, the
-    workers have it, and the helper would only take turns from it.
+    one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on it,
+    once enough of them wait before the last chunk (`HELPER_MIN_ROWS`). With other work about,
+    the workers have it, and the helper would only take turns from it.
     """
     key = _fill_key(session)
     if queued_or_running(key) or others_running():
@@ -246,8 +246,8 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
 
     Slice after slice, as the run does, until none is left before the transcript's last chunk,
     `SESSION_INDEX_RUN_SECONDS` have passed, or another job waits; what is left the index run
-    embeds in any case, so the helper never queues itself again (docs/design.md, "A transcript
-    indexed in slices, text first, vectors after").
+    embeds in any case, so the helper never queues itself again (docs/design.md, "A helper for a
+    lone transcript's vectors").
     """
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None:
