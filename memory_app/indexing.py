@@ -743,14 +743,16 @@ FILL_BATCH = 256
 
 def _unembedded_before(assistant_id: int, entry: SourceEntry, generation: int, line: int) -> list[_Piece]:
     """Return the source's rows before ``line`` that have no vector yet, oldest first."""
-    rows = (
-        MemoryChunk.objects.filter(
-            _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
-        )
-        .order_by("start_line", "id")
-        .values_list("id", "start_line", "end_line", "text", "hash")[:FILL_BATCH]
+    rows = MemoryChunk.objects.filter(
+        _rows_filter(assistant_id, entry, generation), model=FTS_ONLY_MODEL, start_line__lt=line
     )
-    return [_Piece(Chunk(start, end, text, h), [], None, row_id) for row_id, start, end, text, h in rows]
+    return _stored_pieces(rows.order_by("start_line", "id"))
+
+
+def _stored_pieces(rows: QuerySet[MemoryChunk]) -> list[_Piece]:
+    """Return the first `FILL_BATCH` of ``rows`` as pieces whose vectors go back by row id."""
+    values = rows.values_list("id", "start_line", "end_line", "text", "hash")[:FILL_BATCH]
+    return [_Piece(Chunk(start, end, text, h), [], None, row_id) for row_id, start, end, text, h in values]
 
 
 def _fill_vectors(rows: Sequence[_Piece], vectors: dict[str, list[float]], embedder: Embedder) -> None:
@@ -792,14 +794,14 @@ class Filled:
 HELPER_MIN_ROWS = 32
 
 
-def worth_a_helper(assistant: Assistant, *, source: str, session_pk: int) -> bool:
-    """Tell whether `HELPER_MIN_ROWS` of a growing source's rows before its last chunk wait for
-    a vector: enough work to be worth a second worker (`fill_from_newest`).
+def worth_a_helper(assistant: Assistant, *, source: str, session_pk: int, growth: Growth) -> bool:
+    """Tell whether `HELPER_MIN_ROWS` of a growing source's rows before its last chunk (``growth``,
+    as `growth_point` read it) wait for a vector: enough work to be worth a second worker
+    (`fill_from_newest`).
 
     One probe of the partial index of waiting rows.
     """
-    growth = growth_point(assistant, source=source, session_pk=session_pk)
-    if growth is None or not growth.pending:
+    if not growth.pending:
         return False
     return (
         _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
@@ -841,12 +843,8 @@ def fill_from_newest(
         return None
     if not growth.pending:
         return Filled(embedded=0, more=False)
-    rows = (
-        _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
-        .order_by("-start_line")  # the partial index of waiting rows, read backwards
-        .values_list("id", "start_line", "end_line", "text", "hash")[:FILL_BATCH]
-    )
-    pieces = [_Piece(Chunk(start, end, text, h), [], None, row_id) for row_id, start, end, text, h in rows]
+    waiting = _waiting_rows(assistant, source=source, session_pk=session_pk, growth=growth)
+    pieces = _stored_pieces(waiting.order_by("-start_line"))  # the partial index, read backwards
     if not pieces:
         return Filled(embedded=0, more=False)
     vectors, left = _embed_within(embedder, pieces, budget_seconds)

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from memory_app import config, debounce
 from memory_app.indexing import (
+    Growth,
     IndexOutcome,
     SourceEntry,
     extend_entry,
@@ -199,6 +200,8 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
             return _queue_rest(session, done)
         if session.last_seq <= growth.upto and not growth.pending:
             return done or IndexOutcome(skipped=1, note="up to date")
+        if done is not None:  # going on past a slice: maybe with a helper
+            _ask_for_help(session, growth)
         tail = session_entry(session, from_seq=growth.line)
         outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
         if outcome is None:
@@ -210,16 +213,16 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
         done = outcome
         if not outcome.more:
             return outcome
-        if (
-            time.monotonic() >= ends
-            or others_waiting(except_key=(_index_key(session, force=False), _fill_key(session)))
-            or _next_job_may_start(session)
-        ):
+        if time.monotonic() >= ends or _others_waiting(session) or _next_job_may_start(session):
             return _queue_rest(session, outcome)
-        _ask_for_help(session)
 
 
-def _ask_for_help(session: Session) -> None:
+def _others_waiting(session: Session) -> bool:
+    """Tell whether a job other than this transcript's index run and helper is queued."""
+    return others_waiting(except_key=(_index_key(session, force=False), _fill_key(session)))
+
+
+def _ask_for_help(session: Session, growth: Growth) -> None:
     """Queue the transcript's vector helper when this run is the only task in sight.
 
     Nothing else queued or running means a worker (a core) is idle while this run embeds on
@@ -230,7 +233,7 @@ def _ask_for_help(session: Session) -> None:
     key = _fill_key(session)
     if queued_or_running(key) or others_running():
         return
-    if not worth_a_helper(session.assistant, source=Source.SESSIONS, session_pk=session.pk):
+    if not worth_a_helper(session.assistant, source=Source.SESSIONS, session_pk=session.pk, growth=growth):
         return
     enqueue(
         "sessions_app.tasks.fill_session_vectors",
@@ -252,7 +255,7 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None:
         return {"skipped": "session deleted"}
-    budget = settings.SESSION_INDEX_SLICE_SECONDS or 0.5
+    budget = settings.SESSION_INDEX_SLICE_SECONDS  # asked for only by a sliced run
     ends = time.monotonic() + settings.SESSION_INDEX_RUN_SECONDS
     embedded = 0
     while True:
@@ -264,9 +267,7 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
         embedded += filled.embedded
         if not filled.more:
             return {"embedded": embedded, "note": "no waiting rows left before the last chunk"}
-        if time.monotonic() >= ends or others_waiting(
-            except_key=(_index_key(session, force=False), _fill_key(session))
-        ):
+        if time.monotonic() >= ends or _others_waiting(session):
             return {"embedded": embedded, "note": "left the rest to the index run"}
 
 
