@@ -1,8 +1,8 @@
 """Postgres advisory locks by name: one helper for every lock that must hold across processes.
 
 Names are hashed to 64-bit lock ids with ``hashtextextended``; a collision only makes two
-unrelated holders wait for each other. Used by idempotent requests, the export mirror and the
-assistant turn (one turn at a time per session).
+unrelated holders wait for each other. Used by idempotent requests, the export mirror, the
+assistant turn (one turn at a time per session) and a transcript's index run and vector helper.
 """
 
 from __future__ import annotations
@@ -47,6 +47,23 @@ def session_lock(
         yield
     finally:
         _release(lock_connection)
+
+
+def held(name: str) -> bool:
+    """Tell whether any session of this database holds the lock ``name`` (any process or host).
+
+    Reads ``pg_locks`` and takes nothing, so it never stands in a holder's way. A lock on a 64-bit
+    key shows there as ``classid`` (its high 32 bits) and ``objid`` (its low 32 bits), with
+    ``objsubid`` 1; the shift wraps as the key's sign does.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND objsubid = 1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 0))",
+            [name],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def _release(lock_connection: Any) -> None:

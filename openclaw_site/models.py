@@ -244,6 +244,14 @@ class TaskRecord(models.Model):
                 name="taskrecord_finished",
                 condition=models.Q(finished_at__isnull=False),
             ),
+            # The live records, a bounded few: a sliced run asks between slices whether others
+            # are queued or running (`openclaw_site.tasks.others_waiting` and its neighbours),
+            # which without this read every record the retention keeps.
+            models.Index(
+                fields=["state", "coalesce_key"],
+                name="taskrecord_active",
+                condition=models.Q(state__in=["queued", "running"]),
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -89,6 +89,7 @@ from django_q.conf import Conf
 from django_q.models import Task
 from django_q.tasks import async_task
 
+from openclaw_site import locks
 from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
 
 logger = logging.getLogger(__name__)
@@ -546,6 +547,30 @@ def others_running() -> bool:
         TaskRecord.objects.filter(state=TaskState.RUNNING, started_at__gte=since)
         .exclude(task_id=_current_task.get() or "")
         .exists()
+    )
+
+
+def fail_if_lock_gone(key: str, *, lock: str, grace_seconds: float) -> int:
+    """Fail the running record of ``key`` whose task no longer holds ``lock``: its worker died.
+
+    For a task that takes ``lock`` as it starts and holds it while it runs. Postgres ends a dead
+    process's connection and its locks with it, so a record running for more than
+    ``grace_seconds`` (the time from turning running to taking the lock) without the lock held
+    lost its worker; failing it frees its key for a new job and tells the truth on the Jobs page.
+    A task that lets go of the lock just as it ends is failed for that moment, and its own finish
+    records what it did. Return how many records were failed.
+    """
+    now = timezone.now()
+    running = TaskRecord.objects.filter(
+        state=TaskState.RUNNING, coalesce_key=key, started_at__lt=now - timedelta(seconds=grace_seconds)
+    )
+    if not running.exists() or locks.held(lock):
+        return 0
+    return running.update(
+        state=TaskState.FAILED,
+        error="its worker stopped while it ran: the task no longer held its lock",
+        finished_at=now,
+        updated_at=now,
     )
 
 

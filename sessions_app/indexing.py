@@ -44,6 +44,7 @@ from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.tasks import (
     defer_until,
     enqueue,
+    fail_if_lock_gone,
     others_running,
     others_waiting,
     queued,
@@ -228,9 +229,11 @@ def _ask_for_help(session: Session, growth: Growth) -> None:
     Nothing else queued or running means a worker (a core) is idle while this run embeds on
     one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on it,
     once enough of them wait before the last chunk (`HELPER_MIN_ROWS`). With other work about,
-    the workers have it, and the helper would only take turns from it.
+    the workers have it, and the helper would only take turns from it. A helper whose worker died
+    is failed first (its lock is gone), so it stands in the way of neither this nor other runs.
     """
     key = _fill_key(session)
+    fail_if_lock_gone(key, lock=_helper_lock(session), grace_seconds=HELPER_START_GRACE_SECONDS)
     if queued_or_running(key) or others_running():
         return
     if not worth_a_helper(session.assistant, source=Source.SESSIONS, session_pk=session.pk, growth=growth):
@@ -250,11 +253,20 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
     Slice after slice, as the run does, until none is left before the transcript's last chunk,
     `SESSION_INDEX_RUN_SECONDS` have passed, or another job waits; what is left the index run
     embeds in any case, so the helper never queues itself again (docs/design.md, "A helper for a
-    lone transcript's vectors").
+    lone transcript's vectors"). It holds the transcript's helper lock while it works: that the
+    lock is gone tells its run that the helper's worker died.
     """
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None:
         return {"skipped": "session deleted"}
+    try:
+        with session_lock(_helper_lock(session), timeout_seconds=0):
+            return _fill_while_worth_it(session)
+    except LockTimeout:
+        return {"skipped": "another helper is at work on this transcript"}
+
+
+def _fill_while_worth_it(session: Session) -> dict[str, Any]:
     budget = settings.SESSION_INDEX_SLICE_SECONDS  # asked for only by a sliced run
     ends = time.monotonic() + settings.SESSION_INDEX_RUN_SECONDS
     embedded = 0
@@ -386,6 +398,15 @@ def _index_key(session: Session, *, force: bool) -> str:
 
 def _fill_key(session: Session) -> str:
     return f"fill-session:{session.pk}"
+
+
+def _helper_lock(session: Session) -> str:
+    return f"transcript-helper:{session.pk}"
+
+
+# How long a helper may take from its record turning running to holding its lock; one running
+# longer without it lost its worker (`fail_if_lock_gone`).
+HELPER_START_GRACE_SECONDS = 10.0
 
 
 def note_transcript_change(session_id: int) -> bool:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app.models import FTS_ONLY_MODEL, IndexedSource, MemoryChunk, Source
+from memory_app.models import FTS_ONLY_MODEL, EmbeddingCache, IndexedSource, MemoryChunk, Source
 from memory_app.search import hybrid_search
 from openclaw_site.models import TaskRecord
 from sessions_app.indexing import (
@@ -641,3 +641,62 @@ def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_lef
     small = _indexed_then_grown(world, settings, "small")
     assert not index_session_transcript(small.pk).more
     assert not TaskRecord.objects.filter(kind="fill_session_vectors", coalesce_key=f"fill-session:{small.pk}")
+
+
+@pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
+def test_a_helper_whose_worker_died_is_failed_and_another_is_asked_for(
+    world, fake_embeddings, settings, monkeypatch
+) -> None:
+    """A helper holds its lock while it works; a running record without it lost its worker."""
+    from memory_app import indexing
+    from openclaw_site.locks import session_lock
+
+    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 4)
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {  # appends queue no index of their own
+        "deltaBytes": 10**9,
+        "deltaMessages": 10**6,
+        "postCompactionForce": False,
+    }
+    world.assistant.save()
+    minute_ago = datetime.now(UTC) - timedelta(minutes=1)
+
+    def helper_running(session) -> TaskRecord:
+        return TaskRecord.objects.create(
+            task_id=uuid.uuid4().hex,
+            team=world.acme,
+            kind="fill_session_vectors",
+            coalesce_key=f"fill-session:{session.pk}",
+            state="running",
+            started_at=minute_ago,
+        )
+
+    alive = _indexed_then_grown(world, settings, "helper-alive")
+    working = helper_running(alive)
+    with session_lock(f"transcript-helper:{alive.pk}", timeout_seconds=0):
+        assert not index_session_transcript(alive.pk).more
+    working.refresh_from_db()
+    assert working.state == "running"  # its lock was held: left alone, and no second helper
+    assert TaskRecord.objects.filter(kind="fill_session_vectors").count() == 1
+    working.delete()
+    EmbeddingCache.objects.all().delete()  # the same chatter again: embedded afresh, in slices
+
+    orphaned = _indexed_then_grown(world, settings, "helper-dead")
+    dead = helper_running(orphaned)
+
+    assert not index_session_transcript(orphaned.pk).more
+
+    dead.refresh_from_db()
+    assert dead.state == "failed" and "worker stopped" in dead.error and dead.finished_at
+    [new] = TaskRecord.objects.filter(kind="fill_session_vectors").exclude(pk=dead.pk)
+    assert new.coalesce_key == dead.coalesce_key and new.state == "succeeded"
+    assert new.result["embedded"] > 0 and not _waiting_lines(orphaned)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_helper_of_a_transcript_leaves_it_to_the_first(world, fake_embeddings, settings) -> None:
+    from openclaw_site.locks import session_lock
+    from sessions_app.indexing import fill_session_vectors
+
+    session = _indexed_then_grown(world, settings, "two-helpers")
+    with session_lock(f"transcript-helper:{session.pk}", timeout_seconds=0):
+        assert fill_session_vectors(session.pk) == {"skipped": "another helper is at work on this transcript"}

@@ -1,0 +1,40 @@
+"""Advisory locks by name (openclaw_site.locks): who holds one, seen from another connection."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from openclaw_site.locks import held, session_lock
+from tests.db_support import other_connection
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _key(name: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT hashtextextended(%s, 0)", [name])
+        return int(cursor.fetchone()[0])
+
+
+def test_a_lock_is_seen_held_while_its_holder_has_it_and_not_after() -> None:
+    # Keys of both signs: pg_locks shows a key as two unsigned halves.
+    names = [f"transcript-helper:{i}" for i in range(40)]
+    assert {_key(name) < 0 for name in names} == {True, False}
+    for name in names[:8] + [n for n in names if _key(n) < 0][:4]:
+        assert not held(name)
+        with session_lock(name, timeout_seconds=0):
+            assert held(name)
+            assert not held(name + "-other")
+        assert not held(name)
+
+
+def test_a_lock_goes_with_the_connection_that_held_it() -> None:
+    """A worker that dies ends its connection: Postgres lets go of its locks at once."""
+    holder = other_connection()
+    holder.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", ["transcript-helper:7"])
+    assert held("transcript-helper:7")
+
+    holder.close()
+
+    assert not held("transcript-helper:7")
