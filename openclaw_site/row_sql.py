@@ -11,7 +11,9 @@ models. A `RowInsert` does the same for a multi-row insert (an append's messages
 what the ORM would store (`pre_save`, `get_db_prep_save`, skipped for plain ints, strings and aware
 datetimes, which it sends as they are), the rows go as one JSON parameter, and rows that would
 break a named unique constraint are skipped and reported instead of aborting the transaction, so a
-caller can draw again without a savepoint (docs/design.md, Request cost).
+caller can draw again without a savepoint (docs/design.md, Request cost). And
+`partial_index_condition` writes a partial index's condition into a query as literals, so that a
+prepared statement's generic plan can still use the index.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Generic, TypeVar
 
 from django.db import connection, models
-from django.db.models import Field, ForeignKey, Model, UniqueConstraint
+from django.db.models import BooleanField, Field, ForeignKey, Model, UniqueConstraint
+from django.db.models.expressions import RawSQL
+from django.db.models.sql import Query
 
 M = TypeVar("M", bound=Model)
 
@@ -288,3 +292,27 @@ class RowInsert(Generic[M]):
                     setattr(instance, name, value)
                 inserted.append(instance)
         return inserted
+
+
+def partial_index_condition(model: type[Model], index_name: str) -> RawSQL:
+    """Return the condition of ``model``'s partial index ``index_name`` as a filter, values written in.
+
+    PostgreSQL may plan a prepared statement once for any values (a generic plan, after five
+    runs), and such a plan uses a partial index only when the query states the index's condition
+    in literals: ``state = $1`` cannot be proven to lie within ``state IN ('queued', 'running')``.
+    Adding this filter beside the ORM's own (``.filter(partial_index_condition(...), state=...)``)
+    keeps the index usable; without it the bounded probe of the live task records became a scan
+    of every finished one (docs/design.md, Request cost). The columns are qualified by the
+    model's table, as Django names it in a query of that model.
+    """
+    return RawSQL(_condition_sql(model, index_name), (), output_field=BooleanField())
+
+
+@cache
+def _condition_sql(model: type[Model], index_name: str) -> str:
+    [index] = [index for index in model._meta.indexes if index.name == index_name]
+    query = Query(model=model)
+    sql, params = query.build_where(index.condition).as_sql(
+        query.get_compiler(connection=connection), connection
+    )
+    return connection.ops.compose_sql(sql, params).replace("%", "%%")  # no parameters follow

@@ -81,6 +81,7 @@ from typing import Any, NoReturn, overload
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.brokers import get_broker
@@ -91,6 +92,7 @@ from django_q.tasks import async_task
 
 from openclaw_site import locks
 from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
+from openclaw_site.row_sql import partial_index_condition
 
 logger = logging.getLogger(__name__)
 
@@ -525,6 +527,16 @@ def update_progress(task_id: str, done: int, total: int | None, message: str = "
     TaskRecord.objects.filter(task_id=task_id).update(progress=progress, updated_at=timezone.now())
 
 
+def _live_records() -> QuerySet[TaskRecord]:
+    """The queued and running records, in the terms of their partial index (`taskrecord_active`).
+
+    The index's condition in literals keeps it usable by a prepared statement's generic plan
+    (`openclaw_site.row_sql.partial_index_condition`); these reads come between every slice of an
+    index run, and the retention keeps every finished record beside the few live ones.
+    """
+    return TaskRecord.objects.filter(partial_index_condition(TaskRecord, "taskrecord_active"))
+
+
 def others_waiting(*, except_key: str | Collection[str]) -> bool:
     """Tell whether a job other than those of ``except_key`` is queued (any team, queue or due time).
 
@@ -533,7 +545,7 @@ def others_waiting(*, except_key: str | Collection[str]) -> bool:
     giving the worker up.
     """
     keys = [except_key] if isinstance(except_key, str) else list(except_key)
-    return TaskRecord.objects.filter(state=TaskState.QUEUED).exclude(coalesce_key__in=keys).exists()
+    return _live_records().filter(state=TaskState.QUEUED).exclude(coalesce_key__in=keys).exists()
 
 
 def others_running() -> bool:
@@ -544,7 +556,8 @@ def others_running() -> bool:
     """
     since = timezone.now() - timedelta(seconds=int(settings.Q_CLUSTER["timeout"]))
     return (
-        TaskRecord.objects.filter(state=TaskState.RUNNING, started_at__gte=since)
+        _live_records()
+        .filter(state=TaskState.RUNNING, started_at__gte=since)
         .exclude(task_id=_current_task.get() or "")
         .exists()
     )
@@ -561,7 +574,7 @@ def fail_if_lock_gone(key: str, *, lock: str, grace_seconds: float) -> int:
     records what it did. Return how many records were failed.
     """
     now = timezone.now()
-    running = TaskRecord.objects.filter(
+    running = _live_records().filter(
         state=TaskState.RUNNING, coalesce_key=key, started_at__lt=now - timedelta(seconds=grace_seconds)
     )
     if not running.exists() or locks.held(lock):
@@ -576,14 +589,12 @@ def fail_if_lock_gone(key: str, *, lock: str, grace_seconds: float) -> int:
 
 def queued(key: str) -> bool:
     """Tell whether a job with this coalescing key is queued (held back or not)."""
-    return TaskRecord.objects.filter(state=TaskState.QUEUED, coalesce_key=key).exists()
+    return _live_records().filter(state=TaskState.QUEUED, coalesce_key=key).exists()
 
 
 def queued_or_running(key: str) -> bool:
     """Tell whether a job with this coalescing key is queued or running."""
-    return TaskRecord.objects.filter(
-        state__in=(TaskState.QUEUED, TaskState.RUNNING), coalesce_key=key
-    ).exists()
+    return _live_records().filter(coalesce_key=key).exists()
 
 
 def report_progress(done: int, total: int | None, message: str = "") -> None:

@@ -19,7 +19,7 @@ def _key(name: str) -> int:
 
 def test_a_lock_is_seen_held_while_its_holder_has_it_and_not_after() -> None:
     # Keys of both signs: pg_locks shows a key as two unsigned halves.
-    names = [f"transcript-helper:{i}" for i in range(40)]
+    names = [f"locks-test-probe:{i}" for i in range(40)]
     assert {_key(name) < 0 for name in names} == {True, False}
     for name in names[:8] + [n for n in names if _key(n) < 0][:4]:
         assert not held(name)
@@ -32,9 +32,9 @@ def test_a_lock_is_seen_held_while_its_holder_has_it_and_not_after() -> None:
 def test_a_lock_goes_with_the_connection_that_held_it() -> None:
     """A worker that dies ends its connection: Postgres lets go of its locks at once."""
     holder = other_connection()
-    holder.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", ["transcript-helper:7"])
-    assert held("transcript-helper:7")
+    holder.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", ["locks-test-probe:dead"])
+    assert held("locks-test-probe:dead")
 
     holder.close()
 
-    assert not held("transcript-helper:7")
+    assert not held("locks-test-probe:dead")

@@ -180,3 +180,38 @@ def test_a_built_row_is_the_row_the_keyword_constructor_makes(world):
 
     (stored,) = insert.insert([built])
     assert Message.objects.get(pk=stored.pk).entry_id == "cccc0003"
+
+
+def generic_plan(queryset) -> str:
+    """PostgreSQL's plan of ``queryset`` for any values, as a prepared statement may keep it."""
+    sql, params = queryset.query.sql_with_params()
+    numbered = sql % tuple(f"${i}" for i in range(1, len(params) + 1))
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (GENERIC_PLAN) {numbered}")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_partial_index_condition_keeps_its_index_for_a_plan_made_for_any_values(world):
+    from memory_app.models import FTS_ONLY_MODEL, MemoryChunk
+    from openclaw_site.models import TaskRecord
+    from openclaw_site.row_sql import partial_index_condition
+
+    TaskRecord.objects.bulk_create(
+        TaskRecord(task_id=f"done-{i}", team=world.acme, kind="export_session", state="succeeded")
+        for i in range(3000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE openclaw_site_taskrecord")
+    live = partial_index_condition(TaskRecord, "taskrecord_active")
+
+    # `state = $1` may be any state: the plan for any values reads every finished record.
+    assert "taskrecord_active" not in generic_plan(TaskRecord.objects.filter(state="queued").values("id")[:1])
+    assert "taskrecord_active" in generic_plan(
+        TaskRecord.objects.filter(live, state="queued").values("id")[:1]
+    )
+
+    waiting = partial_index_condition(MemoryChunk, "memchunk_session_text_only")
+    probe = MemoryChunk.objects.filter(session_pk=1, generation=1).order_by("start_line").values("start_line")
+    # Either partial index of the text-only rows will do (`memchunk_text_only` on a table this small).
+    assert "text_only" not in generic_plan(probe.filter(model=FTS_ONLY_MODEL)[:1])
+    assert "text_only" in generic_plan(probe.filter(waiting)[:1])

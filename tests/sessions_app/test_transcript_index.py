@@ -603,6 +603,40 @@ def test_the_helper_fills_from_the_newest_back_and_leaves_the_last_chunk_to_the_
     assert helped == _chunk_rows(session) and not _waiting_lines(session)
 
 
+@pytest.mark.django_db(transaction=True)  # the row lock is another connection's
+def test_a_fill_skips_a_row_another_transaction_holds_and_leaves_it_waiting(
+    world, fake_embeddings, settings
+) -> None:
+    """Run and helper meet without waiting for each other (waiting deadlocked their UPDATEs)."""
+    from django.db import connection
+
+    from memory_app.indexing import fill_from_newest
+    from tests.db_support import other_connection
+
+    session = _indexed_then_grown(world, settings, "met")
+    assert not index_session_transcript(session.pk).more  # nobody waiting: to the end
+    rows = MemoryChunk.objects.filter(session_pk=session.pk)
+    last_start = rows.order_by("-start_line")[0].start_line
+    # A burst's state: the rows before the last chunk stored text-only, waiting for vectors.
+    rows.filter(start_line__lt=last_start).update(model=FTS_ONLY_MODEL, embedding=None, dims=0)
+    held = rows.filter(start_line__lt=last_start).order_by("-start_line")[0]
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '5s'")  # a wait for the row would fail, not hang
+
+    with other_connection() as holder, holder.transaction():
+        holder.execute("SELECT 1 FROM memory_app_memorychunk WHERE id = %s FOR UPDATE", [held.pk])
+        filled = fill_from_newest(
+            world.assistant, source=Source.SESSIONS, session_pk=session.pk, budget_seconds=60
+        )
+
+    assert filled is not None  # the vectors came from the embedding cache: the same texts
+    assert _waiting_lines(session) == [held.start_line]  # every other row has its vector
+    filled = fill_from_newest(
+        world.assistant, source=Source.SESSIONS, session_pk=session.pk, budget_seconds=60
+    )
+    assert filled is not None and not _waiting_lines(session)  # the lock gone, the next fill writes it
+
+
 @pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
 def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_left_does_not(
     world, fake_embeddings, settings, monkeypatch
