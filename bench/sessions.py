@@ -4,6 +4,7 @@
     .venv/bin/python bench/sessions.py [--scale-out] [--json]      (make bench-sessions)
     .venv/bin/python bench/sessions.py --only batched,context      (some of the steps below)
     .venv/bin/python bench/sessions.py --only bursts --embedder e5 (the bundled embedder)
+    .venv/bin/python bench/sessions.py --only bursts --embedder e5 --text qa   (new-user trial)
 
 It starts the server as production runs it (`manage.py runall` with DEBUG off: gunicorn with two
 workers and the task clusters) on a database of its own in the embedded PostgreSQL
@@ -27,8 +28,10 @@ directory of its own under var/bench/) and Debian's redis-server (`REDIS_URL`) w
 clusters. Both runs end by checking that no message, export line or index entry was lost or
 duplicated: every message the bench posted carries a tag, so the stored ones are counted against
 the posts answered 201, and `manage.py check_mirrors` compares the run's export mirror (an
-EXPORT_ROOT of its own under var/bench/, removed at the end) and transcript index with the rows.
-With `--embedder e5` the server embeds with the bundled multilingual-e5-small on the CPU, as `make
+EXPORT_ROOT of its own under var/bench/, removed at the end) and transcript index with the rows;
+and they count the tasks that failed, by kind and error. With `--text qa` the bursts post
+questions and answers in English and Chinese (`qa_messages`) instead of synthetic words: the
+new-user trial, with `--embedder e5`. With `--embedder e5` the server embeds with the bundled multilingual-e5-small on the CPU, as `make
 run` does, instead of the instant embedder: the burst's vectors then take as long as the encoder
 needs for its tokens (docs/design.md, "How far behind a burst leaves the server"), and the targets
 printed are still the instant embedder's.
@@ -310,6 +313,43 @@ def message(i: int, *, words: int = 12, role: str = "user") -> dict[str, Any]:
     }
 
 
+def synthetic_messages(client: int, i: int) -> dict[str, Any]:
+    """A burst message: 40 words such as `w123` (e5 cuts each into about two pieces)."""
+    return message(client * 1000 + i, words=40)
+
+
+def qa_messages() -> Callable[[int, int], dict[str, Any]]:
+    """Burst messages as a team's agents post them: a question from the user, its answer from the assistant.
+
+    InsuranceQA's training split (the `insuranceqa-data` package; its `valid` split tunes search
+    and its `test` split is kept out, docs/evaluation.md): English for even clients, Chinese for
+    odd ones, each client its own run of questions. The median question is 7 English words or 13
+    Chinese characters, the median answer 77 words or 129 characters.
+    """
+    import insuranceqa_data
+
+    answers = insuranceqa_data.load_answers()
+    pairs = [
+        (question, answers[question["answers"][0]])
+        for question in insuranceqa_data.load_train().values()
+        if question["answers"] and question["answers"][0] in answers
+    ]
+
+    def make(client: int, i: int) -> dict[str, Any]:
+        question, answer = pairs[(client * 1000 + i // 2) % len(pairs)]
+        asked = i % 2 == 0
+        text = (question if asked else answer)["en" if client % 2 == 0 else "zh"]
+        return {"role": "user" if asked else "assistant", "content": " ".join(text.split())}
+
+    return make
+
+
+BURST_TEXTS = {
+    "synthetic": "messages of 40 synthetic words",
+    "qa": "questions and answers (InsuranceQA train, English and Chinese)",
+}
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -428,6 +468,8 @@ class Bench:
     settle_timeout: float = 600
     # "e5": each burst also measures what the encoder alone takes for the transcripts' chunks.
     embedder: str = "instant"
+    # What the burst posts: `message`'s 40 synthetic words, or questions and answers (`qa_messages`).
+    burst_text: str = "synthetic"
     figures: dict[str, Any] = field(default_factory=dict)
     # Per session, the tags of the messages whose POST was answered 201.
     acknowledged: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -564,11 +606,10 @@ class Bench:
 
         watcher = threading.Thread(target=watch)
         writer = threading.Thread(target=memory_writer)
+        burst_message = qa_messages() if self.burst_text == "qa" else synthetic_messages
         clients = [
             threading.Thread(
-                target=lambda s=s, c=c: [
-                    self.post(s, message(c * 1000 + i, words=40)) for i in range(self.n(500))
-                ]
+                target=lambda s=s, c=c: [self.post(s, burst_message(c, i)) for i in range(self.n(500))]
             )
             for c, s in enumerate(sessions)
         ]
@@ -600,6 +641,7 @@ class Bench:
         return {
             "label": label,
             "per_client": self.n(500),
+            "text": self.burst_text,
             "post_s": posted - started,
             "longest_queue": longest[0],
             "text_current_s": text_current,
@@ -716,6 +758,7 @@ def run(
     scale: float,
     only: tuple[str, ...] = STEPS,
     embedder: str = "instant",
+    burst_text: str = "synthetic",
 ) -> dict[str, Any]:
     fake = FakeOpenAI(default_chat=_instant_model).start()
     export_root = ROOT / "var" / "bench" / f"exports-{uuid.uuid4().hex[:8]}"
@@ -745,6 +788,7 @@ def run(
             scale=scale,
             settle_timeout=3600 if embedder == "e5" else 600,
             embedder=embedder,
+            burst_text=burst_text,
         )
         for step in (bench.single_posts, bench.batched, bench.context, bench.turns):
             if step.__name__ in only:
@@ -781,11 +825,18 @@ def run(
 
 
 def integrity(bench: Bench, env: dict[str, str]) -> dict[str, Any]:
-    """Count what was lost or duplicated: seqs, entry ids, the bench's posts, export lines, index entries."""
+    """Count what was lost, duplicated or failed: seqs, entry ids, posts, export lines, index entries, tasks."""
     mirrors = json.loads(manage(env, "check_mirrors", ok=(0, 1)))  # 1: it found a problem
     posted = posted_counts(bench.acknowledged, bench.db.posted_messages())
+    failures = failed_tasks(bench.db)
     return {
-        "problems": {**sequence_counts(bench.db), **posted, **mirrors["problems"]},
+        "problems": {
+            **sequence_counts(bench.db),
+            **posted,
+            **mirrors["problems"],
+            "tasks failed": sum(failures.values()),
+        },
+        "failures": failures,
         "checked": {
             "messages acknowledged (201)": sum(len(tags) for tags in bench.acknowledged.values()),
             "sessions checked (check_mirrors)": mirrors["sessions_checked"],
@@ -802,6 +853,19 @@ def posted_counts(acknowledged: dict[int, set[str]], stored: dict[int, dict[str,
     lost = sum(len(tags - stored.get(session, {}).keys()) for session, tags in acknowledged.items())
     duplicated = sum(copies - 1 for tags in stored.values() for copies in tags.values())
     return {"messages lost": lost, "messages duplicated": duplicated}
+
+
+def failed_tasks(db: Db) -> dict[str, int]:
+    """Count the run's failed tasks by kind and the start of their error.
+
+    A task's failure reaches the worker's log and the Jobs page, not the bench's figures: in one
+    run two of the vector helper's fills ended in deadlocks that only the log showed.
+    """
+    rows = db.connection.execute(
+        "SELECT kind || ': ' || left(error, 100), COUNT(*) FROM openclaw_site_taskrecord"
+        " WHERE state = 'failed' GROUP BY 1 ORDER BY 2 DESC"
+    ).fetchall()
+    return {str(what): int(count) for what, count in rows}
 
 
 def sequence_counts(db: Db) -> dict[str, int]:
@@ -866,7 +930,7 @@ def report(figures: dict[str, Any]) -> None:
     line("turn_p50_ms_5000", "assistant turn p50, instant model, 5,000 messages", "ms")
     for burst in figures.get("bursts", []):
         print(
-            f"\nBurst: 8 clients x {burst['per_client']:,} messages into {burst['label']}"
+            f"\nBurst: 8 clients x {burst['per_client']:,} {BURST_TEXTS[burst['text']]} into {burst['label']}"
             f" (posted in {burst['post_s']:.1f} s)"
         )
         for key, label, unit in (
@@ -895,6 +959,8 @@ def report(figures: dict[str, Any]) -> None:
             print(f"  {name:<52} {count:>10} {'':<7} {'target 0':<22} {'met' if count == 0 else 'MISSED'}")
         for name, count in figures["integrity"]["checked"].items():
             print(f"  {name:<52} {count:>10}")
+        for what, count in figures["integrity"].get("failures", {}).items():
+            print(f"  failed {count:>6} x {what}")
 
 
 def main() -> None:
@@ -911,6 +977,12 @@ def main() -> None:
         default="instant",
         help="instant: the loopback embedder (the targets); e5: the bundled local model, as `make run`",
     )
+    parser.add_argument(
+        "--text",
+        choices=tuple(BURST_TEXTS),
+        default="synthetic",
+        help="what the bursts post: " + "; ".join(f"{key}: {words}" for key, words in BURST_TEXTS.items()),
+    )
     args = parser.parse_args()
     only = tuple(step.strip() for step in args.only.split(","))
     if unknown := set(only) - set(STEPS):
@@ -920,7 +992,12 @@ def main() -> None:
         + ("scale-out" if args.scale_out else "embedded database, ORM broker")
         + f"; embedder {args.embedder}"
     )
-    options = {"scale": 0.1 if args.quick else 1.0, "only": only, "embedder": args.embedder}
+    options = {
+        "scale": 0.1 if args.quick else 1.0,
+        "only": only,
+        "embedder": args.embedder,
+        "burst_text": args.text,
+    }
     if args.scale_out:
         with tcp_postgres() as database_url, redis_server() as redis_url:
             figures = run(database_url, redis_url, scale_out=True, **options)

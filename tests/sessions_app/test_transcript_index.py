@@ -637,19 +637,26 @@ def test_a_fill_skips_a_row_another_transaction_holds_and_leaves_it_waiting(
     assert filled is not None and not _waiting_lines(session)  # the lock gone, the next fill writes it
 
 
-@pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
-def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_left_does_not(
-    world, fake_embeddings, settings, monkeypatch
-) -> None:
+@pytest.fixture
+def helper_worth_it(world, monkeypatch) -> None:
+    """A few waiting rows are worth a helper, and appends queue no index of their own."""
     from memory_app import indexing
 
     monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 4)
-    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {  # appends queue no index of their own
+    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
         "deltaBytes": 10**9,
         "deltaMessages": 10**6,
         "postCompactionForce": False,
     }
     world.assistant.save()
+
+
+@pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
+def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_left_does_not(
+    world, fake_embeddings, settings, monkeypatch, helper_worth_it
+) -> None:
+    from memory_app import indexing
+
     lone = _indexed_then_grown(world, settings, "lone")
 
     assert not index_session_transcript(lone.pk).more  # nobody waiting: one run to the end
@@ -679,19 +686,11 @@ def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_lef
 
 @pytest.mark.django_db(transaction=True)  # jobs queued after the commit run at once, as in a worker
 def test_a_helper_whose_worker_died_is_failed_and_another_is_asked_for(
-    world, fake_embeddings, settings, monkeypatch
+    world, fake_embeddings, settings, helper_worth_it
 ) -> None:
     """A helper holds its lock while it works; a running record without it lost its worker."""
-    from memory_app import indexing
     from openclaw_site.locks import session_lock
 
-    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 4)
-    world.assistant.settings["memorySearch"]["sync"]["sessions"] = {  # appends queue no index of their own
-        "deltaBytes": 10**9,
-        "deltaMessages": 10**6,
-        "postCompactionForce": False,
-    }
-    world.assistant.save()
     minute_ago = datetime.now(UTC) - timedelta(minutes=1)
 
     def helper_running(session) -> TaskRecord:
