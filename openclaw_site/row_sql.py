@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from django.db import connection, models
+from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
 from django.db.models import BooleanField, Field, ForeignKey, Model, UniqueConstraint
 from django.db.models.expressions import RawSQL
 from django.db.models.sql import Query
@@ -315,4 +316,5 @@ def _condition_sql(model: type[Model], index_name: str) -> str:
     sql, params = query.build_where(index.condition).as_sql(
         query.get_compiler(connection=connection), connection
     )
-    return connection.ops.compose_sql(sql, params).replace("%", "%%")  # no parameters follow
+    ops = cast(PostgresOperations, connection.ops)  # PostgreSQL only: the project's one database
+    return ops.compose_sql(sql, params).replace("%", "%%")  # no parameters follow
