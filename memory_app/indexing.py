@@ -752,10 +752,13 @@ FILL_BATCH = 256
 
 def _unembedded_before(assistant_id: int, entry: SourceEntry, generation: int, line: int) -> list[_Piece]:
     """Return the source's rows before ``line`` that have no vector yet, oldest first."""
-    rows = MemoryChunk.objects.filter(
-        _rows_filter(assistant_id, entry, generation), _text_only(), start_line__lt=line
-    )
+    rows = _waiting_before(_rows_filter(assistant_id, entry, generation), line)
     return _stored_pieces(rows.order_by("start_line", "id"))
+
+
+def _waiting_before(where: Q, line: int) -> QuerySet[MemoryChunk]:
+    """Return the rows of ``where`` (one source's) that start before ``line`` and wait for a vector."""
+    return MemoryChunk.objects.filter(where, _text_only(), start_line__lt=line)
 
 
 def _stored_pieces(rows: QuerySet[MemoryChunk]) -> list[_Piece]:
@@ -832,14 +835,8 @@ def _waiting_rows(
     assistant: Assistant, *, source: str, session_pk: int, growth: Growth
 ) -> QuerySet[MemoryChunk]:
     """A growing source's rows before its last chunk still waiting for a vector."""
-    return MemoryChunk.objects.filter(
-        _text_only(),
-        assistant=assistant,
-        generation=growth.generation,
-        source=source,
-        session_pk=session_pk,
-        start_line__lt=growth.line,
-    )
+    where = Q(assistant_id=assistant.pk, generation=growth.generation, source=source, session_pk=session_pk)
+    return _waiting_before(where, growth.line)
 
 
 def fill_from_newest(

@@ -229,12 +229,15 @@ def _ask_for_help(session: Session, growth: Growth) -> None:
     Nothing else queued or running means a worker (a core) is idle while this run embeds on
     one: the helper (`fill_session_vectors`) embeds the waiting rows from the newest back on it,
     once enough of them wait before the last chunk (`HELPER_MIN_ROWS`). With other work about,
-    the workers have it, and the helper would only take turns from it. A helper whose worker died
-    is failed first (its lock is gone), so it stands in the way of neither this nor other runs.
+    the workers have it, and the helper would only take turns from it. A helper record that is
+    running without its lock lost its worker and is failed, so it stands in the way of neither
+    this nor other runs.
     """
     key = _fill_key(session)
-    fail_if_lock_gone(key, lock=_helper_lock(session), grace_seconds=HELPER_START_GRACE_SECONDS)
-    if queued_or_running(key) or others_running():
+    helper_about = queued_or_running(key) and not fail_if_lock_gone(
+        key, lock=_helper_lock(session), grace_seconds=HELPER_START_GRACE_SECONDS
+    )
+    if helper_about or others_running():
         return
     if not worth_a_helper(session.assistant, source=Source.SESSIONS, session_pk=session.pk, growth=growth):
         return
