@@ -67,21 +67,23 @@ def held(name: str) -> bool:
 
 
 def _release(lock_connection: Any) -> None:
-    """End the lock connection's advisory locks: close it, or hand it back to the pool unlocked.
+    """End the lock connection's advisory locks, then close it or hand it back to the pool.
 
     A pooled connection (settings.DB_POOL_SIZE) came from the pool and must go back to it, or the
     pool counts it as lent for good; its session outlives this use, so its locks are released
     first. One that cannot be unlocked is closed before it goes back, and the pool drops it.
     """
     pool = getattr(connection, "pool", None)  # PostgreSQL's wrapper has one (None when not pooling)
-    if pool is None:
-        lock_connection.close()  # closing the session releases its advisory locks
-        return
     try:
+        # Closing the session would release its locks too, but only once the server has seen the
+        # connection end, a moment later: another process could still find the lock taken.
         lock_connection.execute("SELECT pg_advisory_unlock_all()")
     except psycopg.Error:
         lock_connection.close()
-    pool.putconn(lock_connection)
+    if pool is None:
+        lock_connection.close()
+    else:
+        pool.putconn(lock_connection)
 
 
 def _wait_for_lock(
