@@ -399,16 +399,17 @@ class Db:
             )
         )
 
-    def longest_wait(self, assistant: str, seconds: float) -> float | None:
-        """Return the longest a job of ``assistant`` queued in the last ``seconds`` waited to start."""
-        wait = self.one(
-            "SELECT MAX(EXTRACT(EPOCH FROM started_at - created_at)) FROM openclaw_site_taskrecord"
+    def longest_wait(self, assistant: str, seconds: float) -> tuple[float | None, str]:
+        """Return the longest a job of ``assistant`` queued in the last ``seconds`` waited to start
+        (a deferred job: until its last start), and that job's kind."""
+        row = self.connection.execute(
+            "SELECT EXTRACT(EPOCH FROM started_at - created_at), kind FROM openclaw_site_taskrecord"
             " WHERE assistant_id = (SELECT id FROM openclaw_site_assistant WHERE slug = %s)"
-            " AND created_at >= NOW() - make_interval(secs => %s)",
-            assistant,
-            seconds,
-        )
-        return None if wait is None else float(wait)
+            " AND created_at >= NOW() - make_interval(secs => %s) AND started_at IS NOT NULL"
+            " ORDER BY started_at - created_at DESC LIMIT 1",
+            [assistant, seconds],
+        ).fetchone()
+        return (None, "") if row is None else (float(row[0]), row[1])
 
     def embedded_tokens(self, assistant: str, seconds: float) -> int:
         """Return the tokens ``assistant`` embedded in the last ``seconds``, from its usage records
@@ -638,6 +639,7 @@ class Bench:
             "AND created_at >= NOW() - make_interval(secs => %s)",
             [time.perf_counter() - started + 5],
         ).fetchall()
+        longest_wait, longest_waiter = self.db.longest_wait("burst", time.perf_counter() - started + 5)
         return {
             "label": label,
             "per_client": self.n(500),
@@ -646,7 +648,8 @@ class Bench:
             "longest_queue": longest[0],
             "text_current_s": text_current,
             "catch_up_s": catch_up,
-            "longest_job_wait_s": self.db.longest_wait("burst", time.perf_counter() - started + 5),
+            "longest_job_wait_s": longest_wait,
+            "longest_job_waiter": longest_waiter,
             "embedded_tokens": self.db.embedded_tokens("burst", time.perf_counter() - started + 5),
             "compactions": len(waits),
             "compaction_wait_s": max((float(w[0]) for w in waits if w[0] is not None), default=None),
@@ -950,6 +953,8 @@ def report(figures: dict[str, Any]) -> None:
             target_name = {"catch_up_s": "burst_catch_up_s"}.get(key, key)
             figures[target_name] = burst[key]
             line(target_name, label, unit)
+            if key == "longest_job_wait_s" and burst.get("longest_job_waiter"):
+                print(f"    {'that job':<50} {burst['longest_job_waiter']}")
     print("\nResident memory after the bursts")
     for kind, mb in figures.get("rss_mb", {}).items():
         print(f"  {kind + ' processes':<52} {mb:>10,.0f} MB")

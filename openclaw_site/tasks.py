@@ -103,6 +103,8 @@ FINISHED_STATES = (TaskState.SUCCEEDED, TaskState.FAILED)
 # The retention purge deletes at most this many records a run (every 10 minutes), so one run never
 # holds locks on a large table for long.
 PURGE_BATCH = 10_000
+# A running record past the task timeout by this much lost its worker (`_fail_overdue_running`).
+OVERDUE_MARGIN_SECONDS = 60
 # A deferred job on a broker that cannot hold a task back (Redis) pauses its worker at most this
 # long before it goes back to the end of the queue: a bounded share of the slot, and no spinning.
 UNDELAYED_PAUSE_SECONDS = 0.5
@@ -663,7 +665,8 @@ def task_status(record: TaskRecord) -> dict[str, Any]:
 
 
 def purge_task_records() -> dict[str, int]:
-    """Delete finished records past the retention and fail pending ones whose task was lost.
+    """Delete finished records past the retention; fail pending ones whose task was lost and
+    running ones whose worker was lost.
 
     Scheduled every 10 minutes (migration openclaw_site/0004). One bounded DELETE of the oldest
     finished records (`PURGE_BATCH`), so the table stays as long as the retention; one of
@@ -680,7 +683,12 @@ def purge_task_records() -> dict[str, int]:
     # django-q2's own outcomes (settings.Q_CLUSTER's save_limit 0: kept without its prune), likewise.
     results = Task.objects.filter(stopped__lt=cutoff).order_by("stopped").values("pk")[:PURGE_BATCH]
     deleted_results, _ = Task.objects.filter(pk__in=results).delete()
-    return {"deleted": deleted, "released": _fail_lost_pending(now), "deleted_results": deleted_results}
+    return {
+        "deleted": deleted,
+        "released": _fail_lost_pending(now),
+        "stopped": _fail_overdue_running(now),
+        "deleted_results": deleted_results,
+    }
 
 
 def _fail_lost_pending(now: Any) -> int:
@@ -699,4 +707,26 @@ def _fail_lost_pending(now: Any) -> int:
         "the next change queues a new one",
         finished_at=now,
         updated_at=now,
+    )
+
+
+def _fail_overdue_running(now: Any) -> int:
+    """Fail running records that started longer ago than django-q2's task timeout.
+
+    No task runs past the timeout: django-q2 stops the worker of one that does. A record still
+    running after that lost its worker (stopped at the timeout, killed, its host gone). With the
+    Redis broker nothing delivers its task again, so without this the Jobs page would show it
+    running for good; should the ORM broker deliver it again, `run_tracked` records that run.
+    """
+    timeout = int(settings.Q_CLUSTER["timeout"])
+    overdue = now - timedelta(seconds=timeout + OVERDUE_MARGIN_SECONDS)
+    return (
+        _live_records()
+        .filter(state=TaskState.RUNNING, started_at__lt=overdue)
+        .update(
+            state=TaskState.FAILED,
+            error=f"running longer than the task timeout ({timeout} s): its worker stopped or was stopped",
+            finished_at=now,
+            updated_at=now,
+        )
     )

@@ -315,7 +315,7 @@ def test_a_tracked_task_still_gets_its_record_at_once_and_one_per_call(
         assert TaskRecord.objects.filter(kind="reindex", state="queued").count() == 2
 
 
-def test_the_purge_deletes_old_finished_records_in_one_bounded_statement(world, monkeypatch):
+def test_the_purge_deletes_old_records_in_bounded_statements_and_fails_lost_ones(world, monkeypatch):
     now = timezone.now()
     old = now - timedelta(days=settings.TASK_RETENTION_DAYS, minutes=1)
     lost = now - timedelta(seconds=settings.Q_CLUSTER["retry"] + 60)
@@ -329,6 +329,7 @@ def test_the_purge_deletes_old_finished_records_in_one_bounded_statement(world, 
     record("recent", state="succeeded", finished_at=now)
     record("waiting", state="queued")
     record("running", state="running", started_at=old)
+    record("at-work", state="running", started_at=now - timedelta(seconds=settings.Q_CLUSTER["timeout"]))
     record("lost", state="queued", coalesce_key="export-session:1")
     record("young", state="queued", coalesce_key="export-session:2")
     TaskRecord.objects.filter(task_id__in=["waiting", "lost"]).update(created_at=lost)
@@ -342,14 +343,18 @@ def test_the_purge_deletes_old_finished_records_in_one_bounded_statement(world, 
         outcome = purge_task_records()
     deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("DELETE")]
     assert len(deletes) == 2 and all("LIMIT 3" in delete for delete in deletes)
-    assert outcome == {"deleted": 3, "released": 1, "deleted_results": 2}
+    assert outcome == {"deleted": 3, "released": 1, "stopped": 1, "deleted_results": 2}
     assert list(Task.objects.values_list("id", flat=True)) == ["q-2"]
     left = set(TaskRecord.objects.values_list("task_id", flat=True))
     # The three oldest finished went; the newest old one waits for the next run.
-    assert left == {"old-0", "recent", "waiting", "running", "lost", "young"}
+    assert left == {"old-0", "recent", "waiting", "running", "at-work", "lost", "young"}
     released = TaskRecord.objects.get(task_id="lost")
     assert released.state == "failed" and "the next change queues a new one" in released.error
     assert TaskRecord.objects.get(task_id="young").state == "queued"
+    # Running past the task timeout: its worker is gone; within it, the task may still be at work.
+    stopped = TaskRecord.objects.get(task_id="running")
+    assert stopped.state == "failed" and "longer than the task timeout" in stopped.error
+    assert TaskRecord.objects.get(task_id="at-work").state == "running"
 
 
 @pytest.mark.django_db
