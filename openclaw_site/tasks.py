@@ -60,8 +60,8 @@ it again, and sends its task once more, held back until ``when``: on the ORM bro
 hold a task back (Redis) gets it again after the worker paused at most `UNDELAYED_PAUSE_SECONDS`.
 Should a change have queued a new record with the same key while this job ran (the partial unique
 index admits one queued record a key), the newer job carries the change and this one succeeds
-without a second send. Run inline (OPENCLAW_TASKS_SYNC), the function is called again after a
-sleep, as there is no queue to hand the wait to.
+without a second send. Run inline (OPENCLAW_TASKS_SYNC), a deferred job runs once it is due after
+the outermost inline task, as a queue would run it (`_run_inline`).
 """
 
 from __future__ import annotations
@@ -453,11 +453,15 @@ def run_tracked(
     now = timezone.now()
     if not_before is not None and now < (until := datetime.fromisoformat(not_before)):
         return _defer(task_id, func, args, queue=TaskQueue(queue), until=until)
+    if Conf.SYNC and _inline_later.get() is None:  # the outermost task run inline
+        return _run_inline(task_id, func, args, queue=queue)
     TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
     token = _current_task.set(task_id)
     try:
-        result = _call(func, args)
+        result = import_string(func)(*args)
     except Deferred as deferred:
+        if Conf.SYNC:  # no queue: the outermost inline task runs it after itself
+            return _defer_inline(task_id, func, args, queue=queue, until=deferred.until)
         return _defer(task_id, func, args, queue=TaskQueue(queue), until=deferred.until)
     except Exception as error:
         _finish(task_id, state=TaskState.FAILED, error=f"{type(error).__name__}: {error}")
@@ -468,16 +472,66 @@ def run_tracked(
     return result
 
 
-def _call(func: str, args: tuple[Any, ...]) -> Any:
-    """Call the task function; run inline (no queue to wait in), sleep out a deferral and call again."""
-    function = import_string(func)
-    while True:
+# Run inline (OPENCLAW_TASKS_SYNC): the jobs deferred while the outermost inline task ran (itself
+# and the tasks it queued, run inside it), as (task id, function, arguments, queue, due time).
+_inline_later: ContextVar[list[tuple[str, str, tuple[Any, ...], str, datetime]] | None] = ContextVar(
+    "openclaw_inline_later", default=None
+)
+
+
+def _run_inline(task_id: str, func: str, args: tuple[Any, ...], *, queue: str) -> Any:
+    """Run a task inline, then the jobs deferred while it ran, each once it is due.
+
+    With no queue to hand a wait to, a deferred job waits here. Not inside the task that queued
+    it, which it may be waiting for (a transcript's next index run for the lock of the run that
+    queued it: sleeping that out would never end), but after it, as a queue would run it.
+    """
+    later: list[tuple[str, str, tuple[Any, ...], str, datetime]] = []
+    token = _inline_later.set(later)
+    try:
+        result = run_tracked(task_id, func, *args, queue=queue)
+    finally:
+        _inline_later.reset(token)
+    for deferred_id, deferred_func, deferred_args, deferred_queue, until in later:
+        time.sleep(max(0.0, (until - timezone.now()).total_seconds()))
+        if not TaskRecord.objects.filter(task_id=deferred_id, state=TaskState.QUEUED).exists():
+            continue  # failed or carried by a newer job meanwhile
         try:
-            return function(*args)
-        except Deferred as deferred:
-            if not Conf.SYNC:
-                raise
-            time.sleep(max(0.0, (deferred.until - timezone.now()).total_seconds()))
+            _run_inline(deferred_id, deferred_func, deferred_args, queue=deferred_queue)
+        except Exception:  # recorded on its own record; the jobs after it still run
+            logger.exception("Inline task %s failed", deferred_id)
+    return result
+
+
+def _defer_inline(
+    task_id: str, func: str, args: tuple[Any, ...], *, queue: str, until: datetime
+) -> dict[str, Any]:
+    """Put the record back to queued, for the outermost inline task to run after itself."""
+    skipped = _requeue(task_id)
+    if skipped is not None:
+        return skipped
+    later = _inline_later.get()
+    assert later is not None  # set by `_run_inline` for every task run inline
+    later.append((task_id, func, args, queue, until))
+    return {"deferred_until": until.isoformat()}
+
+
+def _requeue(task_id: str) -> dict[str, Any] | None:
+    """Put a deferred job's record back to queued; return its outcome if a newer job carries it.
+
+    If a change queued a newer record with the same key while this job ran, that job carries the
+    change: this one succeeds.
+    """
+    try:
+        with transaction.atomic():
+            TaskRecord.objects.filter(task_id=task_id).update(
+                state=TaskState.QUEUED, started_at=None, updated_at=timezone.now()
+            )
+    except IntegrityError:  # the partial unique index: a record with this key is queued already
+        outcome = {"skipped": "a newer queued job carries the change"}
+        _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
+        return outcome
+    return None
 
 
 def _defer(
@@ -485,19 +539,12 @@ def _defer(
 ) -> dict[str, Any]:
     """Put the record back to queued and send its task again, to run no earlier than ``until``.
 
-    If a change queued a newer record with the same key while this job ran, that job carries the
-    change: this one succeeds and sends nothing.
+    If a newer job carries the change (`_requeue`), this one succeeds and sends nothing.
     """
+    skipped = _requeue(task_id)
+    if skipped is not None:
+        return skipped
     record = TaskRecord.objects.get(task_id=task_id)
-    try:
-        with transaction.atomic():
-            TaskRecord.objects.filter(pk=record.pk).update(
-                state=TaskState.QUEUED, started_at=None, updated_at=timezone.now()
-            )
-    except IntegrityError:  # the partial unique index: a record with this key is queued already
-        outcome = {"skipped": "a newer queued job carries the change"}
-        _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
-        return outcome
     job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
     if not _holds_tasks_back(queue):  # no delayed delivery (Redis): a short pause
         time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))

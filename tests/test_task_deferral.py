@@ -212,6 +212,50 @@ def test_run_inline_a_deferred_job_waits_and_runs_again_under_the_same_record(
     assert (record.state, record.result, len(calls)) == ("succeeded", "ran", 2)
 
 
+order: list[str] = []
+
+
+def waits_for_the_job_that_queued_it(team_id: int) -> str:
+    """Not due while the job that queued it runs (as a transcript's next index run waits for the lock)."""
+    if TaskRecord.objects.get(coalesce_key=f"outer:{team_id}").state == "running":
+        order.append("inner deferred")
+        defer_until(timezone.now())
+    order.append("inner")
+    return "ran after the outer job"
+
+
+def queues_a_job_that_waits_for_it(team_id: int) -> str:
+    owner = TaskOwner(team_id=team_id)
+    enqueue(
+        "tests.test_task_deferral.waits_for_the_job_that_queued_it",
+        team_id,
+        owner=owner,
+        coalesce_key=f"inner:{team_id}",
+    )
+    order.append("outer")
+    return "queued the inner job"
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: a job queued inside a job runs inside it
+def test_run_inline_a_job_deferred_inside_another_runs_after_it(world):
+    order.clear()
+    enqueue(
+        "tests.test_task_deferral.queues_a_job_that_waits_for_it",
+        world.acme.pk,
+        owner=TaskOwner(team_id=world.acme.pk),
+        coalesce_key=f"outer:{world.acme.pk}",
+    )
+    assert order == [
+        "inner deferred",
+        "outer",
+        "inner",
+    ]  # before, the inner job slept out a wait that never ended
+    keys = [f"outer:{world.acme.pk}", f"inner:{world.acme.pk}"]
+    states = dict(TaskRecord.objects.filter(coalesce_key__in=keys).values_list("coalesce_key", "state"))
+    assert states == dict.fromkeys(keys, "succeeded")
+    assert TaskRecord.objects.get(coalesce_key=f"inner:{world.acme.pk}").result == "ran after the outer job"
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("task_broker", ["orm", "redis"], indirect=True)
 def test_a_long_transcript_index_goes_back_to_the_queue_between_slices(
