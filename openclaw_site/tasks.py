@@ -474,9 +474,8 @@ def run_tracked(
 
 # Run inline (OPENCLAW_TASKS_SYNC): the jobs deferred while the outermost inline task ran (itself
 # and the tasks it queued, run inside it), as (task id, function, arguments, queue, due time).
-_inline_later: ContextVar[list[tuple[str, str, tuple[Any, ...], str, datetime]] | None] = ContextVar(
-    "openclaw_inline_later", default=None
-)
+_InlineJob = tuple[str, str, tuple[Any, ...], str, datetime]
+_inline_later: ContextVar[list[_InlineJob] | None] = ContextVar("openclaw_inline_later", default=None)
 
 
 def _run_inline(task_id: str, func: str, args: tuple[Any, ...], *, queue: str) -> Any:
@@ -486,7 +485,7 @@ def _run_inline(task_id: str, func: str, args: tuple[Any, ...], *, queue: str) -
     it, which it may be waiting for (a transcript's next index run for the lock of the run that
     queued it: sleeping that out would never end), but after it, as a queue would run it.
     """
-    later: list[tuple[str, str, tuple[Any, ...], str, datetime]] = []
+    later: list[_InlineJob] = []
     token = _inline_later.set(later)
     try:
         result = run_tracked(task_id, func, *args, queue=queue)
