@@ -27,15 +27,13 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memory_app.api.search_views import SearchInput, search_payload
-from memory_app.api.views import check_size, checked_path, summary_dict
+from memory_app.api.views import memory_write_payload
 from memory_app.documents import (
     Provenance,
     StaleWrite,
     WorkspaceNotWritable,
-    agent_append_daily_note,
-    agent_replace_document,
 )
-from memory_app.models import Author, MemoryDocument, MemoryRevision
+from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
 from openclaw_site.api.base import not_found
 from openclaw_site.auth import TeamContext, check_scope
@@ -371,37 +369,15 @@ async def memory_write(
     ] = None,
 ) -> CallToolResult:
     def write(found: Assistant, caller: McpCaller) -> dict[str, Any]:
-        check_size(content)
-        provenance = _agent_provenance(caller)
-        revision: MemoryRevision | None
-        if mode == "append":
-            if path is not None or base_revision is not None:
-                raise ApiError(
-                    "invalid_parameter",
-                    "append always writes today's daily note: leave out path and base_revision.",
-                    details={"field": "path" if path is not None else "base_revision"},
-                )
-            today = local_today(found, timezone.now())
-            document, revision = agent_append_daily_note(
-                assistant=found, text=content, today=today, provenance=provenance
-            )
-        else:
-            if path is None:
-                raise ApiError(
-                    "invalid_parameter", "replace needs the document's path.", details={"field": "path"}
-                )
-            document, revision = agent_replace_document(
-                assistant=found,
-                path=checked_path(path),
-                content=content,
-                base_revision=base_revision,
-                provenance=provenance,
-            )
-        return {
-            **summary_dict(document),
-            "revision": revision.pk if revision else base_revision,
-            "changed": revision is not None,
-        }
+        return memory_write_payload(
+            found,
+            mode=mode,
+            content=content,
+            path=path,
+            base_revision=base_revision,
+            provenance=_agent_provenance(caller),
+            today=local_today(found, timezone.now()),
+        )
 
     return await call_tool(ctx, scope=Scope.MEMORY_WRITE, assistant=assistant, action=write)
 

@@ -484,7 +484,7 @@ def _summarize(
         turn_prefix_messages=plan.turn_prefix_messages,
         previous_summary=plan.previous_summary,
         settings=session.assistant.config.compaction.summary,
-        context_window=session.assistant.context_window,
+        context_window=session.context_window,
         summarize=_summarizer(session, run, model),
         command_instructions=instructions,
         tokens_before=plan.tokens_before,

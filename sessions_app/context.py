@@ -439,6 +439,18 @@ def build_system_prompt(
     assistant: Assistant, *, now: datetime, tool_names: tuple[str, ...] = ()
 ) -> SystemPrompt:
     """Compose the assistant's system prompt, memory guidance, MEMORY.md and the daily notes."""
+    memory = memory_prompt(assistant, now=now, tool_names=tool_names)
+    head = (assistant.system_prompt or "").strip() or DEFAULT_SYSTEM_PROMPT
+    return SystemPrompt(
+        text=f"{head}\n\n{memory.text}", memory_paths=memory.memory_paths, memory_text=memory.memory_text
+    )
+
+
+def memory_prompt(assistant: Assistant, *, now: datetime, tool_names: tuple[str, ...] = ()) -> SystemPrompt:
+    """Compose the memory part of the system prompt: guidance, MEMORY.md and the daily notes.
+
+    A host with a system prompt of its own (OpenClaw through its plugin) is sent this part alone.
+    """
     today = local_today(assistant, now)
     wanted = ["MEMORY.md", "memory.md", daily_note_path(today), daily_note_path(today - timedelta(days=1))]
     # Every turn and context build reads these: plain SQL (docs/design.md, Request cost).
@@ -451,8 +463,7 @@ def build_system_prompt(
     if "MEMORY.md" in documents:
         documents.pop("memory.md", None)  # OpenClaw loads MEMORY.md, else memory.md
     injected = [(path, documents[path]) for path in wanted if documents.get(path, "").strip()]
-    parts = [(assistant.system_prompt or "").strip() or DEFAULT_SYSTEM_PROMPT]
-    parts.append(MEMORY_GUIDANCE.format(search_hint=SEARCH_HINT if "memory_search" in tool_names else ""))
+    parts = [MEMORY_GUIDANCE.format(search_hint=SEARCH_HINT if "memory_search" in tool_names else "")]
     parts.append(f"Time zone: {assistant_zone(assistant).key}")
     memory = [f"## {path}\n\n{trim_injected_file(content, path)}" for path, content in injected]
     if injected:
@@ -514,7 +525,12 @@ class PruningReport:
 
 
 def prune_view(
-    messages: list[dict[str, Any]], *, assistant: Assistant, last_touch: datetime | None, now: datetime
+    messages: list[dict[str, Any]],
+    *,
+    assistant: Assistant,
+    context_window: int,
+    last_touch: datetime | None,
+    now: datetime,
 ) -> PruningReport:
     """Run the TTL gate and, when it is open, OpenClaw's pruning pass on a copy of the view."""
     settings = assistant.config.pruning
@@ -526,7 +542,7 @@ def prune_view(
             _closed_reason(settings, touch_ms, epoch_ms(now)),
             PruneResult(list(messages)),
         )
-    result = prune_context(messages, settings=settings, context_window=assistant.context_window)
+    result = prune_context(messages, settings=settings, context_window=context_window)
     reason = (
         "mode always: every call"
         if settings.mode == "always"
@@ -694,7 +710,13 @@ def build_model_context(
     with estimates.active():
         cached_view = session_view(session)
         entries, view_memo, view = list(cached_view.entries), cached_view.memo, list(cached_view.context)
-        pruning = prune_view(view, assistant=assistant, last_touch=session.last_cache_touch_at, now=now)
+        pruning = prune_view(
+            view,
+            assistant=assistant,
+            context_window=session.context_window,
+            last_touch=session.last_cache_touch_at,
+            now=now,
+        )
     system_prompt = build_system_prompt(assistant, now=now, tool_names=tuple(t["name"] for t in tools))
     model = effective_model(assistant)
     return ModelContext(
@@ -782,7 +804,7 @@ def token_figures(session: Session, *, prompt_estimate: int = 0) -> TokenFigures
     usage = session.last_usage if session.total_tokens_fresh else None
     fresh_total = (session.total_tokens or 0) if session.total_tokens_fresh else 0
     return TokenFigures(
-        thresholds=thresholds_for(assistant.config.compaction, context_window=assistant.context_window),
+        thresholds=thresholds_for(assistant.config.compaction, context_window=session.context_window),
         context_tokens=context_tokens,
         last_prompt_tokens=prompt_tokens_of(usage) or fresh_total,
         last_output_tokens=output_tokens_of(usage),

@@ -43,6 +43,10 @@ class Session(models.Model):
     message_tokens = models.BigIntegerField(default=0)
     # Archived sessions keep their transcript and export; the dashboard's list hides them by default.
     archived_at = models.DateTimeField(null=True, blank=True)
+    # The token budget an agent host that runs its own loop (OpenClaw through its plugin) gave on
+    # its last context call: thresholds, pruning and compaction use it in place of the assistant's
+    # window while it is set (docs/integrations.md, OpenClaw plugin).
+    host_token_budget = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -54,6 +58,11 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return f"{self.assistant}:{self.key}"
+
+    @property
+    def context_window(self) -> int:
+        """Return the window this session's thresholds follow: the host's budget, else the assistant's."""
+        return self.host_token_budget or self.assistant.context_window
 
 
 class SessionExport(models.Model):
@@ -146,6 +155,28 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session} #{self.seq} {self.role}"
+
+
+class TurnCommit(models.Model):
+    """A turn an agent host committed under its own idempotency key (OpenClaw's ``advancementKey``).
+
+    Written in the transaction that appends the turn's messages, so a retried commit finds it and
+    stores nothing (docs/integrations.md, OpenClaw plugin).
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turn_commits")
+    advancement_key = models.CharField(max_length=200)
+    first_seq = models.PositiveIntegerField()
+    last_seq = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "advancement_key"], name="turn_commit_key_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} turn {self.advancement_key}"
 
 
 class Trigger(models.TextChoices):

@@ -6,6 +6,7 @@ triggers the reindex and the export like any other write.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
@@ -31,7 +32,15 @@ from memory_app.api.serializers import (
     LineRangeOutput,
     RevisionOutput,
 )
-from memory_app.documents import Provenance, StaleWrite, delete_document, read_lines, write_document
+from memory_app.documents import (
+    Provenance,
+    StaleWrite,
+    agent_append_daily_note,
+    agent_replace_document,
+    delete_document,
+    read_lines,
+    write_document,
+)
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.selectors import document_get, document_list, revision_list
@@ -45,7 +54,7 @@ from openclaw_site.api.base import (
     validated,
 )
 from openclaw_site.errors import ApiError
-from openclaw_site.models import Scope
+from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 
 if TYPE_CHECKING:
@@ -157,6 +166,51 @@ def check_size(content: str) -> None:
             status_code=413,
             details={"field": "content", "limit": settings.MAX_MEMORY_DOCUMENT_BYTES},
         )
+
+
+def memory_write_payload(
+    assistant: Assistant,
+    *,
+    mode: str,
+    content: str,
+    path: str | None,
+    base_revision: int | None,
+    provenance: Provenance,
+    today: date,
+) -> dict[str, Any]:
+    """Run the agents' ``memory_write`` (MCP and the OpenClaw plugin): append to today's daily note,
+    or replace a document from the revision the agent read (docs/integrations.md, the tool table)."""
+    check_size(content)
+    revision: MemoryRevision | None
+    if mode == "append":
+        if path is not None or base_revision is not None:
+            raise ApiError(
+                "invalid_parameter",
+                "append always writes today's daily note: leave out path and base_revision.",
+                details={"field": "path" if path is not None else "base_revision"},
+            )
+        document, revision = agent_append_daily_note(
+            assistant=assistant, text=content, today=today, provenance=provenance
+        )
+    elif mode == "replace":
+        if path is None:
+            raise ApiError(
+                "invalid_parameter", "replace needs the document's path.", details={"field": "path"}
+            )
+        document, revision = agent_replace_document(
+            assistant=assistant,
+            path=checked_path(path),
+            content=content,
+            base_revision=base_revision,
+            provenance=provenance,
+        )
+    else:
+        raise ApiError("invalid_parameter", "mode must be append or replace.", details={"field": "mode"})
+    return {
+        **summary_dict(document),
+        "revision": revision.pk if revision else base_revision,
+        "changed": revision is not None,
+    }
 
 
 class MemoryApiView(TeamApiView):

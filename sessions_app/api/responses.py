@@ -199,7 +199,7 @@ def run_compact_command(session: Session, *, instructions: str | None) -> dict[s
     """Answer a `/compact [instructions]` chat message (not stored, as OpenClaw's commands are not)."""
     run = compact_or_raise(session, instructions=instructions)
     assert isinstance(run, CompactionRun)
-    reply = manual_reply_text(run, context_window=session.assistant.context_window)
+    reply = manual_reply_text(run, context_window=session.context_window)
     return {
         "command": "compact",
         "messages": [],

@@ -273,7 +273,7 @@ def model_context(session: Session) -> ContextView:
         prompt_estimate=context.prompt_estimate,
         model=context.model,
         tools=tuple(t.get("name", "") for t in context.tools),
-        window=session.assistant.context_window,
+        window=session.context_window,
         cleared=actions.count("cleared"),
         trimmed=sum(1 for a in actions if a != "cleared"),
     )
@@ -376,7 +376,7 @@ def compact(*, session: Session, instructions: str) -> CompactResult:
         )
     if run is None:  # only a threshold trigger that is no longer due returns no run
         raise RuntimeError(f"A manual compaction of session {session.pk} returned no run.")
-    return CompactResult(True, manual_reply_text(run, context_window=session.assistant.context_window), run)
+    return CompactResult(True, manual_reply_text(run, context_window=session.context_window), run)
 
 
 # --- chat -------------------------------------------------------------------------------------
