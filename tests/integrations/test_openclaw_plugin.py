@@ -1,0 +1,148 @@
+"""The OpenClaw plugin (integrations/openclaw/) in the real OpenClaw, against the live server.
+
+Each turn is `openclaw agent --local` of the published `openclaw@2026.9.6`, offline: its model and
+ours are the scripted server of tests/fake_openai.py. Slow (12-20 s a turn on 2 cores): `make test`
+runs these, `make test-fast` leaves them out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_app.models import MemoryDocument
+from sessions_app.models import CompactionEntry, Message, Session
+from tests import factories
+from tests.conftest import ALL_SCOPES
+from tests.fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from tests.integrations.openclaw_runner import OpenClawHome, reply_text, require_openclaw
+from tests.messages import assistant, chatter, user
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _is_openclaw(request: dict[str, Any]) -> bool:
+    """OpenClaw's requests carry its tools; our flush and compaction calls carry ours or none."""
+    names = {tool.get("function", {}).get("name") for tool in request.get("tools") or []}
+    return "memory_write" in names
+
+
+def _last_user_text(request: dict[str, Any]) -> str:
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+@pytest.fixture
+def model(fake_openai: FakeOpenAI, settings: Any) -> FakeOpenAI:
+    """One scripted model for OpenClaw and for our server's flush and compaction."""
+    from providers.chat import reset_providers
+
+    settings.LLM_BASE_URL = fake_openai.base_url
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_MODEL = "fake-chat"
+    settings.LLM_MAX_RETRIES = 0
+    reset_providers()
+    fake_openai.default_chat = lambda request: (
+        "Noted." if _is_openclaw(request) else "Summary of the early turns."
+    )
+    yield fake_openai
+    reset_providers()
+
+
+@pytest.fixture
+def openclaw(tmp_path: Path, model: FakeOpenAI, asgi_live_server: Any, world: Any):
+    require_openclaw()
+    _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
+
+    def home(name: str = "one") -> OpenClawHome:
+        return OpenClawHome(tmp_path / name, model.base_url, asgi_live_server.url, secret)
+
+    return home
+
+
+def _openclaw_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
+    return [r for r in model.chat_requests if _is_openclaw(r)]
+
+
+def test_a_turn_is_stored_once_under_openclaws_session_key(openclaw, model, world):
+    answer = openclaw().turn("Hello there")
+    assert "Noted." in reply_text(answer)
+    assert "degraded to legacy" not in answer["_stderr"]
+    session = Session.objects.get(assistant=world.assistant, key="agent:main:main")
+    stored = list(Message.objects.filter(session=session).order_by("seq"))
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert "Hello there" in json.dumps(stored[0].content) and stored[1].content[0]["text"] == "Noted."
+    request = _openclaw_requests(model)[-1]
+    assert "## Memory" in request["messages"][0]["content"]  # our memory prompt reached the model
+
+
+def test_a_session_begun_through_rest_is_what_the_model_sees(openclaw, model, world):
+    session = factories.make_session(world.assistant, "agent:main:main")
+    factories.add_messages(session, user("The launch code word is PELICAN."), assistant("Understood."))
+    openclaw().turn("What was the code word?")
+    sent = json.dumps(_openclaw_requests(model)[-1]["messages"])
+    assert "The launch code word is PELICAN." in sent
+    assert Message.objects.filter(session=session).count() == 4
+
+
+def test_memory_search_answers_from_the_server(openclaw, model, world):
+    factories.make_document(world.assistant, "MEMORY.md", "# Facts\n\nThe staging database is called heron.")
+    model.queue(tool_call_reply([("memory_search", {"query": "staging database name"})]), text_reply("heron"))
+    openclaw().turn("What is the staging database called?")
+    results = [
+        m for m in _openclaw_requests(model)[-1]["messages"] if m.get("role") == "tool" and "heron" in str(m)
+    ]
+    assert results and "MEMORY.md" in str(results[0])
+
+
+def test_a_second_installation_finds_the_firsts_memory_write(openclaw, model, world):
+    model.queue(
+        tool_call_reply([("memory_write", {"mode": "append", "content": "The on-call phone is 555-0199."})]),
+        text_reply("Saved."),
+    )
+    openclaw("first").turn("Remember: the on-call phone is 555-0199.", session_key="agent:main:first")
+    note = MemoryDocument.objects.get(assistant=world.assistant, path__startswith="memory/")
+    assert "555-0199" in note.content
+    model.queue(tool_call_reply([("memory_search", {"query": "on-call phone"})]), text_reply("555-0199"))
+    openclaw("second").turn("What is the on-call phone?", session_key="agent:main:second")
+    assert "555-0199" in json.dumps(_openclaw_requests(model)[-1]["messages"])
+
+
+def test_a_long_session_is_compacted_by_the_server_and_the_next_request_starts_from_the_summary(
+    openclaw, model, world
+):
+    world.assistant.settings = {"compaction": {"reserveTokensFloor": 150_000}}
+    world.assistant.save()
+    session = factories.make_session(world.assistant, "agent:main:main")
+    factories.add_messages(session, *chatter(30, words=400))
+    openclaw().turn("Carry on.")
+    assert CompactionEntry.objects.filter(session=session).exists()
+    openclaw().turn("And now?")
+    first = _openclaw_requests(model)[-1]["messages"][1]
+    assert "compacted into the following summary" in json.dumps(first)
+
+
+def test_a_server_outage_loses_and_doubles_nothing(openclaw, model, world, asgi_live_server):
+    home = openclaw()
+    home.turn("Before the outage.")
+    config = home.config()
+    config["plugins"]["entries"]["openclaw-site"]["config"]["baseUrl"] = "http://127.0.0.1:9"
+    home.config_path.write_text(json.dumps(config))
+    during = home.turn("During the outage.")
+    assert "Noted." in reply_text(during)
+    spooled = list((home.root / "state").rglob("openclaw-site-spool/*.json"))
+    assert len(spooled) == 1
+    home.config_path.write_text(json.dumps(home.config()))
+    home.turn("After the outage.")
+    texts = [
+        json.dumps(m.content) for m in Message.objects.filter(session__key="agent:main:main").order_by("seq")
+    ]
+    users = [t for t in texts if "outage" in t and "Noted" not in t]
+    assert len(users) == 3 and "Before" in users[0] and "During" in users[1] and "After" in users[2]
+    assert not list((home.root / "state").rglob("openclaw-site-spool/*.json"))
