@@ -147,13 +147,14 @@ def encode(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -
     model: Any = embedder._model  # type: ignore[attr-defined]
     if isinstance(embedder, E5Embedder):
         return np.asarray(model.encode(list(texts), is_query=queries), dtype=np.float32)
-    return model.encode(
+    vectors: np.ndarray = model.encode(
         list(texts),
         batch_size=LOCAL_BATCH_SIZE,
         normalize_embeddings=True,
         convert_to_numpy=True,
         show_progress_bar=False,
     )
+    return vectors
 
 
 def cached_embeddings(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
@@ -161,7 +162,8 @@ def cached_embeddings(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     key = hashlib.sha256("\x00".join([embedder.provider_key, *texts]).encode()).hexdigest()[:16]
     path = CACHE_DIR / f"{embedder.model.rsplit('/', 1)[-1]}-{len(texts)}-{key}.npy"
     if path.exists():
-        return np.load(path)
+        kept: np.ndarray = np.load(path)
+        return kept
     print(f"embedding {len(texts)} texts once (cached in {path.relative_to(ROOT)}) ...", flush=True)
     vectors = encode(embedder, texts).astype(np.float32)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,8 @@ def noisy_copies(vectors: np.ndarray, copies: int, *, seed: int = 3) -> np.ndarr
     noise = rng.normal(0.0, NOISE_SIGMA, size=out.shape).astype(np.float32)
     noise[::copies] = 0.0
     out = out + noise
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
+    unit: np.ndarray = out / np.linalg.norm(out, axis=1, keepdims=True)
+    return unit
 
 
 # --- the database --------------------------------------------------------------------------------

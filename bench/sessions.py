@@ -273,7 +273,8 @@ class Api:
     def _connection(self) -> http.client.HTTPConnection:
         if getattr(self._local, "connection", None) is None:
             self._local.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        return self._local.connection
+        connection: http.client.HTTPConnection = self._local.connection
+        return connection
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any, float]:
         """Send one request; return (status, JSON body, milliseconds)."""

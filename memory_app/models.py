@@ -72,8 +72,8 @@ class MemoryRevision(models.Model):
     path = models.CharField(max_length=255)
     content = models.TextField(blank=True)
     content_hash = models.CharField(max_length=64)
-    action = models.CharField(max_length=16, choices=RevisionAction.choices)
-    author = models.CharField(max_length=16, choices=Author.choices)
+    action = models.CharField(max_length=16, choices=RevisionAction)
+    author = models.CharField(max_length=16, choices=Author)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     session_pk = models.BigIntegerField(null=True, blank=True)
     message_pk = models.BigIntegerField(null=True, blank=True)
@@ -116,7 +116,7 @@ class MemoryChunk(models.Model):
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_chunks")
-    source = models.CharField(max_length=16, choices=Source.choices)
+    source = models.CharField(max_length=16, choices=Source)
     generation = models.PositiveIntegerField(default=1)
     document = models.ForeignKey(
         MemoryDocument, null=True, blank=True, on_delete=models.CASCADE, related_name="chunks"
@@ -224,7 +224,7 @@ class IndexedSource(models.Model):
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="indexed_sources")
-    source = models.CharField(max_length=16, choices=Source.choices)
+    source = models.CharField(max_length=16, choices=Source)
     key = models.CharField(max_length=255)
     # The pending request, None when there is none: when it falls due, and the latest it may.
     due_at = models.DateTimeField(null=True, blank=True)

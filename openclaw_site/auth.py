@@ -116,7 +116,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer ocs_...``."""
 
     def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
-        key = bearer_api_key(request.META.get("HTTP_AUTHORIZATION", ""))
+        key = bearer_api_key(request.headers.get("authorization", ""))
         return None if key is None else (ApiKeyPrincipal(key), key)
 
     def authenticate_header(self, request: Request) -> str:
@@ -156,7 +156,7 @@ def team_context_for(request: Request) -> TeamContext:
         )
     membership = resolve_user_team(
         user,
-        requested_slug=request.META.get("HTTP_X_TEAM"),
+        requested_slug=request.headers.get("x-team"),
         session_team_id=request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None,
     )
     if membership is None:

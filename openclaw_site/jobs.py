@@ -153,7 +153,7 @@ def grouped(records: QuerySet[TaskRecord]) -> QuerySet[Any]:
 
 def job_page(
     team: Team, where: JobFilter, *, number: Any = 1, size: int = PAGE_SIZE
-) -> tuple[Page, list[JobRow]]:
+) -> tuple[Page[Any], list[JobRow]]:
     """Return one page of grouped rows and their JobRows (the latest run of each, one more query)."""
     page = Paginator(grouped(filtered_records(team, where)), size).get_page(number)
     groups = list(page.object_list)

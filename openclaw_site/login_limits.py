@@ -18,7 +18,7 @@ from django.shortcuts import render
 def client_ip(request: HttpRequest) -> str | None:
     """The caller's address: REMOTE_ADDR, or the hop before our trusted proxies in X-Forwarded-For."""
     proxies = settings.TRUSTED_PROXY_COUNT
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    forwarded = request.headers.get("x-forwarded-for", "")
     if proxies and forwarded:
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
         if len(hops) >= proxies:

@@ -45,7 +45,7 @@ class Role(models.TextChoices):
 class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    role = models.CharField(max_length=16, choices=Role, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
     # When the user last switched to this team: the one they sign in to next time.
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -126,9 +126,7 @@ class Assistant(models.Model):
     context_window = models.PositiveIntegerField(default=200000, validators=[MinValueValidator(16000)])
     system_prompt = models.TextField(blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
-    workspace_access = models.CharField(
-        max_length=8, choices=WorkspaceAccess.choices, default=WorkspaceAccess.RW
-    )
+    workspace_access = models.CharField(max_length=8, choices=WorkspaceAccess, default=WorkspaceAccess.RW)
     settings = models.JSONField(default=default_settings)
     # Archived assistants keep everything and still answer the API; the dashboard lists them apart.
     archived_at = models.DateTimeField(null=True, blank=True)
@@ -221,7 +219,7 @@ class TaskRecord(models.Model):
     object_ids = models.JSONField(default=dict, blank=True)
     # django-q2's id once the task is in the broker (equal to task_id for record_task callers).
     q_task_id = models.CharField(max_length=64, blank=True, db_index=True)
-    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.QUEUED)
+    state = models.CharField(max_length=16, choices=TaskState, default=TaskState.QUEUED)
     progress = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -313,7 +311,7 @@ class UsageRecord(models.Model):
         Assistant, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
     )
     session_id = models.BigIntegerField(null=True, blank=True)
-    purpose = models.CharField(max_length=16, choices=UsagePurpose.choices)
+    purpose = models.CharField(max_length=16, choices=UsagePurpose)
     model = models.CharField(max_length=200)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)

@@ -44,11 +44,11 @@ class _Table:
 
     model: type[Model]
     alias: str
-    via: ForeignKey | None  # the foreign key on the parent table that reaches this one
+    via: ForeignKey[Any, Any] | None  # the foreign key on the parent table that reaches this one
     parent: int | None  # index of that parent table in the read
 
     @cached_property
-    def fields(self) -> list[Field]:
+    def fields(self) -> list[Field[Any, Any]]:
         return list(self.model._meta.concrete_fields)
 
     def columns(self) -> str:
@@ -178,7 +178,7 @@ _PLAIN_FIELDS = frozenset(
 _PLAIN_VALUES = (int, str, bool, type(None))
 
 
-def _column_values(field: Field, instances: Sequence[Model]) -> list[Any]:
+def _column_values(field: Field[Any, Any], instances: Sequence[Model]) -> list[Any]:
     """One column of an insert, each value as the ORM would store it, ready for JSON."""
     if isinstance(field, models.JSONField):  # the document itself; PostgreSQL parses it into jsonb
         values = [field.pre_save(instance, True) for instance in instances]
@@ -224,11 +224,11 @@ class RowInsert(Generic[M]):
         self.returning = dict(returning or {})
 
     @cached_property
-    def fields(self) -> list[Field]:
+    def fields(self) -> list[Field[Any, Any]]:
         return [field for field in self.model._meta.concrete_fields if not field.primary_key]
 
     @cached_property
-    def _unique_fields(self) -> list[Field]:
+    def _unique_fields(self) -> list[Field[Any, Any]]:
         for constraint in self.model._meta.constraints:
             if isinstance(constraint, UniqueConstraint) and constraint.name == self.unique:
                 return [self.model._meta.get_field(name) for name in constraint.fields]  # type: ignore[misc]
@@ -317,4 +317,5 @@ def _condition_sql(model: type[Model], index_name: str) -> str:
         query.get_compiler(connection=connection), connection
     )
     ops = cast(PostgresOperations, connection.ops)  # PostgreSQL only: the project's one database
-    return ops.compose_sql(sql, params).replace("%", "%%")  # no parameters follow
+    composed: str = ops.compose_sql(sql, params)
+    return composed.replace("%", "%%")  # no parameters follow

@@ -359,7 +359,7 @@ def _holds_tasks_back(queue: TaskQueue) -> bool:
     return isinstance(get_broker(queue.cluster), ORM)
 
 
-class OrderedORM(ORM):
+class OrderedORM(ORM):  # type: ignore[misc]  # django-q2 has no type information: ORM is Any
     """django-q2's ORM broker, taking ready tasks in the order they fell due (Q_CLUSTER's broker).
 
     `ORM.dequeue` reads the ready rows with no ORDER BY, so PostgreSQL hands them out in the

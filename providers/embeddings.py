@@ -75,7 +75,8 @@ def embed_documents_counted(embedder: Embedder, texts: list[str]) -> DocumentVec
     """
     counted = getattr(embedder, "embed_documents_counted", None)
     if counted is not None:
-        return counted(texts)
+        vectors: DocumentVectors = counted(texts)
+        return vectors
     return DocumentVectors(embedder.embed_documents(texts))
 
 
@@ -160,7 +161,8 @@ def get_embedder() -> Embedder | None:
     with _embedder_lock:
         if _embedder is _UNSET:
             _embedder = _build_embedder()
-        return _embedder
+        embedder: Embedder | None = _embedder
+        return embedder
 
 
 def embedder_status(*, load: bool = False) -> dict[str, Any]:
@@ -256,4 +258,5 @@ def _try_local() -> Embedder | None:
 
 
 def _from_settings(dotted_path: str) -> Embedder | None:
-    return import_string(dotted_path).from_settings()
+    embedder: Embedder | None = import_string(dotted_path).from_settings()
+    return embedder

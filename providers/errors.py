@@ -74,6 +74,7 @@ def malformed_response_error(exc: Exception) -> ProviderError:
 def _error_text(exc: openai.APIStatusError) -> str:
     # The client's message is "Error code: 400 - ..."; the server's own message is clearer.
     body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
-        return body["message"]
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(message, str) and message:
+        return message
     return exc.message

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -506,7 +507,7 @@ def _summarize(
     )
 
 
-def _summarizer(session: Session, run: CompactionRun, model: Any):
+def _summarizer(session: Session, run: CompactionRun, model: Any) -> Callable[[list[dict[str, Any]]], str]:
     """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
     compaction = session.assistant.config.compaction
     model_name = compaction.model or django_settings.LLM_COMPACTION_MODEL or session.assistant.model or None
@@ -526,7 +527,8 @@ def _summarizer(session: Session, run: CompactionRun, model: Any):
             usage=completion.usage,
             session_id=session.pk,
         )
-        return completion.text
+        text: str = completion.text
+        return text
 
     return summarize
 

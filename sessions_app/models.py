@@ -102,7 +102,7 @@ class Message(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     seq = models.PositiveIntegerField()
     entry_id = models.CharField(max_length=8, default=new_entry_id)
-    role = models.CharField(max_length=16, choices=Role.choices)
+    role = models.CharField(max_length=16, choices=Role)
     # A string or a list of OpenClaw content blocks (text, image, toolCall, thinking), as received.
     content = models.JSONField()
     tool_call_id = models.CharField(max_length=200, blank=True)
@@ -197,7 +197,7 @@ class CompactionEntry(models.Model):
     first_kept_entry_id = models.CharField(max_length=8)
     tokens_before = models.PositiveIntegerField()
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
-    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    trigger = models.CharField(max_length=16, choices=Trigger)
     details = models.JSONField(default=dict, blank=True)
     from_hook = models.BooleanField(default=True)
     offline = models.BooleanField(default=False)
@@ -240,8 +240,8 @@ class CompactionRun(models.Model):
     summarizing → committed|failed (docs/design.md, Data model)."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_runs")
-    trigger = models.CharField(max_length=16, choices=Trigger.choices)
-    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.PENDING)
+    trigger = models.CharField(max_length=16, choices=Trigger)
+    state = models.CharField(max_length=16, choices=RunState, default=RunState.PENDING)
     reason = models.TextField(blank=True)
     instructions = models.TextField(blank=True)
     flush_outcome = models.CharField(max_length=64, blank=True)

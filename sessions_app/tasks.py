@@ -8,6 +8,7 @@ rest; docs/design.md, Exports), so running one twice, late, or after a worker cr
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from sessions_app.workspace import exports
 
@@ -52,28 +53,28 @@ def transcript_changed(session_id: int) -> None:
     note_transcript_change(session_id)
 
 
-def index_session_transcript(session_id: int, force: bool = False) -> dict:
+def index_session_transcript(session_id: int, force: bool = False) -> dict[str, Any]:
     """Index a session transcript after its debounce (sessions_app.indexing)."""
     from sessions_app.indexing import run_debounced_index
 
     return run_debounced_index(session_id, force)
 
 
-def fill_session_vectors(session_id: int) -> dict:
+def fill_session_vectors(session_id: int) -> dict[str, Any]:
     """Embed a busy transcript's waiting rows beside its index run (sessions_app.indexing)."""
     from sessions_app.indexing import fill_session_vectors as fill
 
     return fill(session_id)
 
 
-def memory_flush_task(session_id: int) -> dict:
+def memory_flush_task(session_id: int) -> dict[str, Any]:
     """Run the pre-compaction memory flush of a session (sessions_app.flush)."""
     from sessions_app.flush import run_memory_flush
 
     return run_memory_flush(session_id=session_id).as_dict()
 
 
-def compact_session_task(session_id: int, trigger: str = "threshold") -> dict:
+def compact_session_task(session_id: int, trigger: str = "threshold") -> dict[str, Any]:
     """Compact a session through the one entry point; a busy or refused compaction is reported."""
     from sessions_app.compaction import CompactionBusy, CompactionFailed, CompactionRefused, compact_session
 

@@ -73,11 +73,13 @@ class ViewMemo:
                     self._registered.update((id(part), part) for part in parts)
             return parts
 
-        return self._kept(self._converted, message, convert_and_own)
+        parts: list[dict[str, Any]] = self._kept(self._converted, message, convert_and_own)
+        return parts
 
     def json(self, value: Mapping[str, Any]) -> str:
         """Return ``value`` as compact JSON text, encoded once for the view's own objects."""
-        return self._kept(self._encoded, value, encode_json)
+        text: str = self._kept(self._encoded, value, encode_json)
+        return text
 
     def _kept(self, store: dict[int, tuple[Any, Any]], obj: Any, make: Callable[[Any], Any]) -> Any:
         """Return ``make(obj)``, kept in ``store`` for the view's own objects."""

@@ -277,7 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def fake(self) -> FakeOpenAI:
-        return self.server.fake  # type: ignore[attr-defined]
+        fake: FakeOpenAI = self.server.fake  # type: ignore[attr-defined]
+        return fake
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

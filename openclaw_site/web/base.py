@@ -131,7 +131,7 @@ def team_view(
 def _refused(request: WebRequest, error: ApiError) -> HttpResponse:
     """A write the service refused (an archived assistant): say why on the page the user came from."""
     messages.error(request, error.message)
-    back = request.META.get("HTTP_REFERER", "")
+    back = request.headers.get("referer", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("home")
     return HttpResponseClientRedirect(back) if is_htmx(request) else redirect(back)

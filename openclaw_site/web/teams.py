@@ -6,6 +6,7 @@ Team admins add, re-role and remove members; everyone sees who is in the team.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from django import forms
@@ -134,7 +135,7 @@ def member_remove(request: WebRequest, pk: int) -> HttpResponse:
     return _members_page(request, AddMemberForm()) if is_htmx(request) else redirect("team")
 
 
-def _apply(request: WebRequest, change, done: str) -> None:
+def _apply(request: WebRequest, change: Callable[[], object], done: str) -> None:
     try:
         change()
     except ApiError as error:

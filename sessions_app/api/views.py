@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
-    OpenApiTypes,
     extend_schema,
     inline_serializer,
 )

@@ -82,7 +82,7 @@ class ImportReport:
     deleted_sessions: int = 0
     messages: int = 0
     compactions: int = 0
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:

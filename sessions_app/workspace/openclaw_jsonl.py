@@ -86,7 +86,7 @@ class ParsedTranscript:
     entries: tuple[ParsedEntry, ...]
     title: str = ""
     last_cache_touch_ms: int | None = None
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
     notes: tuple[str, ...] = ()
 
 
@@ -217,7 +217,7 @@ class _BranchReader:
         self.explicit_silent = explicit_silent
         self.in_flush_turn = False
         self.last_was_flush = False
-        self.skipped: Counter = Counter()
+        self.skipped: Counter[str] = Counter()
         self.notes: list[str] = []
         self.title = ""
         self.cache_touch_ms: int | None = None
@@ -451,7 +451,7 @@ def _message_time(entry_time: datetime, message_ms: Any) -> datetime:
 
 
 def _from_custom(
-    custom_type: Any, content: Any, display: Any, details: Any, *, origin: str, mapped: Counter
+    custom_type: Any, content: Any, display: Any, details: Any, *, origin: str, mapped: Counter[str]
 ) -> dict[str, Any]:
     if custom_type == SYSTEM_CUSTOM_TYPE:
         message = {"role": "system", "content": content}

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from openclaw_site.models import Assistant, Membership, Role, Team
@@ -12,11 +13,11 @@ from openclaw_site.models import Assistant, Membership, Role, Team
 class Command(BaseCommand):
     help = "On an empty database, create a demo team, an admin user and a demo assistant."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="where the server will answer")
 
     @transaction.atomic
-    def handle(self, *args, url: str, **options) -> None:
+    def handle(self, *args: Any, url: str, **options: Any) -> None:
         User = get_user_model()
         if User.objects.exists() or Team.objects.exists():
             self.stdout.write("Database already has users; demo data not created.")

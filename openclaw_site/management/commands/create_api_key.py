@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from openclaw_site.models import ApiKey, Scope, Team
@@ -11,14 +12,14 @@ from openclaw_site.models import ApiKey, Scope, Team
 class Command(BaseCommand):
     help = "Create a team API key and print its secret once (nothing else goes to stdout)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--team", required=True)
         parser.add_argument("--name", required=True)
         parser.add_argument("--scopes", nargs="+", required=True, help=" ".join(Scope.values))
         parser.add_argument("--expires-days", type=int, default=None)
 
     def handle(
-        self, *args, team: str, name: str, scopes: list[str], expires_days: int | None, **options
+        self, *args: Any, team: str, name: str, scopes: list[str], expires_days: int | None, **options: Any
     ) -> None:
         scopes = [s for item in scopes for s in item.split(",") if s]
         unknown = sorted(set(scopes) - set(Scope.values))

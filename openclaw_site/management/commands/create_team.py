@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_slug
 
 from openclaw_site.models import Team
@@ -10,11 +12,11 @@ from openclaw_site.models import Team
 class Command(BaseCommand):
     help = "Create a team."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--name", default="")
 
-    def handle(self, *args, slug: str, name: str, **options) -> None:
+    def handle(self, *args: Any, slug: str, name: str, **options: Any) -> None:
         try:
             validate_slug(slug)
         except ValidationError:

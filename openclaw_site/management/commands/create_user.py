@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from openclaw_site.models import Membership, Role, Team
@@ -12,7 +13,7 @@ from openclaw_site.models import Membership, Role, Team
 class Command(BaseCommand):
     help = "Create a user (or add an existing one) as a member of a team."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--team", required=True, help="team slug")
         parser.add_argument("--role", default=Role.MEMBER, help="admin, member or viewer")
@@ -27,14 +28,14 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(
         self,
-        *args,
+        *args: Any,
         username: str,
         team: str,
         role: str,
         email: str,
         password: str,
         superuser: bool,
-        **options,
+        **options: Any,
     ) -> None:
         if role not in Role.values:
             raise CommandError(f"--role must be one of: {', '.join(Role.values)}")

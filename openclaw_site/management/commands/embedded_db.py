@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openclaw_site.db import stop_embedded_database
 
@@ -9,10 +11,10 @@ from openclaw_site.db import stop_embedded_database
 class Command(BaseCommand):
     help = "Show or stop the embedded PostgreSQL under var/pgdata (started on demand by settings)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["status", "stop"])
 
-    def handle(self, *args, action: str, **options) -> None:
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
         if settings.DATABASE_URL:
             raise CommandError("DATABASE_URL is set: there is no embedded database to manage.")
         pgdata = settings.VAR_DIR / "pgdata"

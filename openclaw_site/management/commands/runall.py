@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openclaw_site import db
 
@@ -37,13 +37,13 @@ STOP_TIMEOUT_SECONDS = 30
 @dataclass
 class Child:
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
 
 
 class Command(BaseCommand):
     help = "Migrate, create demo data if empty, then run the task clusters and the web server until Ctrl-C."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--addr", default=os.environ.get("OPENCLAW_ADDR", "127.0.0.1:8000"))
         parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 clusters")
 

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openclaw_site.models import Assistant
 from sessions_app.mirror_check import check_mirrors
@@ -15,10 +16,10 @@ class Command(BaseCommand):
         "stored messages; print the counts as JSON and exit 1 if anything is lost, duplicated or behind."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--assistant", metavar="TEAM/SLUG", help="check one assistant's sessions only")
 
-    def handle(self, *args, assistant: str | None, **options) -> None:
+    def handle(self, *args: Any, assistant: str | None, **options: Any) -> None:
         target = None
         if assistant is not None:
             team, _, slug = assistant.partition("/")

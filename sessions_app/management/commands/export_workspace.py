@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openclaw_site.models import Assistant
 from sessions_app.workspace.exports import export_assistant, export_storage
@@ -15,12 +16,12 @@ class Command(BaseCommand):
         "sessions/sessions.json) to EXPORT_ROOT/<team>/<assistant>/, or to --out DIR."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--team", required=True, help="team slug")
         parser.add_argument("--assistant", required=True, help="assistant slug")
         parser.add_argument("--out", type=Path, help="an empty or new directory to write the workspace to")
 
-    def handle(self, *args, team: str, assistant: str, out: Path | None, **options) -> None:
+    def handle(self, *args: Any, team: str, assistant: str, out: Path | None, **options: Any) -> None:
         target = Assistant.objects.filter(team__slug=team, slug=assistant).first()
         if target is None:
             raise CommandError(f"No assistant {assistant!r} in team {team!r}.")
