@@ -23,7 +23,7 @@ from memory_app.api.views import memory_write_payload
 from memory_app.documents import Provenance
 from memory_app.models import Author
 from memory_app.tools import run_memory_tool
-from openclaw_site.api.base import StrictCharField, StrictSerializer, not_found, validated
+from openclaw_site.api.base import StrictCharField, StrictSerializer, TeamApiView, not_found, validated
 from openclaw_site.auth import check_scope
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
@@ -310,14 +310,14 @@ HOST_TOOL_SCOPES = {
 }
 
 
-class HostToolApi(HostSessionApiView):
+class HostToolApi(TeamApiView):
     """``POST /assistants/{slug}/tools/{name}/``: run one agent tool as our own turn runs it.
 
     memory_search and memory_get answer what our agent's tools answer (OpenClaw's JSON, with
     citations); memory_write is the MCP tool's contract. The body is ``{"arguments": {...}}``.
     """
 
-    write_scope = None  # per tool, below
+    # No scope for the view as a whole: each tool checks its own (HOST_TOOL_SCOPES).
 
     @extend_schema(
         operation_id="tools_call",
@@ -337,7 +337,7 @@ class HostToolApi(HostSessionApiView):
                 "unknown_tool", f"No tool {name!r}; tools: {', '.join(HOST_TOOL_SCOPES)}.", status_code=404
             )
         check_scope(self.team_context, (HOST_TOOL_SCOPES[name],))
-        assistant = self.assistant(slug)
+        assistant = assistant_get(team=self.team, slug=slug)
         data = validated(ToolCallInput, self.json_object())
         details = self.run(name, assistant, data["arguments"], data.get("session_key"))
         # The text the model reads: OpenClaw's jsonResult (two-space JSON), times as ISO 8601.
@@ -364,9 +364,11 @@ class HostToolApi(HostSessionApiView):
                     "tool_result_get needs session_key.",
                     details={"field": "session_key"},
                 )
-            session = self.existing(assistant.slug, key)
+            session = session_by_key(assistant=assistant, key=key)
+            if session is None:
+                raise not_found("Session")
             return _tool_answer(lambda: tool_result_get(arguments, session=session))
-        return json.loads(run_memory_tool(name, arguments, assistant=assistant, session_key=key))
+        return dict(json.loads(run_memory_tool(name, arguments, assistant=assistant, session_key=key)))
 
     def agent_provenance(self, key: str | None) -> Provenance:
         """Writes through the plugin are the agent's; the note names the API key and the session."""
