@@ -104,6 +104,9 @@ try:
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
+    # A dashboard upload (a workspace zip): the largest body it accepts, refused before reading
+    # (docs/design.md, Limits and refusals).
+    MAX_UPLOAD_BYTES = env_int("OPENCLAW_MAX_UPLOAD_BYTES", 200_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
     MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
     # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
@@ -147,6 +150,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "openclaw_site.security.ContentSecurityPolicyMiddleware",
+    "openclaw_site.body_limits.BodyGuardMiddleware",  # before anything reads the body
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
