@@ -116,6 +116,8 @@ try:
     LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
     # Reverse proxies in front of the server that append to X-Forwarded-For (0: use REMOTE_ADDR).
     TRUSTED_PROXY_COUNT = env_int("OPENCLAW_TRUSTED_PROXY_COUNT", 0, minimum=0)
+    # /healthz?deep=1 (a model call now) for anyone, not only signed-in staff.
+    HEALTHZ_DEEP_PUBLIC = env_bool("OPENCLAW_HEALTHZ_DEEP_PUBLIC", False)
     # import_workspace: the largest transcript or sessions.json it reads (a file is read whole).
     MAX_IMPORT_FILE_BYTES = env_int("OPENCLAW_MAX_IMPORT_FILE_BYTES", 200_000_000, minimum=1024)
 except EnvError as error:
