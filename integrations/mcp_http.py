@@ -1,9 +1,12 @@
 """The MCP endpoint over Streamable HTTP: ``/mcp/`` and ``/mcp/<assistant>/`` (docs/design.md, MCP).
 
-`McpApplication` is the ASGI app `openclaw_site.asgi` sends those paths to. Before the SDK sees a
-request it authenticates the bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a
-bad one: HTTP 401 with our error body; a URL naming no assistant of the key's team: 404) and puts an `integrations.mcp_server.McpCaller` (the key's
-team and scopes, the URL's assistant) on the scope's state, where the tools read it.
+`McpApplication` is the ASGI app `openclaw_site.asgi` sends those paths to. Before any of the body
+is read it refuses a Content-Length over `OPENCLAW_MAX_REQUEST_BYTES` (413) and authenticates the
+bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a bad one: 401; a URL naming no
+assistant of the key's team: 404); then it reads the body with that limit as a cap (a chunked body
+is cut off there) and puts an `integrations.mcp_server.McpCaller` (the key's team and scopes, the
+URL's assistant) on the scope's state, where the tools read it. Its refusals are JSON-RPC errors
+(what the official client raises with their message), our error envelope's object in ``data``.
 
 The SDK runs stateless with JSON responses: every POST is answered on its own, so any worker of
 any process can take any request and nothing is kept between them. Its session manager lives for
@@ -20,11 +23,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_REQUEST
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, server
 from openclaw_site.auth import api_key_context, bearer_api_key
+from openclaw_site.body_limits import BodyGuard, Refusal, too_large
 from openclaw_site.errors import ApiError, error_body
 from openclaw_site.selectors import NotFound, assistant_get
 
@@ -63,12 +68,52 @@ def _caller_for(authorization: str, url_assistant: str | None) -> McpCaller:
 
 
 async def _send_error(send: Send, error: ApiError) -> None:
-    headers = [(b"content-type", b"application/json")]
+    """Answer with a JSON-RPC error (no id: the request was not read) and close the connection."""
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
     if error.status_code == 401:
         headers.append((b"www-authenticate", b'Bearer realm="mcp"'))
-    body = json.dumps(error_body(error.code, error.message, error.details)).encode()
+    envelope = error_body(error.code, error.message, error.details)["error"]
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": INVALID_REQUEST, "message": error.message, "data": envelope},
+        }
+    ).encode()
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _api_error(refusal: Refusal) -> ApiError:
+    return ApiError(refusal.code, refusal.message, status_code=refusal.status, details=refusal.details)
+
+
+class _BodyTooLarge(Exception):
+    """The body went past the limit while it was being read."""
+
+
+async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, list[dict[str, Any]]]:
+    """Read the whole body, never past ``limit`` bytes; also return what came after it (a disconnect)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), [dict(message)]
+        body.extend(message.get("body", b""))
+        if len(body) > limit:
+            raise _BodyTooLarge()
+        if not message.get("more_body", False):
+            return bytes(body), []
+
+
+def _replaying(body: bytes, after: list[dict[str, Any]], receive: Receive) -> Receive:
+    """A ``receive`` that gives the body already read, then what followed, then the connection's."""
+    pending: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}, *after]
+
+    async def replay() -> Any:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 def _header(scope: Scope, name: bytes) -> str:
@@ -117,6 +162,11 @@ class McpApplication:
                 ),
             )
             return
+        guard = _guard_of_scope(scope)
+        refusal = guard.refusal_from_headers()
+        if refusal is not None:
+            await _send_error(send, _api_error(refusal))
+            return
         authorization = _header(scope, b"authorization")
         try:
             caller = await sync_to_async(run_sync, thread_sensitive=False)(
@@ -125,8 +175,20 @@ class McpApplication:
         except ApiError as error:
             await _send_error(send, error)
             return
+        try:
+            body, after = await _read_capped(receive, guard.limit)
+        except _BodyTooLarge:
+            await _send_error(send, _api_error(too_large(guard.limit)))
+            return
         state: dict[str, Any] = {**scope.get("state", {}), CALLER_STATE_KEY: caller}
-        await self._app({**scope, "path": "/", "raw_path": b"/", "state": state}, receive, send)
+        scope = {**scope, "path": "/", "raw_path": b"/", "state": state}
+        await self._app(scope, _replaying(body, after, receive), send)
+
+
+def _guard_of_scope(scope: Scope) -> BodyGuard:
+    """The body guard of an MCP request: the API's limit (`OPENCLAW_MAX_REQUEST_BYTES`), a key required."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+    return BodyGuard(scope["method"], scope["path"], headers, {})
 
 
 mcp_application = McpApplication(server)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
 from memory_app.paths import validate_memory_path
@@ -93,26 +93,54 @@ def _revision(
 def write_document(
     *, assistant: Assistant, path: str, content: str, provenance: Provenance, expected_hash: str | None = None
 ) -> tuple[MemoryDocument, MemoryRevision | None]:
-    """Create or replace a document; return it and its new revision (None if nothing changed)."""
+    """Create or replace a document; return it and its new revision (None if nothing changed).
+
+    ``expected_hash`` is the content hash the caller read (``""``: the document must not exist
+    yet); any other document, including one created by a concurrent request while this one ran,
+    is `StaleWrite` carrying its current revision, never replaced (docs/design.md, REST API).
+    """
     path = validate_memory_path(path)
     document = (
         MemoryDocument.objects.select_for_update(no_key=True).filter(assistant=assistant, path=path).first()
     )
     if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
-        raise StaleWrite(path)
+        raise StaleWrite(path, current_revision=current_revision_id(document=document) if document else None)
     if document is not None and document.content == content:
         return document, None
     action = RevisionAction.UPDATE if document else RevisionAction.CREATE
     if document is None:
-        document = MemoryDocument(assistant=assistant, path=path)
-    document.content = content
-    document.content_hash = content_hash(content)
-    document.save()
+        document = _insert_document(assistant=assistant, path=path, content=content)
+    else:
+        document.content = content
+        document.content_hash = content_hash(content)
+        document.save()
     revision = _revision(
         document, assistant=assistant, path=path, content=content, action=action, provenance=provenance
     )
     _notify(assistant, path, document.pk)
     return document, revision
+
+
+def _insert_document(*, assistant: Assistant, path: str, content: str) -> MemoryDocument:
+    """Insert a new document, or raise `StaleWrite` when a concurrent request created the path first.
+
+    The row lock of the read before finds no row to lock while the path is new, so two creators
+    both get here; the unique (assistant, path) index makes the second wait for the first to
+    commit and then fail. The insert runs in a savepoint, so the caller's transaction goes on to
+    read the winner's revision.
+    """
+    document = MemoryDocument(
+        assistant=assistant, path=path, content=content, content_hash=content_hash(content)
+    )
+    try:
+        with transaction.atomic():
+            document.save(force_insert=True)
+    except IntegrityError:
+        winner = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
+        raise StaleWrite(
+            path, current_revision=current_revision_id(document=winner) if winner else None
+        ) from None
+    return document
 
 
 def appended_text(existing: str, addition: str) -> str:
@@ -185,7 +213,11 @@ def agent_replace_document(
     current = current_revision_id(document=document) if document is not None else None
     if current != base_revision:
         raise StaleWrite(path, current_revision=current)
-    return write_document(assistant=assistant, path=path, content=content, provenance=provenance)
+    # No base revision: create only, even against a create that commits between the two reads.
+    expected = document.content_hash if document is not None else ""
+    return write_document(
+        assistant=assistant, path=path, content=content, provenance=provenance, expected_hash=expected
+    )
 
 
 @transaction.atomic

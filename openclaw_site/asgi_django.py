@@ -13,12 +13,18 @@ and, for a whole response, its close (the request-finished signal, which gives t
 database connections back). A streamed response's own work runs in a thread of
 `openclaw_site.streaming`; the request's thread gives its connections back before the stream
 starts, and the response is closed when the stream ends, as Django closes it.
+
+Before the body is read, the request's headers are judged (`openclaw_site.body_limits`: a
+Content-Length over the route's limit, a body with no credentials, and the credentials of a body
+that may be large, checked in a request thread); the body is then read with the route's limit as
+a cap, so a chunked body is cut off there (docs/design.md, Limits and refusals).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -30,7 +36,16 @@ from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.db import close_old_connections
 from django.http import FileResponse, HttpResponseBase
+from django.http.cookie import parse_cookie
 from django.urls import set_script_prefix
+
+from openclaw_site.body_limits import (
+    BODY_CHECKED_ATTRIBUTE,
+    BodyGuard,
+    Refusal,
+    refusal_response,
+    too_large,
+)
 
 
 def request_executor() -> ThreadPoolExecutor:
@@ -60,10 +75,22 @@ class ThreadedASGIHandler(ASGIHandler):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        guard = _guard_of_scope(scope)
+        refusal = guard.refusal_from_headers()
+        if refusal is None and guard.needs_credentials_check():
+            refusal = await in_request_thread(_checked_credentials, guard)
+        if refusal is not None:
+            await self._refuse(guard, refusal, send)
+            return
         try:
-            body_file = await self.read_body(receive)
+            body_file = await self.read_capped_body(receive, guard.limit)
         except RequestAborted:
             return
+        except _BodyTooLarge:
+            await self._refuse(guard, too_large(guard.limit), send)
+            return
+        if guard.declared_length() is None:
+            scope = _with_content_length(scope, body_file)
         try:
             response = await in_request_thread(self._respond, scope, body_file)
             if not response.streaming:
@@ -78,6 +105,8 @@ class ThreadedASGIHandler(ASGIHandler):
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, error_response = self.create_request(scope, body_file)
+        if request is not None:
+            setattr(request, BODY_CHECKED_ATTRIBUTE, True)  # BodyGuardMiddleware need not again
         response = self.get_response(request) if request is not None else error_response
         assert response is not None  # create_request returns a request or the response refusing it
         response._handler_class = self.__class__  # type: ignore[attr-defined]
@@ -88,6 +117,32 @@ class ThreadedASGIHandler(ASGIHandler):
         else:
             response.close()  # request_finished: this thread's connections go back
         return response
+
+    async def read_capped_body(self, receive: Any, limit: int) -> Any:
+        """Read the body as Django does (in memory, then a temporary file), never past ``limit`` bytes."""
+        body_file = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - the caller closes it
+            max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+        )
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                body_file.close()
+                raise RequestAborted()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                body_file.close()
+                raise _BodyTooLarge()
+            body_file.write(chunk)
+            if not message.get("more_body", False):
+                break
+        body_file.seek(0)
+        return body_file
+
+    async def _refuse(self, guard: BodyGuard, refusal: Refusal, send: Any) -> None:
+        """Answer before (the rest of) the body is read; the response closes the connection."""
+        await self.send_response(refusal_response(guard.surface, refusal), send)
 
     async def _stream(self, response: HttpResponseBase, receive: Any, send: Any) -> None:
         """Send a streamed response until it ends or the client leaves, then close it."""
@@ -102,3 +157,33 @@ class ThreadedASGIHandler(ASGIHandler):
             await in_request_thread(response.close)
         if isinstance(sent, Exception):  # not a cancellation: the stream itself failed
             raise sent
+
+
+class _BodyTooLarge(Exception):
+    """The body went past its route's limit while it was being read."""
+
+
+def _guard_of_scope(scope: dict[str, Any]) -> BodyGuard:
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", []):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]},{text}" if key in headers else text
+    cookies = parse_cookie(headers.get("cookie", ""))
+    return BodyGuard(scope.get("method", "GET"), scope.get("path", "/"), headers, cookies)
+
+
+def _with_content_length(scope: dict[str, Any], body_file: Any) -> dict[str, Any]:
+    """The scope of a chunked request with the length of the body read, which Django's parsers go by."""
+    size = body_file.seek(0, 2)
+    body_file.seek(0)
+    return {**scope, "headers": [*scope.get("headers", []), (b"content-length", str(size).encode())]}
+
+
+def _checked_credentials(guard: BodyGuard) -> Refusal | None:
+    """Check a request's credentials in a request thread, its connections given back as a request's are."""
+    close_old_connections()
+    try:
+        return guard.refusal_by_credentials()
+    finally:
+        close_old_connections()

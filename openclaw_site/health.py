@@ -2,7 +2,9 @@
 
 The model is probed (``GET <LLM_BASE_URL>/models``, a few seconds at most) and the answer cached
 for `MODEL_PROBE_TTL_SECONDS`, so a load balancer polling /healthz does not call the model each
-time; ``?deep=1`` probes now (docs/design.md, REST API).
+time; ``?deep=1`` probes now and loads the embedder, for a signed-in staff user only unless
+`OPENCLAW_HEALTHZ_DEEP_PUBLIC` is set: anyone else would spend the server's model key at will
+(docs/design.md, REST API).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from openclaw_site.errors import error_body
 from providers.chat import get_chat_model
 from providers.embeddings import embedder_status
 from providers.errors import provider_error_from
@@ -122,6 +125,12 @@ def _search_mode(status: dict[str, Any]) -> str:
 def healthz(request: HttpRequest) -> JsonResponse:
     """Report each dependency; 503 when the database or the broker is down; ?deep=1 loads and probes now."""
     deep = request.GET.get("deep") in ("1", "true")
+    if deep and not (settings.HEALTHZ_DEEP_PUBLIC or request.user.is_staff):
+        message = (
+            "?deep=1 calls the model provider now: sign in as a staff user, or set "
+            "OPENCLAW_HEALTHZ_DEEP_PUBLIC=true. /healthz without it reports the cached probe."
+        )
+        return JsonResponse(error_body("permission_denied", message), status=403)
     checks = {
         "database": _database(),
         "broker": _broker(),

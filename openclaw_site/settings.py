@@ -104,6 +104,9 @@ try:
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
+    # A dashboard upload (a workspace zip): the largest body it accepts, refused before reading
+    # (docs/design.md, Limits and refusals).
+    MAX_UPLOAD_BYTES = env_int("OPENCLAW_MAX_UPLOAD_BYTES", 200_000_000, minimum=1024)
     MAX_BATCH_MESSAGES = env_int("OPENCLAW_MAX_BATCH_MESSAGES", 1000, minimum=1)
     MAX_MEMORY_DOCUMENT_BYTES = env_int("OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES", 2_000_000, minimum=1024)
     # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
@@ -113,6 +116,8 @@ try:
     LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
     # Reverse proxies in front of the server that append to X-Forwarded-For (0: use REMOTE_ADDR).
     TRUSTED_PROXY_COUNT = env_int("OPENCLAW_TRUSTED_PROXY_COUNT", 0, minimum=0)
+    # /healthz?deep=1 (a model call now) for anyone, not only signed-in staff.
+    HEALTHZ_DEEP_PUBLIC = env_bool("OPENCLAW_HEALTHZ_DEEP_PUBLIC", False)
     # import_workspace: the largest transcript or sessions.json it reads (a file is read whole).
     MAX_IMPORT_FILE_BYTES = env_int("OPENCLAW_MAX_IMPORT_FILE_BYTES", 200_000_000, minimum=1024)
 except EnvError as error:
@@ -147,6 +152,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "openclaw_site.security.ContentSecurityPolicyMiddleware",
+    "openclaw_site.body_limits.BodyGuardMiddleware",  # before anything reads the body
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -22,6 +22,7 @@ from openai.types.chat import ChatCompletion
 
 from providers.chat import Completion, StopReason, StreamEvent, TextDelta, ToolCall, Usage
 from providers.errors import ProviderError, malformed_response_error, provider_error_from
+from providers.model_text import storable_text, storable_value
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
 
@@ -203,7 +204,7 @@ class StreamedReply:
 
     def add(self, chunk: dict[str, Any]) -> str:
         """Take one chunk in; return the text it adds."""
-        self.model = chunk.get("model") or self.model
+        self.model = storable_text(str(chunk.get("model") or "")) or self.model
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
         choices = chunk.get("choices") or []
@@ -212,16 +213,16 @@ class StreamedReply:
         choice = choices[0]
         self.finish_reason = choice.get("finish_reason") or self.finish_reason
         delta = choice.get("delta") or {}
-        self.reasoning += _reasoning_text_of(delta)
+        self.reasoning += storable_text(_reasoning_text_of(delta))
         for call in delta.get("tool_calls") or ():
             partial = self.tool_calls.setdefault(int(call.get("index", 0)), _PartialToolCall())
             partial.id = call.get("id") or partial.id
             function = call.get("function") or {}
             partial.name = function.get("name") or partial.name
             partial.arguments += function.get("arguments") or ""
-        text = delta.get("content") or ""
+        text = storable_text(str(delta.get("content") or ""))
         self.text += text
-        return str(text)
+        return text
 
     def completion(self) -> Completion:
         """Return the whole reply, as `completion_from` would have for the same answer."""
@@ -311,12 +312,12 @@ def completion_from(response: Any, *, requested_model: str) -> Completion:
     message = choice.message
     tool_calls = tuple(_tool_call(call) for call in message.tool_calls or ())
     return Completion(
-        text=message.content or "",
+        text=storable_text(message.content or ""),
         tool_calls=tool_calls,
         usage=usage_from(response.usage),
         stop_reason=_stop_reason(choice.finish_reason, has_tool_calls=bool(tool_calls)),
-        model=response.model or requested_model,
-        thinking=_reasoning_text(message),
+        model=storable_text(response.model or requested_model),
+        thinking=storable_text(_reasoning_text(message)),
     )
 
 
@@ -331,7 +332,11 @@ def _parsed_tool_call(call_id: str, name: str, arguments_json: str | None) -> To
         # Pi's parseStreamingJson answers {} for unparsable arguments; the tool then reports
         # the missing parameters to the model, which can try again.
         arguments = {}
-    return ToolCall(id=call_id, name=name, arguments=arguments if isinstance(arguments, dict) else {})
+    return ToolCall(
+        id=storable_text(call_id or ""),
+        name=storable_text(name or ""),
+        arguments=storable_value(arguments) if isinstance(arguments, dict) else {},
+    )
 
 
 def _stop_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:

@@ -47,8 +47,17 @@ def test_the_embedded_server_sizes_its_buffer_cache():
         assert cursor.fetchone()[0] == shared_buffers_mb()
 
 
+@pytest.fixture
+def staff_client(client):
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_user("ops", password="x", is_staff=True))
+    return client
+
+
 @pytest.mark.django_db
-def test_healthz_reports_each_dependency(client):
+def test_healthz_reports_each_dependency(staff_client):
+    client = staff_client
     body = client.get("/healthz").json()
     assert body["status"] == "ok"
     assert body["checks"]["database"]["ok"] and body["checks"]["database"]["pgvector"] >= "0.8"
@@ -61,9 +70,10 @@ def test_healthz_reports_each_dependency(client):
 
 
 @pytest.mark.django_db
-def test_healthz_probes_the_model_caches_the_answer_and_deep_probes_again(client, llm):
+def test_healthz_probes_the_model_caches_the_answer_and_deep_probes_again(staff_client, llm):
     from django.core.cache import cache
 
+    client = staff_client
     cache.clear()
     model = client.get("/healthz").json()["checks"]["model"]
     assert model["ok"] and model["probe"]["reachable"] and model["probe"]["cached"] is False
@@ -75,9 +85,33 @@ def test_healthz_probes_the_model_caches_the_answer_and_deep_probes_again(client
 
 
 @pytest.mark.django_db
-def test_healthz_says_degraded_when_the_model_endpoint_is_down(client, llm):
+def test_healthz_deep_calls_the_model_only_for_staff_or_when_allowed(client, world, llm, settings):
     from django.core.cache import cache
 
+    cache.clear()
+    client.get("/healthz")  # the cached probe: one call a minute at most, whoever asks
+    probes = len([path for path, _ in llm.requests if path.endswith("/models")])
+
+    anonymous = client.get("/healthz?deep=1")
+    client.force_login(world.alice)  # a team admin, not staff
+    member = client.get("/healthz?deep=1")
+
+    for refused in (anonymous, member):
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "permission_denied"
+        assert "OPENCLAW_HEALTHZ_DEEP_PUBLIC" in refused.json()["error"]["message"]
+    assert len([path for path, _ in llm.requests if path.endswith("/models")]) == probes
+    settings.HEALTHZ_DEEP_PUBLIC = True
+    client.logout()
+    assert client.get("/healthz?deep=1").json()["checks"]["model"]["probe"]["cached"] is False
+    assert len([path for path, _ in llm.requests if path.endswith("/models")]) == probes + 1
+
+
+@pytest.mark.django_db
+def test_healthz_says_degraded_when_the_model_endpoint_is_down(staff_client, llm):
+    from django.core.cache import cache
+
+    client = staff_client
     cache.clear()
     llm.stop()  # the endpoint goes away
     response = client.get("/healthz?deep=1")

@@ -10,7 +10,6 @@ from datetime import date
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Func, IntegerField, QuerySet, Value, When
 from django.db.models.functions import Length, Replace
 from drf_spectacular.utils import (
@@ -241,27 +240,28 @@ class MemoryListCreateApi(MemoryApiView):
         data = validated(DocumentCreateInput, self.json_object())
         path = checked_path(data["path"])
         check_size(data["content"])
-        try:
-            with transaction.atomic():
-                if MemoryDocument.objects.filter(assistant=assistant, path=path).exists():
-                    raise _document_exists(path)
-                document, revision = write_document(
-                    assistant=assistant, path=path, content=data["content"], provenance=self.provenance()
-                )
-        except IntegrityError:  # a concurrent create of the same path won
-            raise _document_exists(path) from None
+        try:  # create only: an existing path, or one a concurrent create took first, is a 409
+            document, revision = write_document(
+                assistant=assistant,
+                path=path,
+                content=data["content"],
+                provenance=self.provenance(),
+                expected_hash="",
+            )
+        except StaleWrite as error:
+            raise _document_exists(path, current_revision=error.current_revision) from None
         return Response(
             {**document_dict(document), "revision": revision.pk if revision else None},
             status=status.HTTP_201_CREATED,
         )
 
 
-def _document_exists(path: str) -> ApiError:
+def _document_exists(path: str, *, current_revision: int | None) -> ApiError:
     return ApiError(
         "document_exists",
-        f"{path} already exists; use PUT to replace it.",
+        f"{path} already exists (revision {current_revision}); use PUT to replace it.",
         status_code=409,
-        details={"field": "path", "path": path},
+        details={"field": "path", "path": path, "current_revision": current_revision},
     )
 
 
@@ -323,7 +323,7 @@ class MemoryDocumentApi(MemoryApiView):
                 provenance=self.provenance(),
                 expected_hash=data.get("expected_hash"),
             )
-        except StaleWrite:
+        except StaleWrite as error:
             current = (
                 MemoryDocument.objects.filter(assistant=assistant, path=path)
                 .values_list("content_hash", flat=True)
@@ -333,14 +333,12 @@ class MemoryDocumentApi(MemoryApiView):
                 "stale_write",
                 f"{path} changed since you read it; read it again and retry.",
                 status_code=409,
-                details={"path": path, "expected_hash": data.get("expected_hash"), "current_hash": current},
-            ) from None
-        except IntegrityError:  # created concurrently by another request: the caller's view is stale
-            raise ApiError(
-                "stale_write",
-                f"{path} was created by another request meanwhile; retry.",
-                status_code=409,
-                details={"path": path},
+                details={
+                    "path": path,
+                    "expected_hash": data.get("expected_hash"),
+                    "current_hash": current,
+                    "current_revision": error.current_revision,
+                },
             ) from None
         created = revision is not None and revision.action == RevisionAction.CREATE
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK

@@ -60,10 +60,10 @@ def test_without_a_valid_key_the_endpoint_answers_401(asgi_live_server, world):
     )
 
     assert missing.status_code == 401
-    assert missing.json()["error"]["code"] == "not_authenticated"
+    assert missing.json()["error"]["data"]["code"] == "not_authenticated"
     assert missing.headers["www-authenticate"].startswith("Bearer")
     assert wrong.status_code == 401
-    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    assert wrong.json()["error"]["data"]["code"] == "invalid_api_key"
 
 
 def test_only_mcp_and_an_assistant_below_it_are_mcp_paths(asgi_live_server, world, acme_secret):
@@ -75,7 +75,7 @@ def test_only_mcp_and_an_assistant_below_it_are_mcp_paths(asgi_live_server, worl
     )
     django = httpx2.get(f"{asgi_live_server.url}/mcpx", timeout=10)
 
-    assert deeper.status_code == 404 and deeper.json()["error"]["code"] == "not_found"
+    assert deeper.status_code == 404 and deeper.json()["error"]["data"]["code"] == "not_found"
     assert django.status_code == 404 and "mcp_not_started" not in django.text
 
 
@@ -326,7 +326,7 @@ def test_a_url_naming_no_assistant_of_the_team_is_refused_before_any_call(
     )
 
     assert response.status_code == 404
-    error = response.json()["error"]
+    error = response.json()["error"]["data"]  # a JSON-RPC error, our envelope's object in data
     assert error["code"] == "not_found" and f"No assistant {slug!r} in this key's team" in error["message"]
     assert "/mcp/<assistant slug>/" in error["message"]
 
