@@ -18,7 +18,7 @@ from memory_app.models import MemoryDocument
 from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories
 from tests.conftest import ALL_SCOPES
-from tests.fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from tests.fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
 from tests.integrations.openclaw_runner import ROOT, OpenClawHome, reply_text, require_openclaw
 from tests.messages import assistant, chatter, user
 
@@ -166,6 +166,32 @@ def test_a_long_session_is_compacted_by_the_server_and_the_next_request_starts_f
     openclaw().turn("And now?")
     first = _openclaw_requests(model)[-1]["messages"][1]
     assert "compacted into the following summary" in json.dumps(first)
+
+
+OVERFLOW = (
+    "This model's maximum context length is 200000 tokens. However, your messages resulted in 250000 tokens."
+)
+
+
+def test_an_overflow_is_recovered_by_the_servers_compaction(openclaw, model, world):
+    session = factories.make_session(world.assistant, "agent:main:main")
+    factories.add_messages(session, *chatter(30, words=400))  # above keepRecentTokens: something to summarise
+    refused: list[bool] = []
+
+    def overflow_once(request: dict[str, Any]) -> Reply | str:
+        if not _is_openclaw(request):
+            return "Summary of the early turns."
+        if not refused:
+            refused.append(True)
+            return error_reply(400, OVERFLOW, code="context_length_exceeded")
+        return "Noted."
+
+    model.default_chat = overflow_once
+    answer = openclaw().turn("One more thing.")
+    assert "Noted." in reply_text(answer)
+    entry = CompactionEntry.objects.get(session=session)
+    assert entry.trigger == "overflow" and entry.run.flush_outcome
+    assert "compacted into the following summary" in json.dumps(_openclaw_requests(model)[-1]["messages"][1])
 
 
 def test_a_server_outage_loses_and_doubles_nothing(openclaw, model, world, asgi_live_server):
