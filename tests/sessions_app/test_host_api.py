@@ -186,3 +186,14 @@ def test_memory_write_needs_the_write_scope(scoped_api):
         "insufficient_scope",
     )
     assert snapshot() == before
+
+
+def test_an_openclaw_session_shows_on_the_dashboard_like_any_other(api, world):
+    from tests.views_support import signed_in
+
+    commit(api)
+    session = Session.objects.get(key=KEY)
+    page = signed_in(world.bob).get(f"/sessions/{session.pk}/").content.decode()
+    assert KEY in page and "[Sat 2026-12-05 03:23 UTC] hello" in page and "Called <code>read</code>" in page
+    listing = signed_in(world.bob).get("/assistants/helper/sessions/").content.decode()
+    assert KEY in listing
