@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,25 @@ class OpenClawHome:
             },
         }
 
+    def gateway(self, port: int, token: str) -> subprocess.Popen[str]:
+        """Start `openclaw gateway run` on 127.0.0.1:``port``; `run` calls then go through it."""
+        config = self.config()
+        config["gateway"] = {
+            "mode": "local",
+            "port": port,
+            "bind": "loopback",
+            "auth": {"mode": "token", "token": token},
+        }
+        self.config_path.write_text(json.dumps(config, indent=2))
+        return subprocess.Popen(
+            [str(NODE), str(OPENCLAW), "gateway", "run", "--port", str(port)],
+            env={**self.env(), "OPENCLAW_GATEWAY_TOKEN": token},
+            cwd=self.root,
+            stdout=(self.root / "gateway.out").open("w"),
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
     def env(self) -> dict[str, str]:
         keep = {name: os.environ[name] for name in ("PATH", "LANG", "TZ") if name in os.environ}
         return {
@@ -142,6 +163,24 @@ class OpenClawHome:
         answer: dict[str, Any] = json.loads(done.stdout[start:])
         answer["_stderr"] = done.stderr
         return answer
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, *, timeout: float) -> None:
+    """Wait until something listens on 127.0.0.1:``port`` (a gateway starting up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.25)
+    raise AssertionError(f"nothing listened on 127.0.0.1:{port} within {timeout} s")
 
 
 def reply_text(answer: dict[str, Any]) -> str:

@@ -19,7 +19,14 @@ from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories
 from tests.conftest import ALL_SCOPES
 from tests.fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
-from tests.integrations.openclaw_runner import ROOT, OpenClawHome, reply_text, require_openclaw
+from tests.integrations.openclaw_runner import (
+    ROOT,
+    OpenClawHome,
+    free_port,
+    reply_text,
+    require_openclaw,
+    wait_for_port,
+)
 from tests.messages import assistant, chatter, user
 
 DOC = ROOT / "docs" / "integrations.md"
@@ -192,6 +199,27 @@ def test_an_overflow_is_recovered_by_the_servers_compaction(openclaw, model, wor
     entry = CompactionEntry.objects.get(session=session)
     assert entry.trigger == "overflow" and entry.run.flush_outcome
     assert "compacted into the following summary" in json.dumps(_openclaw_requests(model)[-1]["messages"][1])
+
+
+def test_openclaw_sessions_compact_runs_the_servers_compaction(openclaw, model, world):
+    session = factories.make_session(world.assistant, "agent:main:main")
+    factories.add_messages(session, *chatter(30, words=400))
+    home = openclaw()
+    port, token = free_port(), "gateway-test-token"
+    gateway = home.gateway(port, token)
+    try:
+        wait_for_port(port, timeout=120)
+        turn = home.run(
+            "agent", "--agent", "main", "--session-key", "agent:main:main", "--message", "Hi", "--json"
+        )
+        assert turn.returncode == 0, turn.stderr[-3000:]
+        done = home.run("sessions", "compact", "agent:main:main", "--json")
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+    entry = CompactionEntry.objects.get(session=session)
+    assert entry.trigger == "manual" and entry.summary.startswith("Summary of the early turns.")
 
 
 def test_a_server_outage_loses_and_doubles_nothing(openclaw, model, world, asgi_live_server):
