@@ -120,3 +120,13 @@ test("the API key may come from the environment", () => {
   assert.equal(config.baseUrl, "http://x");
   assert.deepEqual(resolveConfig({}, {}).missing, ["baseUrl", "assistant", "apiKey (or OPENCLAW_SITE_API_KEY)"]);
 });
+
+test("a memory tool says clearly that the server is unreachable", async () => {
+  const { memoryTools } = await import("../lib/tools.js");
+  const log = logger();
+  const client = new SiteClient(resolveConfig({ baseUrl: "http://127.0.0.1:9", assistant: "helper", apiKey: "k" }), log);
+  const [search] = memoryTools(client, { sessionKey: "agent:main:main" });
+  await assert.rejects(search.execute("call_1", { query: "x" }), /memory_search failed: openclaw-site at http:\/\/127\.0\.0\.1:9 is unreachable/);
+  await assert.rejects(search.execute("call_2", { query: "y" }));
+  assert.equal(log.log.warnings.length, 1, "one warning for the whole outage");
+});
