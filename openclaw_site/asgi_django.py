@@ -117,8 +117,9 @@ async def _read_in_threads(parts: Iterator[bytes], *, by_part: bool) -> AsyncIte
     """Yield a synchronous stream's parts from request threads: a file's blocks one by one, any
     other stream (whose iterator may query the database) whole from one thread, as Django does."""
     if not by_part:
-        for part in await in_request_thread(list, parts):
+        whole: list[bytes] = await in_request_thread(list, parts)
+        for part in whole:
             yield part
         return
-    while (part := await in_request_thread(next, parts, _END)) is not _END:
-        yield part
+    while (block := await in_request_thread(next, parts, _END)) is not _END:
+        yield block

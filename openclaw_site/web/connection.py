@@ -3,7 +3,7 @@
 The addresses are those of docs/integrations.md: the MCP endpoint at ``/mcp/<slug>/``
 (`integrations/mcp_http.py`), the OpenAI-compatible endpoint at ``/v1`` (`integrations/openai_urls.py`,
 the slug as the model), and the OpenClaw plugin of `integrations/openclaw/`. This layer may not import
-`integrations` (docs/architecture.md, Layers); tests/test_views_connection.py checks that these paths
+`integrations` (docs/architecture.md, Layers); tests/test_views_first_hour.py checks that these paths
 are the ones served.
 """
 
