@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -146,6 +146,12 @@ class ThreadedASGIHandler(ASGIHandler):
 
     async def _stream(self, response: HttpResponseBase, receive: Any, send: Any) -> None:
         """Send a streamed response until it ends or the client leaves, then close it."""
+        if not response.is_async:  # type: ignore[attr-defined]
+            # Django would read it whole in a thread and warn on every such response (a static file,
+            # an export, a CSV): read it here without the warning, a file a block at a time.
+            parts = response.streaming_content  # type: ignore[attr-defined]
+            by_part = isinstance(response, FileResponse)
+            response.streaming_content = _read_in_threads(parts, by_part=by_part)  # type: ignore[attr-defined]
         sending = asyncio.ensure_future(self.send_response(response, send))
         listening = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
@@ -187,3 +193,18 @@ def _checked_credentials(guard: BodyGuard) -> Refusal | None:
         return guard.refusal_by_credentials()
     finally:
         close_old_connections()
+
+
+_END = object()
+
+
+async def _read_in_threads(parts: Iterator[bytes], *, by_part: bool) -> AsyncIterator[bytes]:
+    """Yield a synchronous stream's parts from request threads: a file's blocks one by one, any
+    other stream (whose iterator may query the database) whole from one thread, as Django does."""
+    if not by_part:
+        whole: list[bytes] = await in_request_thread(list, parts)
+        for part in whole:
+            yield part
+        return
+    while (block := await in_request_thread(next, parts, _END)) is not _END:
+        yield block

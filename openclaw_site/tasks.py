@@ -95,6 +95,8 @@ from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
 from openclaw_site.row_sql import partial_index_condition
 
 logger = logging.getLogger(__name__)
+# A task that succeeds after this long is logged (docs/design.md, The log).
+SLOW_TASK_SECONDS = 30.0
 
 # The TaskRecord id of the task running in this context (set by run_tracked).
 _current_task: ContextVar[str | None] = ContextVar("openclaw_current_task", default=None)
@@ -456,6 +458,7 @@ def run_tracked(
     if Conf.SYNC and _inline_later.get() is None:  # the outermost task run inline
         return _run_inline(task_id, func, args, queue=queue)
     TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
+    started = time.monotonic()
     token = _current_task.set(task_id)
     try:
         result = import_string(func)(*args)
@@ -469,6 +472,9 @@ def run_tracked(
     finally:
         _current_task.reset(token)
     _finish(task_id, state=TaskState.SUCCEEDED, result=_jsonable(result))
+    if (seconds := time.monotonic() - started) >= SLOW_TASK_SECONDS:
+        # django-q2 logs a failure itself, a success only below the default level (settings.LOGGING).
+        logger.warning("Task %s (%s) took %.0f s", func, task_id, seconds)
     return result
 
 

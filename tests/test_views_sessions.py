@@ -177,11 +177,22 @@ def test_chat_without_a_model_says_how_to_configure_one_and_stores_nothing(world
     session = factories.make_session(world.assistant)
     client = signed_in(world.bob)
     page = client.get(f"/sessions/{session.pk}/").content.decode()
-    assert "No model is configured" in page and "LLM_BASE_URL" in page
+    settings_link = 'href="/assistants/helper/settings/#id_model"'
+    assert "No model is connected yet, so Helper can&#x27;t reply" in page and settings_link in page
     response = client.post(f"/sessions/{session.pk}/chat/", {"text": "hello?"}, **HX)
     assert response.status_code == 503
     assert response["HX-Retarget"] == "#composer-notice"
-    assert b"LLM_BASE_URL" in response.content and b"notice-error" in response.content
+    notice = response.content.decode()
+    assert "Your message was not saved. No model is connected yet" in notice and "notice-error" in notice
+    assert settings_link in notice
+    # The dashboard's words, not the API's: no request fields, no Markdown backticks.
+    assert "respond" not in notice and "`" not in notice
+    full = client.post(f"/sessions/{session.pk}/chat/", {"text": "hello?"})
+    assert (
+        full.status_code == 503
+        and is_full_page(full)
+        and "Your message was not saved" in full.content.decode()
+    )
     assert not Message.objects.filter(session=session).exists()
 
 

@@ -17,6 +17,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -41,6 +42,7 @@ from memory_app.selectors import (
     revision_get,
     revision_list,
 )
+from memory_app.web.highlight import highlight_html
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import TaskOwner, enqueue
@@ -563,6 +565,7 @@ class ResultView:
     url: str
     label: str
     session_title: str = ""
+    snippet: SafeString = field(default_factory=SafeString)  # the query's words marked (web/highlight.py)
 
 
 def _result_url(assistant: Assistant, result: Any) -> str:
@@ -616,6 +619,7 @@ def search(request: WebRequest, slug: str) -> HttpResponse:
                     url=_result_url(assistant, r),
                     label=r.citation,
                     session_title=titles.get(r.session_id, "") if r.session_id is not None else "",
+                    snippet=mark_safe(highlight_html(r.snippet, data["q"])),
                 )
                 for r in response.results
             ]

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Any
 
 from django import template
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
-
-_TERM = re.compile(r"[\w\-./#]+", re.UNICODE)
-_CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 @register.filter
@@ -23,30 +18,6 @@ def get_item(mapping: Any, key: Any) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
-
-
-def query_terms(query: str) -> list[str]:
-    """Return the words of a query worth highlighting (CJK runs become their bigrams)."""
-    terms: set[str] = set()
-    for word in _TERM.findall(query or ""):
-        if _CJK.search(word):
-            chars = _CJK.findall(word)
-            terms.update(a + b for a, b in itertools.pairwise(chars))
-            terms.update(chars if len(chars) == 1 else [])
-        elif len(word) >= 2:
-            terms.add(word)
-    return sorted(terms, key=len, reverse=True)
-
-
-@register.filter
-def highlight(text: str, query: str) -> SafeString:
-    """Escape ``text`` and wrap the query's terms in <mark> (case-insensitive)."""
-    terms = query_terms(query)
-    escaped = escape(text or "")
-    if not terms:
-        return mark_safe(escaped)
-    pattern = re.compile("|".join(re.escape(escape(term)) for term in terms), re.IGNORECASE)
-    return mark_safe(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))
 
 
 @register.filter

@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 from django.utils import timezone
+from django.utils.text import slugify
 
 from openclaw_site.assistant_settings import (
     SCHEMA,
@@ -85,12 +86,149 @@ HELP: dict[str, str] = {
     "memorySearch.citations": "Whether search results carry path#Lx-Ly citations.",
 }
 
-# Sections of the settings page: (title, path prefix, prefixes to leave to a later section).
-SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Compaction", "compaction", ("compaction.memoryFlush",)),
-    ("Memory flush", "compaction.memoryFlush", ()),
-    ("Context pruning", "contextPruning", ()),
-    ("Memory search", "memorySearch", ()),
+# The settings page in words: a human label for each setting (the OpenClaw key is shown small
+# beside it), and the settings grouped by what they do rather than by where OpenClaw nests them
+# (docs/dashboard.md, Settings).
+LABELS: dict[str, str] = {
+    "compaction.mode": "Summary style",
+    "compaction.reserveTokens": "Room kept for the reply",
+    "compaction.reserveTokensFloor": "Smallest room kept for the reply",
+    "compaction.keepRecentTokens": "Recent tokens kept word for word",
+    "compaction.maxHistoryShare": "Largest share of the window for history",
+    "compaction.recentTurnsPreserve": "Recent turns quoted in the summary",
+    "compaction.identifierPolicy": "Ids, hashes and paths",
+    "compaction.identifierInstructions": "Instructions for ids (custom policy)",
+    "compaction.customInstructions": "Extra instructions for every summary",
+    "compaction.qualityGuard.enabled": "Check each summary and retry",
+    "compaction.qualityGuard.maxRetries": "Retries after a failed check",
+    "compaction.model": "Model for summaries",
+    "compaction.timeoutSeconds": "Time limit of a summary (seconds)",
+    "compaction.memoryFlush.enabled": "Save notes to memory before compacting",
+    "compaction.memoryFlush.softThresholdTokens": "Start this many tokens before compaction",
+    "compaction.memoryFlush.forceFlushTranscriptBytes": "Also when the transcript reaches",
+    "compaction.memoryFlush.prompt": "Prompt of the note-taking turn",
+    "compaction.memoryFlush.systemPrompt": "System prompt of the note-taking turn",
+    "contextPruning.mode": "When to trim old tool output",
+    "contextPruning.ttl": "Trim at most once per",
+    "contextPruning.keepLastAssistants": "Never trim after the last N replies",
+    "contextPruning.softTrimRatio": "Shorten tool output from this share of the window",
+    "contextPruning.hardClearRatio": "Clear tool output from this share of the window",
+    "contextPruning.minPrunableToolChars": "Clear only above this many characters",
+    "contextPruning.softTrim.maxChars": "Shorten tool output longer than",
+    "contextPruning.softTrim.headChars": "Characters kept from the start",
+    "contextPruning.softTrim.tailChars": "Characters kept from the end",
+    "contextPruning.hardClear.enabled": "Allow clearing old tool output",
+    "contextPruning.hardClear.placeholder": "Text left in place of cleared output",
+    "contextPruning.tools.allow": "Only trim these tools",
+    "contextPruning.tools.deny": "Never trim these tools",
+    "memorySearch.enabled": "Let the assistant search its memory",
+    "memorySearch.sources": "Search in",
+    "memorySearch.chunking.tokens": "Piece size (tokens)",
+    "memorySearch.chunking.overlap": "Overlap between pieces (tokens)",
+    "memorySearch.chunking.sessions.tokens": "Piece size for sessions (tokens)",
+    "memorySearch.chunking.sessions.overlap": "Overlap for sessions (tokens)",
+    "memorySearch.sync.watchDebounceMs": "Wait after a save (ms)",
+    "memorySearch.sync.sessions.deltaBytes": "Reindex a session after new bytes",
+    "memorySearch.sync.sessions.deltaMessages": "Reindex a session after new messages",
+    "memorySearch.sync.sessions.postCompactionForce": "Reindex a session after compaction",
+    "memorySearch.query.maxResults": "Results per search",
+    "memorySearch.query.minScore": "Lowest score shown",
+    "memorySearch.query.snippetMaxChars": "Snippet length (characters)",
+    "memorySearch.query.snippetMode": "Snippet shows",
+    "memorySearch.query.hybrid.enabled": "Combine meaning and keywords",
+    "memorySearch.query.hybrid.vectorWeight": "Weight of meaning",
+    "memorySearch.query.hybrid.textWeight": "Weight of keywords",
+    "memorySearch.query.hybrid.candidateMultiplier": "Candidates per result",
+    "memorySearch.query.hybrid.cjkTextWeightScale": "Keyword weight for Chinese, Japanese, Korean",
+    "memorySearch.query.hybrid.mmr.enabled": "Prefer varied results",
+    "memorySearch.query.hybrid.mmr.lambda": "Relevance against variety",
+    "memorySearch.query.hybrid.temporalDecay.enabled": "Prefer recent notes and sessions",
+    "memorySearch.query.hybrid.temporalDecay.halfLifeDays": "Half-life (days)",
+    "memorySearch.cache.enabled": "Remember embeddings of unchanged text",
+    "memorySearch.cache.maxEntries": "Most embeddings remembered",
+    "memorySearch.citations": "Cite sources in results",
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One group of the settings page: what its settings do, and which they are."""
+
+    title: str
+    about: str
+    paths: tuple[str, ...]
+    open: bool = True
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "When the conversation gets long",
+        "How much of the window stays free, and what compaction keeps word for word.",
+        (
+            "compaction.reserveTokens",
+            "compaction.reserveTokensFloor",
+            "compaction.keepRecentTokens",
+            "compaction.maxHistoryShare",
+        ),
+    ),
+    Section(
+        "How summaries are written",
+        "The summary that replaces older messages when the session is compacted.",
+        (
+            "compaction.mode",
+            "compaction.recentTurnsPreserve",
+            "compaction.identifierPolicy",
+            "compaction.identifierInstructions",
+            "compaction.customInstructions",
+            "compaction.qualityGuard.enabled",
+            "compaction.qualityGuard.maxRetries",
+            "compaction.model",
+            "compaction.timeoutSeconds",
+        ),
+        open=False,
+    ),
+    Section(
+        "Notes saved before compacting",
+        "A silent turn in which the assistant writes what to remember into today's daily note.",
+        tuple(path for path in LABELS if path.startswith("compaction.memoryFlush.")),
+        open=False,
+    ),
+    Section(
+        "Memory search",
+        "Whether the assistant searches its memory, where, and how many results it gets.",
+        (
+            "memorySearch.enabled",
+            "memorySearch.sources",
+            "memorySearch.query.maxResults",
+            "memorySearch.query.minScore",
+            "memorySearch.query.snippetMaxChars",
+            "memorySearch.query.snippetMode",
+            "memorySearch.citations",
+        ),
+        open=False,
+    ),
+    Section(
+        "Trimming old tool output",
+        "Long tool results are shortened or cleared before a model call; the transcript keeps them whole.",
+        tuple(path for path in LABELS if path.startswith("contextPruning.")),
+        open=False,
+    ),
+    Section(
+        "Search ranking",
+        "How meaning and keyword matches are weighed, varied and aged.",
+        tuple(path for path in LABELS if path.startswith("memorySearch.query.hybrid.")),
+        open=False,
+    ),
+    Section(
+        "Indexing",
+        "How memory and sessions are cut into pieces and kept up to date for search.",
+        tuple(
+            path
+            for path in LABELS
+            if path.startswith(("memorySearch.chunking.", "memorySearch.sync.", "memorySearch.cache."))
+        ),
+        open=False,
+    ),
 )
 
 _TEXTAREA_KEYS = {"customInstructions", "identifierInstructions", "prompt", "systemPrompt"}
@@ -130,10 +268,10 @@ def _merge_into(target: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _form_field(path: str, spec: Field) -> forms.Field:
-    """Return the form field for one schema leaf; the label is OpenClaw's key name."""
+    """Return the form field for one schema leaf, labelled in words (its key shows beside it)."""
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
     common: dict[str, Any] = {
-        "label": path.rsplit(".", 1)[-1],
+        "label": LABELS.get(path, path.rsplit(".", 1)[-1]),
         "help_text": HELP.get(path, ""),
         "required": False,
     }
@@ -221,27 +359,23 @@ class SettingsForm(forms.Form):
             self.add_error(field if field in self.fields else None, error.message)
 
     def sections(self) -> list[dict[str, Any]]:
-        """Return the bound fields grouped for the template.
+        """Return the bound fields grouped for the template: [{title, about, open, fields: [(path, field)]}].
 
-        [{title, slug, groups: [{name, fields: [(path, bound field)]}]}], where a group is one nested
-        object of the schema (``query.hybrid.mmr``), so a label such as ``enabled`` is never ambiguous.
+        A section holding a field with an error is open; a setting no section names comes last.
         """
-        result = []
-        for title, prefix, later in SECTIONS:
-            paths = [p for p in self.leaves if p.startswith(prefix + ".") and not p.startswith(later)]
-            groups: dict[str, list[tuple[str, Any]]] = {}
-            for path in paths:
-                parent = path[len(prefix) + 1 :].rpartition(".")[0]
-                groups.setdefault(parent, []).append((path, self[path]))
-            result.append(
-                {
-                    "title": title,
-                    "slug": prefix.replace(".", "-"),
-                    "prefix": prefix,
-                    "groups": [{"name": name, "fields": fields} for name, fields in groups.items()],
-                }
-            )
-        return result
+        named = {path for section in SECTIONS for path in section.paths}
+        rest = tuple(path for path in self.leaves if path not in named)
+        groups = [*SECTIONS, *([Section("Other settings", "", rest)] if rest else [])]
+        return [
+            {
+                "title": section.title,
+                "about": section.about,
+                "slug": slugify(section.title),
+                "open": section.open or any(path in self.errors for path in section.paths),
+                "fields": [(path, self[path]) for path in section.paths],
+            }
+            for section in groups
+        ]
 
 
 def _valid_timezone(name: str) -> str:
@@ -286,6 +420,8 @@ class AssistantCreateForm(AssistantForm):
     def __init__(self, *args: Any, team: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
+        # static/js/app.js fills the slug from the name as it is typed, until the slug is edited.
+        self.fields["slug"].widget.attrs["data-slug-from"] = f"#{self['name'].auto_id}"
         self.fields["context_window"].help_text = (
             f"Tokens the model accepts. With the default compaction settings at least "
             f"{DEFAULTS_MIN_WINDOW:,}; a smaller one (down to 16,000) needs a smaller reserve and "

@@ -7,6 +7,8 @@ member; writes check the role first (`WebContext.require`) and change nothing wh
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.db.models import Count, Max
@@ -21,6 +23,7 @@ from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
+from openclaw_site.web.connection import connection
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm
 
 UNPROCESSABLE = 422
@@ -171,10 +174,26 @@ def api_keys(request: WebRequest) -> HttpResponse:
         "form": form,
         "created": created,
         "keys": api_key_list(team=team),
+        **_connect_context(request),
     }
-    response = render_page(request, "site/api_keys.html", context, partial="keys-panel", status=status)
+    # A GET from htmx comes from the assistant picker: only the connection panel changes.
+    partial = "connect-panel" if request.method == "GET" else "keys-panel"
+    response = render_page(request, "site/api_keys.html", context, partial=partial, status=status)
     response["Cache-Control"] = "no-store"  # the one page that ever holds a secret
     return response
+
+
+def _connect_context(request: WebRequest) -> dict[str, Any]:
+    """The assistant picked on the API keys page (``?assistant=``, else the first) and how to reach it."""
+    assistants = list(assistant_list(team=request.web.team, archived=False))
+    slug = request.GET.get("assistant", "")
+    chosen = assistant_get(team=request.web.team, slug=slug) if slug else next(iter(assistants), None)
+    if chosen is None:
+        return {"assistants": assistants, "connect": None}
+    if chosen not in assistants:
+        assistants.append(chosen)  # an archived one named in the URL stays shown
+    base_url = request.build_absolute_uri("/")
+    return {"assistants": assistants, "connect": connection(base_url=base_url, slug=chosen.slug)}
 
 
 @require_http_methods(["GET", "POST"])

@@ -37,6 +37,14 @@ class ModelStatus:
     message: str
 
 
+# The dashboard's own words for a missing model (the REST API's message speaks of its fields).
+NO_MODEL_MESSAGE = (
+    "No model is connected yet, so {name} can't reply. Whoever runs "
+    "this server connects one (any OpenAI-compatible service) and restarts it; each assistant may then "
+    "pick its own model in its settings. Meanwhile /compact works with the offline summary."
+)
+
+
 def model_status(assistant: Assistant) -> ModelStatus:
     """Say whether the assistant can reply, and how to make it able to."""
     from providers.chat import get_chat_model
@@ -45,14 +53,15 @@ def model_status(assistant: Assistant) -> ModelStatus:
     model = effective_model(assistant)
     if get_chat_model("chat") is not None:
         return ModelStatus(True, model, "")
-    return ModelStatus(
-        False,
-        model,
-        (
-            "No model is configured, so the assistant can't reply. Set LLM_BASE_URL and LLM_MODEL (any "
-            "OpenAI-compatible endpoint) and restart. /compact still works with the offline summariser."
-        ),
-    )
+    return ModelStatus(False, model, NO_MODEL_MESSAGE.format(name=assistant.name))
+
+
+def _turn_error(error: Any, assistant: Assistant) -> ChatOutcome:
+    """Return a refused or failed turn as the chat shows it, in the dashboard's words."""
+    message = error.message
+    if error.code == "model_not_configured":
+        message = "Your message was not saved. " + NO_MODEL_MESSAGE.format(name=assistant.name)
+    return ChatOutcome(error=message, status=error.status, stored=bool(error.stored))
 
 
 # --- the gauge --------------------------------------------------------------------------------
@@ -319,7 +328,7 @@ def compaction_preview(*, session: Session, instructions: str) -> Preview:
             session_id=session.pk, trigger="manual", instructions=instructions or None, dry_run=True
         )
     except CompactionRefused as refused:
-        return Preview(ok=False, message=refused.message)
+        return Preview(ok=False, message=refusal_text(session, refused))
     from sessions_app.models import Message
 
     first_kept_seq = (
@@ -345,6 +354,33 @@ def compaction_preview(*, session: Session, instructions: str) -> Preview:
     )
 
 
+def refusal_text(session: Session, refused: Any) -> str:
+    """Say why /compact has nothing to do, and for a small session how far it is from having some.
+
+    Compaction keeps the most recent keepRecentTokens verbatim (docs/openclaw-behaviour.md §1.1), so
+    it has something to summarise once the session's messages pass that many tokens.
+    """
+    from sessions_app.compaction import format_token_count as count
+    from sessions_app.context import token_figures
+
+    if refused.code != "nothing_to_compact":
+        return str(refused.message)
+    figures = token_figures(session)
+    keep, now = session.assistant.config.compaction.keep_recent_tokens, figures.context_tokens
+    head = (
+        f"Nothing to compact yet: this session holds about {count(now)} tokens, and compaction keeps "
+        f"the most recent {count(keep)} tokens word for word (keepRecentTokens)."
+    )
+    more = (
+        f" It has something to summarise once the session passes {count(keep)} tokens, about "
+        f"{count(keep - now)} more."
+        if now < keep
+        else " Everything since the last compaction is still within that recent part."
+    )
+    automatic = f" Automatic compaction starts at {count(figures.thresholds.compaction_threshold)} tokens."
+    return head + more + automatic
+
+
 @dataclass(frozen=True)
 class CompactResult:
     ok: bool
@@ -362,6 +398,11 @@ def compact(*, session: Session, instructions: str) -> CompactResult:
         manual_reply_text,
     )
 
+    # A session too small to compact is told so by a dry run, which records no failed run.
+    try:
+        compact_session(session_id=session.pk, trigger="manual", dry_run=True)
+    except CompactionRefused as refused:
+        return CompactResult(False, refusal_text(session, refused))
     try:
         run = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None)
     except CompactionBusy as busy:
@@ -404,14 +445,14 @@ def is_command(text: str) -> bool:
     return parse_compact_command(text) is not NOT_A_COMMAND
 
 
-def turn_refusal() -> ChatOutcome | None:
+def turn_refusal(assistant: Assistant) -> ChatOutcome | None:
     """Return why no turn can run now (no model configured), or None."""
     from sessions_app.agent import TurnError, require_chat_model
 
     try:
         require_chat_model()
     except TurnError as error:
-        return ChatOutcome(error=error.message, status=error.status, stored=False)
+        return _turn_error(error, assistant)
     return None
 
 
@@ -458,7 +499,7 @@ def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]
             elif isinstance(event, TurnFinished):
                 result = event.result
     except TurnError as error:
-        yield ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+        yield _turn_error(error, session.assistant)
         return
     notice = (
         "The assistant chose not to reply (NO_REPLY); the turn is stored as silent." if result.silent else ""
@@ -473,7 +514,7 @@ def retry(*, session: Session) -> ChatOutcome:
     try:
         result = retry_turn(session_id=session.pk)
     except TurnError as error:
-        return ChatOutcome(error=error.message, status=error.status, stored=bool(error.stored))
+        return _turn_error(error, session.assistant)
     notice = "The assistant chose not to reply (NO_REPLY)." if result.silent else ""
     return ChatOutcome(notice=notice, scheduled=dict(result.scheduled))
 

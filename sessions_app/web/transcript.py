@@ -25,6 +25,12 @@ class ToolCallView:
     size: int
 
 
+# Past this a message's text is clipped to a few lines until "Show all" is opened: a phone shows
+# about 1,000 characters of text per screen.
+LONG_MESSAGE_CHARS = 1200
+LONG_MESSAGE_LINES = 24
+
+
 @dataclass
 class MessageView:
     """One stored message, split into what the template shows and collapses."""
@@ -51,6 +57,12 @@ class MessageView:
     @property
     def anchor(self) -> str:
         return f"m-{self.message.seq}"
+
+    @property
+    def long(self) -> bool:
+        """Whether the text is shown clipped with a "Show all" control (docs/dashboard.md, Sessions)."""
+        text = self.text
+        return len(text) > LONG_MESSAGE_CHARS or text.count("\n") >= LONG_MESSAGE_LINES
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

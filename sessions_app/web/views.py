@@ -236,7 +236,7 @@ def session_chat(request: WebRequest, pk: int) -> HttpResponse:
         return _composer_error(request, session, str(form.errors["text"][0]), status=UNPROCESSABLE)
     text = form.cleaned_data["text"]
     if is_htmx(request) and not pages.is_command(text):
-        refusal = pages.turn_refusal()
+        refusal = pages.turn_refusal(session.assistant)
         if refusal is not None:
             return _composer_error(request, session, refusal.error, status=refusal.status)
         return _start_streamed_turn(request, session, text)

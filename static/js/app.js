@@ -109,6 +109,22 @@
     });
   });
 
+  // A new assistant's slug follows its name as it is typed ("Research Bot" → research-bot), until the
+  // slug is edited by hand. The server checks the slug either way.
+  function slugify(text, max) {
+    return text.normalize("NFKD").replace(/[\u0300-\u036f]/g, "").toLowerCase()
+      .replace(/[^a-z0-9\s_-]/g, "").trim().replace(/[\s-]+/g, "-").slice(0, max).replace(/-+$/, "");
+  }
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.matches) return;
+    if (field.matches("[data-slug-from]")) { field.dataset.edited = field.value ? "1" : ""; return; }
+    document.querySelectorAll("[data-slug-from]").forEach(function (slug) {
+      if (slug.dataset.edited || !field.matches(slug.getAttribute("data-slug-from"))) return;
+      slug.value = slugify(field.value, parseInt(slug.getAttribute("maxlength"), 10) || 64);
+    });
+  });
+
   // The team switcher submits on change (its button stays for keyboards and no-JS).
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.requestSubmit();

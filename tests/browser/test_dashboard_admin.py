@@ -57,7 +57,7 @@ def test_admin_creates_a_team_adds_a_member_who_signs_in_and_lands_in_it(
     newcomer.get_by_label("Password").fill("initech-secret-77")
     newcomer.get_by_role("button", name="Sign in").click()
     expect(newcomer.get_by_text("Initech · member")).to_be_visible()
-    expect(newcomer.get_by_role("heading", name="No assistants yet")).to_be_visible()
+    expect(newcomer.get_by_role("heading", name="Get started in three steps")).to_be_visible()
     other.close()
 
 
