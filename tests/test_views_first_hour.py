@@ -4,8 +4,10 @@ Settings in words, and long messages clipped."""
 
 from __future__ import annotations
 
-import json
+import html
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 from django.urls import resolve
@@ -15,6 +17,7 @@ from memory_app.web.highlight import highlight_html, highlight_terms
 from openclaw_site.models import Team
 from sessions_app.models import CompactionRun, Message
 from tests import factories
+from tests.integrations.openclaw_runner import documented_install_commands
 from tests.messages import assistant, user
 from tests.views_support import HX, is_full_page, signed_in
 
@@ -110,13 +113,22 @@ def test_picking_an_assistant_shows_its_connection(world, htmx):
     if htmx:
         assert content.lstrip().startswith('<section id="connect-panel"')
     assert 'value="http://testserver/mcp/writer/"' in content
-    config = re.search(r'<textarea id="connect-openclaw-config"[^>]*>(.*?)</textarea>', content, re.S)
-    assert config is not None
-    parsed = json.loads(config.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">"))
-    assert parsed["baseUrl"] == "http://testserver" and parsed["assistant"] == "writer"
-    assert parsed["apiKey"] == "<a key with sessions:write, memory:read, memory:write>"
-    assert "OPENCLAW_SITE_API_KEY" in content and "docs/integrations.md" in content
-    assert "plugins.entries[&quot;openclaw-site&quot;].config" in content
+    shown = [
+        html.unescape(block)
+        for block in re.findall(r'<textarea id="connect-openclaw-\w+"[^>]*>(.*?)</textarea>', content, re.S)
+    ]
+    commands = [
+        shlex.split(line)[1:]
+        for block in shown
+        for line in block.splitlines()
+        if line.startswith("openclaw ")
+    ]
+    # The commands docs/integrations.md gives (and its test runs), for this site and assistant.
+    assert commands == documented_install_commands(
+        "http://testserver", "writer", root=Path("/path/to/openclaw-site")
+    )
+    assert "export OPENCLAW_SITE_API_KEY=<a key with sessions:write, memory:read, memory:write>" in shown[1]
+    assert "docs/integrations.md" in content
 
 
 def test_the_addresses_shown_are_the_ones_served(world):

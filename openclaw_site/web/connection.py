@@ -17,6 +17,7 @@ OPENAI_BASE_PATH = "/v1"
 # The scopes the OpenClaw plugin's calls need (docs/integrations.md, OpenClaw plugin).
 OPENCLAW_PLUGIN_SCOPES = ("sessions:write", "memory:read", "memory:write")
 OPENCLAW_KEY_VARIABLE = "OPENCLAW_SITE_API_KEY"
+CONFIG_KEY = "plugins.entries.openclaw-site.config"
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,20 @@ def connection(*, base_url: str, slug: str) -> Connection:
 
 
 def openclaw_plugin(*, base_url: str, slug: str) -> OpenClawPlugin:
-    """Return the plugin's install command and its entry of OpenClaw's config file."""
-    config = {
-        "baseUrl": base_url,
-        "assistant": slug,
-        "apiKey": f"<a key with {', '.join(OPENCLAW_PLUGIN_SCOPES)}>",
-    }
+    """Return the plugin's install command and the commands that configure and enable it (the
+    Install block of docs/integrations.md, for this site and assistant)."""
+    config = json.dumps({"baseUrl": base_url, "assistant": slug})
+    configure = (
+        f"openclaw config set {CONFIG_KEY} '{config}' --strict-json",
+        "openclaw plugins enable openclaw-site --accept-capabilities",
+        "openclaw config set plugins.entries.memory-core.enabled false",
+        f"export {OPENCLAW_KEY_VARIABLE}=<a key with {', '.join(OPENCLAW_PLUGIN_SCOPES)}>",
+    )
     return OpenClawPlugin(
         install=(
             "openclaw plugins install -l /path/to/openclaw-site/integrations/openclaw "
             "--force --accept-capabilities"
         ),
-        config_key='plugins.entries["openclaw-site"].config',
-        config=json.dumps(config, indent=2),
+        config_key=CONFIG_KEY,
+        config="\n".join(configure),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import time
@@ -163,6 +164,18 @@ class OpenClawHome:
         answer: dict[str, Any] = json.loads(done.stdout[start:])
         answer["_stderr"] = done.stderr
         return answer
+
+
+def documented_install_commands(server_url: str, assistant: str, *, root: Path = ROOT) -> list[list[str]]:
+    """The `openclaw ...` commands of docs/integrations.md's Install block, for this server."""
+    text = (ROOT / "docs" / "integrations.md").read_text()
+    block = text[text.index("### Install") :]
+    block = block[block.index("```bash\n") + 8 : block.index("\n```", block.index("```bash"))]
+    block = block.replace("\\\n", " ").replace("/path/to/openclaw-site", str(root))
+    block = block.replace("http://127.0.0.1:8000", server_url).replace('"demo"', f'"{assistant}"')
+    return [
+        shlex.split(line, comments=True)[1:] for line in block.splitlines() if line.startswith("openclaw ")
+    ]
 
 
 def free_port() -> int:

@@ -8,7 +8,6 @@ runs these, `make test-fast` leaves them out.
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +19,14 @@ from tests import factories
 from tests.conftest import ALL_SCOPES
 from tests.fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
 from tests.integrations.openclaw_runner import (
-    ROOT,
     OpenClawHome,
+    documented_install_commands,
     free_port,
     reply_text,
     require_openclaw,
     wait_for_port,
 )
 from tests.messages import assistant, chatter, user
-
-DOC = ROOT / "docs" / "integrations.md"
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -74,18 +71,6 @@ def openclaw(tmp_path: Path, model: FakeOpenAI, asgi_live_server: Any, world: An
         return OpenClawHome(tmp_path / name, model.base_url, asgi_live_server.url, secret)
 
     return home
-
-
-def documented_install_commands(server_url: str, assistant: str) -> list[list[str]]:
-    """The `openclaw ...` commands of docs/integrations.md's Install block, for this server."""
-    text = DOC.read_text()
-    block = text[text.index("### Install") :]
-    block = block[block.index("```bash\n") + 8 : block.index("\n```", block.index("```bash"))]
-    block = block.replace("\\\n", " ").replace("/path/to/openclaw-site", str(ROOT))
-    block = block.replace("http://127.0.0.1:8000", server_url).replace('"demo"', f'"{assistant}"')
-    return [
-        shlex.split(line, comments=True)[1:] for line in block.splitlines() if line.startswith("openclaw ")
-    ]
 
 
 def _openclaw_requests(model: FakeOpenAI) -> list[dict[str, Any]]:
