@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run test test-fast test-pure lint format browser-deps redis-deps migrate bench bench-sessions bench-streams eval clean-db
+.PHONY: setup dev-setup run stop test test-fast test-pure lint format browser-deps redis-deps migrate bench bench-sessions bench-streams eval clean-db
 
 setup: $(STAMP)
 
@@ -47,6 +47,12 @@ migrate: setup
 # the django-q2 cluster and the web server on 127.0.0.1:8000 until Ctrl-C.
 run: setup
 	$(PY) manage.py runall
+
+# Stops what `make run` started (from any terminal): the web server, the workers and the embedded
+# PostgreSQL; also the embedded PostgreSQL when it runs with nothing connected.
+stop:
+	@test -x $(PY) || { echo "Nothing to stop: no $(VENV) yet."; exit 0; }
+	$(PY) -m openclaw_site.stop
 
 test: dev-setup browser-deps redis-deps
 	$(PY) -m pytest
