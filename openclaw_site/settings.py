@@ -307,7 +307,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    "ENUM_NAME_OVERRIDES": {"WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess"},
+    "ENUM_NAME_OVERRIDES": {
+        "WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess",
+        "IndexStateEnum": "memory_app.index_status.INDEX_STATES",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
