@@ -115,7 +115,7 @@ _COUNTS_SQL = f"""
 
 
 def _counts(assistant: Assistant, state: IndexState | None) -> _Counts:
-    params = {
+    params: dict[str, Any] = {
         "assistant": assistant.pk,
         "generation": state.active_generation if state is not None else 0,
         "sources": list(config.indexed_sources(assistant)),
