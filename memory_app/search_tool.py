@@ -1,4 +1,4 @@
-"""The `memory_search` agent tool: OpenClaw's result JSON over `hybrid_search` (docs/openclaw-behaviour.md §4.10).
+"""The `memory_search` agent tool: OpenClaw's result JSON over `search_memory` (docs/openclaw-behaviour.md §4.10).
 
 `memory_app.tools` lists its spec and dispatches to `memory_search`; the text returned is what
 the model reads (JSON pretty-printed with two spaces, OpenClaw's `jsonResult`). Failures are
@@ -16,7 +16,9 @@ from typing import Any, Literal, overload
 
 from django.db import DatabaseError
 
-from memory_app.search import SearchOptionError, SearchResponse, hybrid_search
+from memory_app.index_status import incomplete_note
+from memory_app.search import SearchOptionError, SearchResponse
+from memory_app.search_service import search_memory
 from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ def memory_search(arguments: dict[str, Any], *, assistant: Assistant, session_ke
     if corpus == "wiki":  # no wiki corpus here: an honest empty answer
         return json_result({"results": [], "citations": "off", "debug": _debug(started, 0, "n/a")})
     try:
-        response = hybrid_search(
+        response = search_memory(
             assistant=assistant,
             query=query,
             max_results=min(100, max(1, max_results)) if max_results is not None else None,
@@ -144,6 +146,14 @@ def _payload(
         payload["fallback"] = response.fallback
     if response.low_confidence:
         payload["lowConfidence"] = True
+    if response.index is not None:
+        # How current the index was; the note tells the model when results may be incomplete
+        # (docs/design.md §D15).
+        payload["index"] = {
+            "state": response.index.state.value,
+            "chunksWithoutVector": response.index.chunks_without_vector,
+            "note": incomplete_note(response.index),
+        }
     payload["debug"] = _debug(started, len(items), response.mode)
     return payload
 

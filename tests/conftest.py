@@ -154,3 +154,29 @@ def no_llm(settings: Any) -> Iterator[None]:
     reset_providers()
     yield
     reset_providers()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the embedded PostgreSQL this run started, and fail the run if it is left running.
+
+    A test run must leave nothing behind (docs/design.md, Stack: the embedded database's lifetime);
+    a server found running (a `make run` of the same checkout) is not this run's to stop.
+    """
+    import sys
+
+    db = sys.modules.get("openclaw_site.db")
+    if db is None:  # the settings used DATABASE_URL, or Django was never set up (pure tests)
+        return
+    from django.conf import settings
+    from django.db import connections
+
+    pgdata = settings.VAR_DIR / "pgdata"
+    if settings.DATABASE_URL or not db.started_by_this_process(pgdata):
+        return
+    connections.close_all()
+    db.stop_embedded_database(pgdata)
+    if db.is_running(pgdata):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"The embedded PostgreSQL this run started still runs ({pgdata}).", red=True)

@@ -1,8 +1,9 @@
-"""REST endpoints of the search index: hybrid search and reindex (docs/design.md, REST API).
+"""REST endpoints of the search index: hybrid search, the index's state, reindex (docs/design.md, REST API).
 
-`GET /assistants/{slug}/search/` answers from `memory_app.search.hybrid_search`;
+`GET /assistants/{slug}/search/` answers from `memory_app.search_service.search_memory`, with the
+index's state; `GET /assistants/{slug}/index/` describes the index (`memory_app.index_status`);
 `POST /assistants/{slug}/reindex/` queues `memory_app.tasks.reindex_assistant` and returns the task.
-Both look the assistant up in the caller's team only: another team's assistant is a 404.
+All look the assistant up in the caller's team only: another team's assistant is a 404.
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult, hybrid_search
+from memory_app.index_status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
+from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult
+from memory_app.search_service import search_memory
 from memory_app.snippets import SNIPPET_MODES
+from memory_app.tasks import queue_reindex as queue_reindex_job
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
-from openclaw_site.tasks import TaskOwner, enqueue, task_status
+from openclaw_site.tasks import task_status
+from providers.embeddings import get_embedder
 
 
 class SearchInput(serializers.Serializer):
@@ -79,6 +84,23 @@ class SearchResultOutput(serializers.Serializer):
     )
 
 
+class SearchIndexOutput(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=INDEX_STATES,
+        help_text=(
+            "current: everything stored is indexed with vectors; indexing: index jobs are queued or "
+            "running and the results come from what is indexed so far; stale: something is behind "
+            "and no job is at it yet."
+        ),
+    )
+    chunks_without_vector = serializers.IntegerField(
+        help_text="Chunks still waiting for their vectors: found by keywords only until then."
+    )
+    note = serializers.CharField(
+        allow_null=True, help_text="Why the results may be incomplete, in words; null when current."
+    )
+
+
 class SearchOutput(serializers.Serializer):
     query = serializers.CharField()
     mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
@@ -91,6 +113,7 @@ class SearchOutput(serializers.Serializer):
     model = serializers.CharField()
     results = SearchResultOutput(many=True)
     timings_ms = serializers.DictField(child=serializers.FloatField())
+    index = SearchIndexOutput(help_text="How current the index that answered was.")
 
 
 class AssistantSearchView(TeamApiView):
@@ -120,7 +143,7 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
     data = validated(SearchInput, params)
     options = {key: value for key, value in data.items() if value is not None}
     try:
-        response = hybrid_search(assistant=assistant, query=options.pop("q"), **options)
+        response = search_memory(assistant=assistant, query=options.pop("q"), **options)
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
     return _output(response, explain=options.get("explain", False))
@@ -137,6 +160,18 @@ def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:
         "model": response.model,
         "results": [_result(result, explain=explain) for result in response.results],
         "timings_ms": response.timings_ms,
+        "index": index_progress_output(response.index),
+    }
+
+
+def index_progress_output(progress: IndexProgress | None) -> dict[str, Any]:
+    """Return the `SearchIndexOutput` shape of what a search said about the index."""
+    if progress is None:  # every adapter searches through `search_memory`, which always says
+        raise RuntimeError("the search answered without the index's state")
+    return {
+        "state": progress.state.value,
+        "chunks_without_vector": progress.chunks_without_vector,
+        "note": incomplete_note(progress),
     }
 
 
@@ -174,12 +209,76 @@ class AssistantReindexView(TeamApiView):
 
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> dict[str, Any]:
-    """Queue `reindex_assistant` as a task the team can poll at ``GET /tasks/{id}/``."""
-    record = enqueue(
-        "memory_app.tasks.reindex_assistant",
-        assistant.pk,
-        full,
-        owner=TaskOwner.for_assistant(assistant),
-        kind="reindex",
+    """Queue `reindex_assistant` (or find the same one queued) as a task to poll at ``GET /tasks/{id}/``."""
+    return task_status(queue_reindex_job(assistant, full=full))
+
+
+class IndexEmbedderOutput(serializers.Serializer):
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    dims = serializers.IntegerField()
+    fingerprint = serializers.CharField(
+        help_text="sha256 of the embedder's identity (provider, endpoint, model, dimensions, query and "
+        "document marking): vectors of another fingerprint are not compared."
     )
-    return task_status(record)
+
+
+class IndexJobsOutput(serializers.Serializer):
+    queued = serializers.IntegerField()
+    running = serializers.IntegerField()
+
+
+class IndexOutput(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=INDEX_STATES, help_text=SearchIndexOutput().fields["state"].help_text
+    )
+    note = serializers.CharField(
+        allow_null=True, help_text="Why a search may be incomplete; null when current."
+    )
+    embedder = IndexEmbedderOutput(allow_null=True, help_text="null: search runs on full text alone.")
+    documents = serializers.IntegerField(help_text="Memory documents.")
+    documents_not_indexed = serializers.IntegerField(
+        help_text="Memory documents whose text is not indexed yet."
+    )
+    chunks = serializers.IntegerField(help_text="Chunks of the generation that answers searches.")
+    chunks_without_vector = serializers.IntegerField(
+        help_text="Of those, the chunks still waiting for their vectors (0 without an embedder)."
+    )
+    jobs = IndexJobsOutput(help_text="Index jobs of this assistant queued or running.")
+    settings_changed = serializers.BooleanField(
+        help_text="The index was built with other settings or another embedder than the current ones."
+    )
+    rebuilding = serializers.BooleanField(
+        help_text="A new generation for the current settings is being built."
+    )
+    generation = serializers.IntegerField(
+        allow_null=True, help_text="The generation that answers; null: never indexed."
+    )
+
+
+class AssistantIndexView(TeamApiView):
+    """How current an assistant's index is: documents, chunks, vectors still missing, jobs."""
+
+    read_scope = Scope.MEMORY_READ
+
+    @extend_schema(operation_id="assistants_index", responses=IndexOutput)
+    def get(self, request: Request, slug: str) -> Response:
+        assistant = assistant_get(team=self.team, slug=slug)
+        return Response(IndexOutput(index_output(index_status(assistant, get_embedder()))).data)
+
+
+def index_output(status: IndexStatus) -> dict[str, Any]:
+    """Return the `IndexOutput` shape of an index status."""
+    return {
+        "state": status.progress.state.value,
+        "note": incomplete_note(status.progress),
+        "embedder": status.embedder,
+        "documents": status.documents,
+        "documents_not_indexed": status.documents_not_indexed,
+        "chunks": status.chunks,
+        "chunks_without_vector": status.progress.chunks_without_vector,
+        "jobs": {"queued": status.jobs_queued, "running": status.jobs_running},
+        "settings_changed": status.settings_changed,
+        "rebuilding": status.rebuilding,
+        "generation": status.generation,
+    }

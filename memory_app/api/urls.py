@@ -20,5 +20,6 @@ urlpatterns = [
     ),
     # Search index (memory_app/api/search_views.py).
     path("assistants/<slug:slug>/search/", search_views.AssistantSearchView.as_view(), name="api-search"),
+    path("assistants/<slug:slug>/index/", search_views.AssistantIndexView.as_view(), name="api-index"),
     path("assistants/<slug:slug>/reindex/", search_views.AssistantReindexView.as_view(), name="api-reindex"),
 ]

@@ -42,10 +42,10 @@ from memory_app.selectors import (
     revision_get,
     revision_list,
 )
+from memory_app.tasks import queue_reindex
 from memory_app.web.highlight import highlight_html
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
-from openclaw_site.tasks import TaskOwner, enqueue
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
@@ -435,13 +435,7 @@ def memory_reindex(request: WebRequest, slug: str) -> HttpResponse:
     assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
     full = request.POST.get("full") == "on"
-    enqueue(
-        "memory_app.tasks.reindex_assistant",
-        assistant.pk,
-        full,
-        owner=TaskOwner.for_assistant(assistant),
-        kind="reindex",
-    )
+    queue_reindex(assistant, full=full)
     messages.success(request, f"{'Full reindex' if full else 'Reindex'} of {assistant.name} queued.")
     return _redirect(request, reverse("jobs"))
 
@@ -593,7 +587,8 @@ def _session_titles(assistant: Assistant, results: list[Any]) -> dict[int, str]:
 @team_view
 def search(request: WebRequest, slug: str) -> HttpResponse:
     """Hybrid search over memory and past sessions, with each result's score parts explained."""
-    from memory_app.search import SearchOptionError, hybrid_search
+    from memory_app.search import SearchOptionError
+    from memory_app.search_service import search_memory
 
     assistant = assistant_get(team=request.web.team, slug=slug)
     form = _search_form(request, assistant)
@@ -601,7 +596,7 @@ def search(request: WebRequest, slug: str) -> HttpResponse:
     if form.is_valid() and form.cleaned_data["q"].strip():
         data = form.cleaned_data
         try:
-            response = hybrid_search(
+            response = search_memory(
                 assistant=assistant,
                 query=data["q"],
                 sources=data["sources"] or None,

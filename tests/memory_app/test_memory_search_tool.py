@@ -86,7 +86,7 @@ def test_a_database_failure_reports_unavailable(notes, monkeypatch) -> None:
     def broken(**kwargs):
         raise DatabaseError("could not connect: 429 quota exceeded")
 
-    monkeypatch.setattr(search_tool, "hybrid_search", broken)
+    monkeypatch.setattr(search_tool, "search_memory", broken)
     payload = json.loads(memory_search({"query": "heron"}, assistant=notes))
     assert payload["disabled"] is True and payload["unavailable"] is True and payload["results"] == []
     assert "quota" in payload["warning"] and payload["action"].startswith("Top up")

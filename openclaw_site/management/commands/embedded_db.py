@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from openclaw_site.db import stop_embedded_database
+from openclaw_site.db import started_by_this_process, stop_embedded_database
 
 
 class Command(BaseCommand):
@@ -18,7 +18,11 @@ class Command(BaseCommand):
         if settings.DATABASE_URL:
             raise CommandError("DATABASE_URL is set: there is no embedded database to manage.")
         pgdata = settings.VAR_DIR / "pgdata"
-        if action == "stop":
+        if started_by_this_process(pgdata):
+            # Not running before: the settings started it for this command, and manage.py stops it
+            # again as the command exits (openclaw_site/db.py).
+            self.stdout.write("not running")
+        elif action == "stop":
             stopped = stop_embedded_database(pgdata)
             self.stdout.write("stopped" if stopped else "not running")
         else:

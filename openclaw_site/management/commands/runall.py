@@ -11,7 +11,9 @@ Two django-q2 clusters: the default one (exports, indexing, the schedules) and t
 with its own workers, so a backlog on one never delays the other.
 
 Ctrl-C (SIGINT) or SIGTERM stops what it started: the web server, the django-q2 clusters (which let
-running tasks finish), and the embedded PostgreSQL if this process started it.
+running tasks finish), and the embedded PostgreSQL if this process started it. Its process id is in
+``<VAR_DIR>/runall.pid`` while it runs, so `make stop` (openclaw_site/stop.py) can send that SIGTERM
+from another terminal.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from openclaw_site import db
+from openclaw_site import db, stop
 
 STOP_TIMEOUT_SECONDS = 30
 
@@ -53,6 +55,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
         children: list[Child] = []
+        stop.write_pid_file(settings.VAR_DIR)
         try:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("bootstrap_demo", url=f"http://{addr}")
@@ -72,6 +75,7 @@ class Command(BaseCommand):
             died = None
         finally:
             self._stop(children)
+            stop.remove_pid_file(settings.VAR_DIR)
         if died is not None:
             raise CommandError(
                 f"The {died.name} exited with code {died.process.returncode}; stopped the rest."

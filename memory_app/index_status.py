@@ -1,0 +1,203 @@
+"""How current an assistant's index is: what `GET /assistants/{slug}/index/` answers and every
+search carries (docs/design.md, REST API, and §D15).
+
+Keyword search is current seconds after a write; vectors may trail it by minutes after an import
+or a burst. ``state`` says which:
+
+- ``current``: every document is indexed, every chunk has its vector, the index was built with the
+  current settings and embedder, and no index job is queued or running;
+- ``indexing``: an index job is queued or running, or a rebuild for new settings is under way;
+  what is indexed answers meanwhile (by keywords where vectors are missing);
+- ``stale``: something is behind (a document not indexed, chunks without vectors, settings or
+  embedder changed) and no job is at it yet; a search queues what it needs, the periodic refresh
+  fills missing vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from django.db import connection
+
+from memory_app import config
+from memory_app.models import FTS_ONLY_MODEL, IndexState, MemoryChunk, MemoryDocument, Source
+from memory_app.tasks import INDEX_JOB_KINDS
+from openclaw_site.models import Assistant, TaskRecord, TaskState
+from providers.embeddings import Embedder
+
+# The kinds of the index jobs other apps run for their sources (transcripts), added from their
+# AppConfig.ready through `register_index_job_kinds`, as `indexing.register_source` adds sources.
+_external_job_kinds: set[str] = set()
+
+
+def register_index_job_kinds(*kinds: str) -> None:
+    """Count these task kinds as index jobs of the assistant they work for."""
+    _external_job_kinds.update(kinds)
+
+
+def index_job_kinds() -> list[str]:
+    """Return every kind of task that works on an assistant's index."""
+    return sorted({*INDEX_JOB_KINDS, *_external_job_kinds})
+
+
+class IndexCondition(StrEnum):
+    CURRENT = "current"
+    INDEXING = "indexing"
+    STALE = "stale"
+
+
+# The states as the API lists them (and drf-spectacular names their enum, settings.py).
+INDEX_STATES = [condition.value for condition in IndexCondition]
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """What every search answer says about the index it answered from."""
+
+    state: IndexCondition
+    chunks_without_vector: int
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """The whole account of an assistant's index (`GET /assistants/{slug}/index/`)."""
+
+    progress: IndexProgress
+    embedder: dict[str, Any] | None
+    documents: int
+    documents_not_indexed: int
+    chunks: int
+    jobs_queued: int
+    jobs_running: int
+    settings_changed: bool
+    rebuilding: bool
+    generation: int | None
+
+
+@dataclass(frozen=True)
+class _Counts:
+    documents: int
+    documents_not_indexed: int
+    chunks: int
+    chunks_without_vector: int
+    jobs_queued: int
+    jobs_running: int
+
+
+# One statement: documents, those whose text has no chunk of the active generation (a document of
+# blank lines has none to have), the generation's chunks and those still text-only, and the index
+# jobs queued or running (the live records' partial index keeps that a few rows).
+_COUNTS_SQL = f"""
+    SELECT
+        (SELECT count(*) FROM {MemoryDocument._meta.db_table} d WHERE d.assistant_id = %(assistant)s),
+        (SELECT count(*) FROM {MemoryDocument._meta.db_table} d
+          WHERE d.assistant_id = %(assistant)s AND d.content ~ '\\S'
+            AND NOT EXISTS (
+                SELECT 1 FROM {MemoryChunk._meta.db_table} c
+                 WHERE c.assistant_id = d.assistant_id AND c.generation = %(generation)s
+                   AND c.source = '{Source.MEMORY.value}' AND c.path = d.path
+                   AND c.source_hash = d.content_hash)),
+        (SELECT count(*) FROM {MemoryChunk._meta.db_table} c
+          WHERE c.assistant_id = %(assistant)s AND c.generation = %(generation)s
+            AND c.source = ANY(%(sources)s)),
+        (SELECT count(*) FROM {MemoryChunk._meta.db_table} c
+          WHERE c.assistant_id = %(assistant)s AND c.generation = %(generation)s
+            AND c.source = ANY(%(sources)s) AND c.model = '{FTS_ONLY_MODEL}'),
+        (SELECT count(*) FROM {TaskRecord._meta.db_table} t
+          WHERE t.assistant_id = %(assistant)s AND t.state = '{TaskState.QUEUED.value}'
+            AND t.kind = ANY(%(kinds)s)),
+        (SELECT count(*) FROM {TaskRecord._meta.db_table} t
+          WHERE t.assistant_id = %(assistant)s AND t.state = '{TaskState.RUNNING.value}'
+            AND t.kind = ANY(%(kinds)s))
+"""
+
+
+def _counts(assistant: Assistant, state: IndexState | None) -> _Counts:
+    params: dict[str, Any] = {
+        "assistant": assistant.pk,
+        "generation": state.active_generation if state is not None else 0,
+        "sources": list(config.indexed_sources(assistant)),
+        "kinds": index_job_kinds(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTS_SQL, params)
+        row = cursor.fetchone()
+    return _Counts(*(int(value) for value in row))
+
+
+def index_status(assistant: Assistant, embedder: Embedder | None) -> IndexStatus:
+    """Describe ``assistant``'s index as ``embedder`` (the configured one) would search it."""
+    state = IndexState.objects.filter(assistant=assistant).first()
+    counts = _counts(assistant, state)
+    current = config.fingerprint(assistant, embedder)
+    # Never indexed: behind only if there is something to index.
+    settings_changed = state.fingerprint != current if state is not None else counts.documents > 0
+    rebuilding = (
+        state is not None and bool(state.building_generation) and state.building_fingerprint == current
+    )
+    progress = _progress(counts, embedder, settings_changed=settings_changed, rebuilding=rebuilding)
+    return IndexStatus(
+        progress=progress,
+        embedder=_describe(embedder),
+        documents=counts.documents,
+        documents_not_indexed=counts.documents_not_indexed,
+        chunks=counts.chunks,
+        jobs_queued=counts.jobs_queued,
+        jobs_running=counts.jobs_running,
+        settings_changed=settings_changed,
+        rebuilding=rebuilding,
+        generation=state.active_generation if state is not None else None,
+    )
+
+
+def index_progress(assistant: Assistant, embedder: Embedder | None) -> IndexProgress:
+    """Return the state and the chunks waiting for vectors, as a search answer carries them."""
+    return index_status(assistant, embedder).progress
+
+
+def _progress(
+    counts: _Counts, embedder: Embedder | None, *, settings_changed: bool, rebuilding: bool
+) -> IndexProgress:
+    # Without an embedder no chunk waits for a vector: text is all there will be.
+    waiting = counts.chunks_without_vector if embedder is not None else 0
+    if counts.jobs_queued or counts.jobs_running or rebuilding:
+        state = IndexCondition.INDEXING
+    elif settings_changed or counts.documents_not_indexed or waiting:
+        state = IndexCondition.STALE
+    else:
+        state = IndexCondition.CURRENT
+    return IndexProgress(state=state, chunks_without_vector=waiting)
+
+
+def _describe(embedder: Embedder | None) -> dict[str, Any] | None:
+    if embedder is None:
+        return None
+    return {
+        "provider": embedder.provider,
+        "model": embedder.model,
+        "dims": embedder.dims,
+        "fingerprint": embedder.provider_key,
+    }
+
+
+def incomplete_note(progress: IndexProgress) -> str | None:
+    """Say in words why results may be incomplete, or None when the index is current."""
+    if progress.state == IndexCondition.CURRENT:
+        return None
+    waiting = (
+        f" {progress.chunks_without_vector} chunks still wait for their vectors and are found by "
+        "keywords only."
+        if progress.chunks_without_vector
+        else ""
+    )
+    if progress.state == IndexCondition.INDEXING:
+        return (
+            "Indexing is under way: these results come from what is indexed so far and may be "
+            f"incomplete.{waiting} Search again in a little while for complete results."
+        )
+    return (
+        "The index is behind what is stored and its update has not started yet: these results "
+        f"may be incomplete.{waiting}"
+    )
