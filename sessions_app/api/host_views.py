@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -106,6 +106,64 @@ def host_messages(raw: list[Any]) -> list[MessageInput]:
     return inputs
 
 
+# --- answers: each rendered by its serializer, which is also its schema --------------------------
+
+
+class TurnCommittedOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["committed", "duplicate"])
+    session = serializers.IntegerField(source="session.pk")
+    first_seq = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+
+
+class BootstrappedOutput(serializers.Serializer):
+    session = serializers.IntegerField(source="session.pk")
+    bootstrapped = serializers.BooleanField()
+    imported_messages = serializers.IntegerField()
+    last_seq = serializers.IntegerField(source="session.last_seq")
+
+
+class HostContextOutput(serializers.Serializer):
+    session = serializers.IntegerField(source="session.pk")
+    messages = serializers.ListField(child=serializers.JSONField())
+    estimated_tokens = serializers.IntegerField()
+    system_prompt_addition = serializers.CharField()
+    memory_files = serializers.ListField(child=serializers.CharField())
+    dropped_messages = serializers.IntegerField()
+    compacted = serializers.BooleanField()
+    tokens = serializers.SerializerMethodField()
+
+    def get_tokens(self, context: host.HostContext) -> dict[str, Any]:
+        return session_figures(context.session)
+
+
+class HostCompactedOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    compacted = serializers.BooleanField()
+    reason = serializers.CharField()
+    result = serializers.SerializerMethodField()
+    run = serializers.SerializerMethodField()
+
+    def get_result(self, outcome: host.HostCompaction) -> dict[str, Any] | None:
+        run = outcome.run
+        if run is None or not outcome.compacted:
+            return None
+        return {
+            "summary": outcome.summary,
+            "tokens_before": run.tokens_before,
+            "tokens_after": run.tokens_after,
+        }
+
+    def get_run(self, outcome: host.HostCompaction) -> dict[str, Any] | None:
+        return run_dict(outcome.run) if outcome.run is not None else None
+
+
+class ToolResultOutput(serializers.Serializer):
+    name = serializers.CharField()
+    text = serializers.CharField(help_text="What the model reads: the tool's JSON answer, pretty-printed.")
+    details = serializers.JSONField()
+
+
 class HostSessionApiView(SessionApiView):
     """A session of an assistant in the caller's team, addressed by key."""
 
@@ -131,24 +189,13 @@ class HostSessionApi(HostSessionApiView):
         return Response(SessionOutput(self.existing(slug, key)).data)
 
 
-COMMIT_OUTPUT = inline_serializer(
-    "TurnCommitted",
-    {
-        "status": serializers.ChoiceField(choices=["committed", "duplicate"]),
-        "session": serializers.IntegerField(),
-        "first_seq": serializers.IntegerField(),
-        "last_seq": serializers.IntegerField(),
-    },
-)
-
-
 class HostTurnsApi(HostSessionApiView):
     """``POST /assistants/{slug}/sessions/by-key/{key}/turns/``: store a turn once per advancement key."""
 
     @extend_schema(
         operation_id="sessions_by_key_commit_turn",
         request=TurnCommitInput,
-        responses={201: COMMIT_OUTPUT, 200: COMMIT_OUTPUT},
+        responses={201: TurnCommittedOutput, 200: TurnCommittedOutput},
         description="The session is created on first sight. The same advancement_key again stores "
         'nothing and answers 200 with "status": "duplicate".',
     )
@@ -160,13 +207,7 @@ class HostTurnsApi(HostSessionApiView):
             assistant=assistant, key=key, advancement_key=data["advancement_key"], messages=messages
         )
         code = status.HTTP_201_CREATED if result.status == "committed" else status.HTTP_200_OK
-        body = {
-            "status": result.status,
-            "session": result.session.pk,
-            "first_seq": result.first_seq,
-            "last_seq": result.last_seq,
-        }
-        return Response(body, status=code)
+        return Response(TurnCommittedOutput(result).data, status=code)
 
 
 class HostBootstrapApi(HostSessionApiView):
@@ -175,15 +216,7 @@ class HostBootstrapApi(HostSessionApiView):
     @extend_schema(
         operation_id="sessions_by_key_bootstrap",
         request=BootstrapInput,
-        responses=inline_serializer(
-            "Bootstrapped",
-            {
-                "session": serializers.IntegerField(),
-                "bootstrapped": serializers.BooleanField(),
-                "imported_messages": serializers.IntegerField(),
-                "last_seq": serializers.IntegerField(),
-            },
-        ),
+        responses=BootstrappedOutput,
     )
     def post(self, request: Request, slug: str, key: str) -> Response:
         assistant, key = self.assistant(slug), self.checked_key(key)
@@ -194,14 +227,7 @@ class HostBootstrapApi(HostSessionApiView):
             messages=host_messages(data["messages"]),
             after_seq=data["after_seq"],
         )
-        return Response(
-            {
-                "session": result.session.pk,
-                "bootstrapped": result.bootstrapped,
-                "imported_messages": result.imported_messages,
-                "last_seq": result.session.last_seq,
-            }
-        )
+        return Response(BootstrappedOutput(result).data)
 
 
 class HostContextApi(HostSessionApiView):
@@ -214,37 +240,14 @@ class HostContextApi(HostSessionApiView):
     @extend_schema(
         operation_id="sessions_by_key_context",
         request=HostContextInput,
-        responses=inline_serializer(
-            "HostContext",
-            {
-                "session": serializers.IntegerField(),
-                "messages": serializers.ListField(child=serializers.JSONField()),
-                "estimated_tokens": serializers.IntegerField(),
-                "system_prompt_addition": serializers.CharField(),
-                "memory_files": serializers.ListField(child=serializers.CharField()),
-                "dropped_messages": serializers.IntegerField(),
-                "compacted": serializers.BooleanField(),
-                "tokens": serializers.JSONField(),
-            },
-        ),
+        responses=HostContextOutput,
     )
     def post(self, request: Request, slug: str, key: str) -> Response:
         check_scope(self.team_context, (Scope.MEMORY_READ,))
         session = self.existing(slug, key)
         data = validated(HostContextInput, self.json_object())
         context = host.host_context(session, token_budget=data["token_budget"])
-        return Response(
-            {
-                "session": session.pk,
-                "messages": context.messages,
-                "estimated_tokens": context.estimated_tokens,
-                "system_prompt_addition": context.system_prompt_addition,
-                "memory_files": list(context.memory_files),
-                "dropped_messages": context.dropped_messages,
-                "compacted": context.compacted,
-                "tokens": session_figures(context.session),
-            }
-        )
+        return Response(HostContextOutput(context).data)
 
 
 class HostCompactApi(HostSessionApiView):
@@ -253,16 +256,7 @@ class HostCompactApi(HostSessionApiView):
     @extend_schema(
         operation_id="sessions_by_key_compact",
         request=HostCompactInput,
-        responses=inline_serializer(
-            "HostCompacted",
-            {
-                "ok": serializers.BooleanField(),
-                "compacted": serializers.BooleanField(),
-                "reason": serializers.CharField(),
-                "result": serializers.JSONField(allow_null=True),
-                "run": serializers.JSONField(allow_null=True),
-            },
-        ),
+        responses=HostCompactedOutput,
     )
     def post(self, request: Request, slug: str, key: str) -> Response:
         session = self.existing(slug, key)
@@ -273,25 +267,7 @@ class HostCompactApi(HostSessionApiView):
             trigger=data["reason"],
             instructions=(data.get("instructions") or "").strip() or None,
         )
-        return Response(_compaction_body(outcome))
-
-
-def _compaction_body(outcome: host.HostCompaction) -> dict[str, Any]:
-    run = outcome.run
-    result = None
-    if run is not None and outcome.compacted:
-        result = {
-            "summary": outcome.summary,
-            "tokens_before": run.tokens_before,
-            "tokens_after": run.tokens_after,
-        }
-    return {
-        "ok": outcome.ok,
-        "compacted": outcome.compacted,
-        "reason": outcome.reason,
-        "result": result,
-        "run": run_dict(run) if run is not None else None,
-    }
+        return Response(HostCompactedOutput(outcome).data)
 
 
 class ToolCallInput(StrictSerializer):
@@ -322,14 +298,7 @@ class HostToolApi(TeamApiView):
     @extend_schema(
         operation_id="tools_call",
         request=ToolCallInput,
-        responses=inline_serializer(
-            "ToolResult",
-            {
-                "name": serializers.CharField(),
-                "text": serializers.CharField(),
-                "details": serializers.JSONField(),
-            },
-        ),
+        responses=ToolResultOutput,
     )
     def post(self, request: Request, slug: str, name: str) -> Response:
         if name not in HOST_TOOL_SCOPES:
@@ -342,7 +311,7 @@ class HostToolApi(TeamApiView):
         details = self.run(name, assistant, data["arguments"], data.get("session_key"))
         # The text the model reads: OpenClaw's jsonResult (two-space JSON), times as ISO 8601.
         text = json.dumps(details, cls=DjangoJSONEncoder, indent=2, ensure_ascii=False)
-        return Response({"name": name, "text": text, "details": details})
+        return Response(ToolResultOutput({"name": name, "text": text, "details": details}).data)
 
     def run(
         self, name: str, assistant: Assistant, arguments: dict[str, Any], key: str | None

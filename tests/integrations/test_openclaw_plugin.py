@@ -114,6 +114,21 @@ def test_the_documented_install_makes_the_plugin_the_engine(tmp_path, model, asg
     assert Message.objects.filter(session__key="agent:main:main").count() == 2
 
 
+def test_history_from_before_the_plugin_is_imported_the_first_time(tmp_path, model, asgi_live_server, world):
+    require_openclaw()
+    _, secret = factories.make_api_key(world.acme, ALL_SCOPES)
+    home = OpenClawHome(tmp_path / "older", model.base_url, asgi_live_server.url, secret, with_plugin=False)
+    home.turn("Said before the plugin was installed.")
+    assert not Session.objects.filter(key="agent:main:main").exists()
+    home.with_plugin = True
+    home.config_path.write_text(json.dumps(home.config()))
+    home.turn("Said with the plugin.")
+    stored = [
+        json.dumps(m.content) for m in Message.objects.filter(session__key="agent:main:main").order_by("seq")
+    ]
+    assert len(stored) == 4 and "before the plugin" in stored[0] and "with the plugin" in stored[2]
+
+
 def test_a_session_begun_through_rest_is_what_the_model_sees(openclaw, model, world):
     session = factories.make_session(world.assistant, "agent:main:main")
     factories.add_messages(session, user("The launch code word is PELICAN."), assistant("Understood."))

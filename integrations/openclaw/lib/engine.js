@@ -34,6 +34,7 @@ export class SiteContextEngine {
     this.logger = logger;
     this.info = engineInfo();
     this.lastAddition = null; // the last memory prompt the server gave, for an outage
+    this.lastRefusal = null;
   }
 
   async bootstrap({ sessionKey, sessionId, sessionFile }) {
@@ -43,6 +44,10 @@ export class SiteContextEngine {
       history = await readTranscript(sessionFile);
     } catch (error) {
       return { bootstrapped: false, reason: `OpenClaw's transcript could not be read: ${error.message}` };
+    }
+    if (history.length === 0) {
+      // Nothing readable here: the first assemble imports the history OpenClaw passes it instead.
+      return { bootstrapped: false, reason: "no transcript file to import" };
     }
     try {
       const imported = await this.#import(key, history);
@@ -62,7 +67,8 @@ export class SiteContextEngine {
     try {
       return await withDeadline(this.#assembleFromServer(key, messages, tokenBudget), deadline);
     } catch (error) {
-      if (!(error instanceof Unreachable) && !(error instanceof DeadlinePassed)) throw error;
+      if (error instanceof ServerError) this.#refused(error);
+      else if (!(error instanceof Unreachable) && !(error instanceof DeadlinePassed)) throw error;
       const fitted = fitToBudget(messages ?? [], tokenBudget);
       return { ...fitted, systemPromptAddition: this.lastAddition ?? NO_MEMORY };
     }
@@ -77,7 +83,9 @@ export class SiteContextEngine {
       context = await this.client.request("POST", path, body);
     } catch (error) {
       if (!(error instanceof ServerError) || error.status !== 404 || error.code !== "not_found") throw error;
-      await this.#import(key, storedMessages(messages));
+      const history = storedMessages(messages);
+      if (history.length) await this.#import(key, history);
+      else await this.#create(key);
       context = await this.client.request("POST", path, body);
     }
     this.lastAddition = context.system_prompt_addition;
@@ -138,6 +146,18 @@ export class SiteContextEngine {
     );
   }
 
+  /** Log a refusal (a bad key, a missing scope) once until another one comes. */
+  #refused(error) {
+    if (this.lastRefusal === error.message) return;
+    this.lastRefusal = error.message;
+    this.logger.error(`${error.message}; answering from OpenClaw's own history`);
+  }
+
+  /** Create the session on the server (a bootstrap with no history). */
+  async #create(key) {
+    await this.client.request("POST", this.client.sessionPath(key, "bootstrap/"), { messages: [] });
+  }
+
   /** Import a history the server has not seen (in batches); return how many messages it took. */
   async #import(key, history) {
     let afterSeq = 0;
@@ -150,9 +170,6 @@ export class SiteContextEngine {
       if (!answer.bootstrapped) break;
       imported += answer.imported_messages;
       afterSeq = answer.last_seq;
-    }
-    if (history.length === 0) {
-      await this.client.request("POST", this.client.sessionPath(key, "bootstrap/"), { messages: [] });
     }
     return imported;
   }
