@@ -5,7 +5,9 @@ is read it refuses a Content-Length over `OPENCLAW_MAX_REQUEST_BYTES` (413) and 
 bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a bad one: 401; a URL naming no
 assistant of the key's team: 404); then it reads the body with that limit as a cap (a chunked body
 is cut off there) and puts an `integrations.mcp_server.McpCaller` (the key's team and scopes, the
-URL's assistant) on the scope's state, where the tools read it. Its refusals are JSON-RPC errors
+URL's assistant) on the scope's state, where the tools read it. A body the REST API's JSON guards
+would refuse (`openclaw_site.json_input`: too deep, a NUL or a lone surrogate anywhere) is refused
+here, with the request's id, before the SDK parses it. Its refusals are JSON-RPC errors
 (what the official client raises with their message), our error envelope's object in ``data``.
 
 The SDK runs stateless with JSON responses: every POST is answered on its own, so any worker of
@@ -31,6 +33,7 @@ from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, serve
 from openclaw_site.auth import api_key_context, bearer_api_key
 from openclaw_site.body_limits import BodyGuard, Refusal, too_large
 from openclaw_site.errors import ApiError, error_body
+from openclaw_site.json_input import MAX_JSON_DEPTH, JsonInputError, check_json_value
 from openclaw_site.selectors import NotFound, assistant_get
 
 MCP_PATH_PREFIX = "/mcp"
@@ -67,8 +70,8 @@ def _caller_for(authorization: str, url_assistant: str | None) -> McpCaller:
     return McpCaller(context=api_key_context(key), url_assistant=url_assistant)
 
 
-async def _send_error(send: Send, error: ApiError) -> None:
-    """Answer with a JSON-RPC error (no id: the request was not read) and close the connection."""
+async def _send_error(send: Send, error: ApiError, *, request_id: Any = None) -> None:
+    """Answer with a JSON-RPC error (id null unless the request's was read) and close the connection."""
     headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
     if error.status_code == 401:
         headers.append((b"www-authenticate", b'Bearer realm="mcp"'))
@@ -76,7 +79,7 @@ async def _send_error(send: Send, error: ApiError) -> None:
     body = json.dumps(
         {
             "jsonrpc": "2.0",
-            "id": None,
+            "id": request_id,
             "error": {"code": INVALID_REQUEST, "message": error.message, "data": envelope},
         }
     ).encode()
@@ -104,6 +107,36 @@ async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, list[dict[s
             raise _BodyTooLarge()
         if not message.get("more_body", False):
             return bytes(body), []
+
+
+def _json_refusal(body: bytes) -> tuple[ApiError, Any] | None:
+    """Refuse a message the REST API would refuse: too deep, a NUL or a lone surrogate anywhere.
+
+    Return the refusal and the message's id (null when it cannot be read), or None when the body
+    may go on to the SDK (which answers text that is not JSON itself).
+    """
+    try:
+        message = json.loads(body)
+    except RecursionError:
+        message = None
+        problem: JsonInputError | None = JsonInputError(
+            "json_too_deep", f"JSON nests deeper than {MAX_JSON_DEPTH} levels.", path="body"
+        )
+    except ValueError:
+        return None
+    else:
+        try:
+            check_json_value(message)
+            problem = None
+        except JsonInputError as error:
+            problem = error
+    if problem is None:
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    field = problem.path or "body"
+    return ApiError(problem.code, problem.message, details={"field": field}), (
+        request_id if isinstance(request_id, (str, int)) else None
+    )
 
 
 def _replaying(body: bytes, after: list[dict[str, Any]], receive: Receive) -> Receive:
@@ -179,6 +212,10 @@ class McpApplication:
             body, after = await _read_capped(receive, guard.limit)
         except _BodyTooLarge:
             await _send_error(send, _api_error(too_large(guard.limit)))
+            return
+        refused = _json_refusal(body)
+        if refused is not None:
+            await _send_error(send, refused[0], request_id=refused[1])
             return
         state: dict[str, Any] = {**scope.get("state", {}), CALLER_STATE_KEY: caller}
         scope = {**scope, "path": "/", "raw_path": b"/", "state": state}

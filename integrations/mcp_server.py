@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -47,8 +47,9 @@ from openclaw_site.idempotency import (
 )
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import NotFound, assistant_get
+from openclaw_site.throttling import check_api_key_rate
 from sessions_app.api.payloads import parse_message_payload
-from sessions_app.api.responses import context_payload
+from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
 from sessions_app.api.serializers import stored_message_dict
 from sessions_app.context import local_today
 from sessions_app.selectors import session_get_by_key
@@ -156,10 +157,16 @@ async def call_tool(
     assistant: str | None,
     action: Callable[[Assistant, McpCaller], dict[str, Any]],
 ) -> CallToolResult:
-    """Check the scope, resolve the assistant in the caller's team, run ``action``; refusals are tool errors."""
+    """Check the key's rate and scope, resolve the assistant in the caller's team, run ``action``.
+
+    Refusals are tool errors; the rate is the key's one budget across REST, `/v1/` and MCP
+    (`openclaw_site.throttling`).
+    """
     caller = caller_of(ctx)
 
     def work() -> dict[str, Any]:
+        if caller.context.api_key is not None:  # each tool call takes one from the key's budget
+            check_api_key_rate(caller.context.api_key)
         check_scope(caller.context, (scope,))
         return action(resolve_assistant(caller, assistant), caller)
 
@@ -432,8 +439,10 @@ async def session_append(
         )
 
         def action() -> StoredResponse:
-            session, created = session_get_or_create(assistant=found, key=session_key)
-            rows = ingest_messages(session_id=session.pk, messages=payload.messages)
+            # One transaction: a refused append leaves no session it would have created.
+            with transaction.atomic():
+                session, created = session_get_or_create(assistant=found, key=session_key)
+                rows = ingest_messages(session_id=session.pk, messages=payload.messages)
             body = {
                 "session": {"id": session.pk, "key": session.key, "created": created},
                 "messages": [stored_message_dict(row) for row in rows],
@@ -466,9 +475,8 @@ async def session_append(
 async def session_context(
     ctx: Context, session_key: SessionKeyArg, assistant: AssistantArg = None
 ) -> CallToolResult:
-    return await call_tool(
-        ctx,
-        scope=Scope.SESSIONS_READ,
-        assistant=assistant,
-        action=lambda found, _caller: context_payload(session_get_by_key(assistant=found, key=session_key)),
-    )
+    def read(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+        check_scope(caller.context, CONTEXT_ALSO_NEEDS)  # it shows MEMORY.md's text too
+        return context_payload(session_get_by_key(assistant=found, key=session_key))
+
+    return await call_tool(ctx, scope=Scope.SESSIONS_READ, assistant=assistant, action=read)

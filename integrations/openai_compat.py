@@ -10,10 +10,10 @@ model and a call of one ends the turn as `tool_calls`.
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
@@ -33,11 +33,13 @@ from integrations.openai_format import (
     openai_usage,
     tool_call_dict,
 )
-from openclaw_site.auth import ApiKeyAuthentication, TeamContext
+from openclaw_site.auth import ApiKeyAuthentication, KeyWatch, TeamContext, api_key_context
 from openclaw_site.errors import ApiError
+from openclaw_site.json_input import JsonInputError, loads_checked
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
 from openclaw_site.streaming import sse_event, streaming_response
+from openclaw_site.throttling import check_api_key_rate
 from sessions_app.agent import (
     ReplyDelta,
     ToolCalled,
@@ -52,9 +54,12 @@ from sessions_app.agent import (
     stream_turn,
 )
 from sessions_app.api.payloads import message_api_error
+from sessions_app.api.responses import STREAM_FAULT
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
-from sessions_app.services import check_session_key, session_get_or_create
+from sessions_app.services import check_session_key, session_discard_if_empty, session_get_or_create
+
+logger = logging.getLogger(__name__)
 
 SESSION_KEY_HEADER = "X-Session-Key"
 # Open WebUI names its chat in this header when ENABLE_FORWARD_USER_INFO_HEADERS is on.
@@ -71,6 +76,19 @@ class ChatRequest:
     tools: tuple[dict[str, Any], ...]
     stream: bool
     include_usage: bool
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """The request's session and whether this request created it."""
+
+    session: Session
+    created: bool
+
+    def discard_if_refused(self, error: TurnError) -> None:
+        """A turn refused before it stored anything leaves no session it created behind."""
+        if self.created and not error.stored:
+            session_discard_if_empty(session_id=self.session.pk)
 
 
 @dataclass(frozen=True)
@@ -118,18 +136,19 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
     try:
         caller = _caller(request, Scope.SESSIONS_WRITE)
         chat = _chat_request(request, team_context=caller)
-        session, _ = session_get_or_create(assistant=chat.assistant, key=chat.session_key)
+        require_chat_model()  # before a session is made: a refusal leaves nothing behind
+        opened = OpenedSession(*session_get_or_create(assistant=chat.assistant, key=chat.session_key))
         reply = Reply(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), model=chat.assistant.slug)
         if chat.stream:
-            require_chat_model()
+            watch = KeyWatch(caller.api_key)  # a key revoked meanwhile ends the stream
             response: HttpResponseBase = streaming_response(
-                request, lambda: _chunks(session, chat=chat, reply=reply)
+                request, lambda: _chunks(opened, chat=chat, reply=reply, watch=watch)
             )
         else:
-            response = JsonResponse(_completion(finished_turn(_turn(session, chat)), reply=reply))
+            response = JsonResponse(_completion(_finished(opened, chat), reply=reply))
     except (ApiError, TurnError, NotFound) as error:
         return _error_response(error)
-    response[SESSION_KEY_HEADER] = session.key
+    response[SESSION_KEY_HEADER] = opened.session.key
     return response
 
 
@@ -164,7 +183,8 @@ def _caller(request: HttpRequest, *scopes: str) -> TeamContext:
             "not_authenticated", "Send 'Authorization: Bearer <api key>' (a team API key).", status_code=401
         )
     key = authenticated[1]
-    context = TeamContext(team=key.team, scopes=frozenset(key.scopes), api_key=key)
+    check_api_key_rate(key)  # one budget per key with REST and MCP (openclaw_site/throttling.py)
+    context = api_key_context(key)
     if not any(context.has_scope(scope) for scope in scopes):
         raise ApiError(
             "insufficient_scope",
@@ -177,7 +197,9 @@ def _caller(request: HttpRequest, *scopes: str) -> TeamContext:
 
 def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatRequest:
     try:
-        body = json.loads(request.body or b"null")
+        body = loads_checked(request.body or b"null")
+    except JsonInputError as error:  # too deep, a NUL or a lone surrogate (docs/design.md, Limits)
+        raise ApiError(error.code, error.message, details={"field": error.path}) from None
     except (ValueError, UnicodeDecodeError):
         raise ApiError("malformed_json", "The request body is not valid JSON.") from None
     if not isinstance(body, dict):
@@ -213,8 +235,26 @@ def _chat_request(request: HttpRequest, *, team_context: TeamContext) -> ChatReq
         messages=tuple(_validated(message, index) for index, message in enumerate(messages)),
         tools=tuple(tools),
         stream=stream,
-        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        include_usage=_include_usage(body.get("stream_options")),
     )
+
+
+def _include_usage(options: Any) -> bool:
+    """Read `stream_options`: null or an object whose `include_usage` is a boolean."""
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise ApiError(
+            "invalid_request", "stream_options must be an object.", details={"field": "stream_options"}
+        )
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise ApiError(
+            "invalid_request",
+            "stream_options.include_usage must be true or false.",
+            details={"field": "stream_options.include_usage"},
+        )
+    return include
 
 
 def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
@@ -267,26 +307,50 @@ def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
     )
 
 
-def _turn(session: Session, chat: ChatRequest) -> Iterator[TurnEvent]:
+def _turn(session: Session, chat: ChatRequest) -> Generator[TurnEvent, None, None]:
     return stream_turn(
         session_id=session.pk, inputs=chat.messages, client_tools=chat.tools, resent_history=True
     )
 
 
-def _chunks(session: Session, *, chat: ChatRequest, reply: Reply) -> Iterator[bytes]:
-    """Stream the turn as OpenAI's `chat.completion.chunk`s, then `[DONE]`."""
+def _finished(opened: OpenedSession, chat: ChatRequest) -> TurnResult:
+    try:
+        return finished_turn(_turn(opened.session, chat))
+    except TurnError as error:
+        opened.discard_if_refused(error)
+        raise
+
+
+def _chunks(opened: OpenedSession, *, chat: ChatRequest, reply: Reply, watch: KeyWatch) -> Iterator[bytes]:
+    """Stream the turn as OpenAI's `chat.completion.chunk`s, then `[DONE]`; an error is a chunk of its own.
+
+    Every stream ends with `[DONE]`, after the finish or an error: a refused or failed turn, a key
+    revoked meanwhile, or a fault nobody expected (docs/design.md, Streaming).
+    """
+    turn = _turn(opened.session, chat)
     calls = 0
     try:
-        for event in _turn(session, chat):
+        for event in turn:
             for chunk in _event_chunks(
                 event, reply=reply, first_call_index=calls, include_usage=chat.include_usage
             ):
                 yield sse_event(chunk)
             calls += isinstance(event, ToolCalled) and event.client
+            refusal = None if isinstance(event, TurnFinished) else watch.refusal()
+            if refusal is not None:
+                turn.close()  # the turn stores its cut reply, as for a client that went away
+                yield sse_event(error_payload(refusal.code, refusal.message, status=refusal.status_code))
+                break
     except TurnError as error:
+        opened.discard_if_refused(error)
         yield sse_event(error_payload(error.code, error.message, status=error.status))
     except Session.DoesNotExist:
         yield sse_event(error_payload("not_found", "Session not found.", status=404))
+    except Exception:
+        logger.exception("a streamed chat completion of session %s failed", opened.session.pk)
+        yield sse_event(error_payload("server_error", STREAM_FAULT, status=500))
+    finally:
+        turn.close()
     yield sse_event("[DONE]")
 
 
@@ -324,4 +388,9 @@ def _error_response(error: ApiError | TurnError | NotFound) -> JsonResponse:
         return JsonResponse(error_payload("not_found", f"{error.what} not found.", status=404), status=404)
     status = error.status_code if isinstance(error, ApiError) else error.status
     param = error.details.get("field") if isinstance(error.details.get("field"), str) else None
-    return JsonResponse(error_payload(error.code, error.message, status=status, param=param), status=status)
+    response = JsonResponse(
+        error_payload(error.code, error.message, status=status, param=param), status=status
+    )
+    if isinstance(error.details.get("retry_after"), int):
+        response["Retry-After"] = str(error.details["retry_after"])
+    return response

@@ -10,12 +10,15 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
-from memory_app.paths import validate_memory_path
+from memory_app.paths import mirror_ancestors, mirror_clash, validate_memory_path
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed
+from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, WorkspaceAccess
 from openclaw_site.services import check_writable
 
@@ -49,6 +52,38 @@ class Provenance:
     session_pk: int | None = None
     message_pk: int | None = None
     note: str = ""
+
+
+def check_mirror_room(assistant: Assistant, path: str, *, moving_from: str | None = None) -> None:
+    """Refuse a new path the export mirror could not hold beside the assistant's other documents.
+
+    A file where another document needs a folder, or a case twin, stopped the whole mirror
+    (docs/design.md, Limits and refusals); `memory_app.paths.mirror_clash` says why.
+    """
+    near = Q(path__iexact=path) | Q(path__istartswith=f"{path}/")
+    for folder in mirror_ancestors(path):
+        near |= Q(path__iexact=folder)
+    others = MemoryDocument.objects.filter(near, assistant=assistant).exclude(path=moving_from or path)
+    reason = mirror_clash(path, list(others.values_list("path", flat=True)[:20]))
+    if reason is not None:
+        raise ApiError(
+            "invalid_path",
+            f"Invalid memory path: {reason}.",
+            details={"field": "path", "path": path, "reason": reason},
+        )
+
+
+def check_document_size(path: str, content: str) -> None:
+    """Refuse a document the write would grow past OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES (413)."""
+    size, limit = len(content.encode()), settings.MAX_MEMORY_DOCUMENT_BYTES
+    if size > limit:
+        raise ApiError(
+            "payload_too_large",
+            f"{path} would be {size} bytes; the limit is {limit}. Nothing was written: start a new "
+            "document or shorten this one.",
+            status_code=413,
+            details={"field": "content", "path": path, "size": size, "limit": limit},
+        )
 
 
 def _notify(assistant: Assistant, path: str, document_id: int | None) -> None:
@@ -129,6 +164,7 @@ def _insert_document(*, assistant: Assistant, path: str, content: str) -> Memory
     commit and then fail. The insert runs in a savepoint, so the caller's transaction goes on to
     read the winner's revision.
     """
+    check_mirror_room(assistant, path)
     document = MemoryDocument(
         assistant=assistant, path=path, content=content, content_hash=content_hash(content)
     )
@@ -157,11 +193,14 @@ def append_to_document(
 ) -> tuple[MemoryDocument, MemoryRevision]:
     """Append text to a document (creating it), under a row lock so concurrent appends both land."""
     path = validate_memory_path(path)
+    if not MemoryDocument.objects.filter(assistant=assistant, path=path).exists():
+        check_mirror_room(assistant, path)
     MemoryDocument.objects.get_or_create(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
     document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
     document.content = appended_text(document.content, addition)
+    check_document_size(path, document.content)  # each revision is a full copy: bounded by the limit
     document.content_hash = content_hash(document.content)
     document.save()
     revision = _revision(
@@ -256,6 +295,7 @@ def rename_document(*, document: MemoryDocument, new_path: str, provenance: Prov
         return document
     if MemoryDocument.objects.filter(assistant_id=document.assistant_id, path=new_path).exists():
         raise PathTaken(new_path)
+    check_mirror_room(document.assistant, new_path, moving_from=old_path)
     MemoryRevision.objects.filter(document=document).update(path=new_path)
     document.path = new_path
     document.save(update_fields=["path", "updated_at"])

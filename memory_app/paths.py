@@ -4,7 +4,9 @@ OpenClaw indexes `MEMORY.md`, `memory.md` and `memory/**/*.md` (docs/openclaw-be
 accept exactly those, so an export is always a valid OpenClaw workspace. A path must also mean the
 same thing on every file system and to every reader: no characters that Unicode normalisation
 changes (lookalikes of "." and "/"), no control or bidi characters, no percent-encoding, no Windows
-device names (docs/design.md, Limits and refusals).
+device names (docs/design.md, Limits and refusals). And it must fit the export mirror's file
+system: no segment over `MAX_SEGMENT_BYTES`, and no path that clashes with another document's
+(`mirror_clash`: a file where another needs a folder, or two paths that differ only in case).
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import unicodedata
 
 ROOT_FILES = ("MEMORY.md", "memory.md")
 MAX_PATH_LENGTH = 255
+# File systems allow 255 bytes per name, and the mirror writes each file through a hidden sibling
+# ".<name>.<8 random characters>.tmp" (sessions_app/workspace/storage.py): 14 bytes more.
+MAX_SEGMENT_BYTES = 240
+# Well inside Linux's PATH_MAX (4096) with the export root, team and assistant in front.
+MAX_PATH_BYTES = 1024
 _SEGMENT = re.compile(r"^[^\x00-\x1f\\/:*?\"<>|]+$")
 DAILY_NOTE = re.compile(r"^memory/(\d{4})-(\d{2})-(\d{2})\.md$")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -34,6 +41,8 @@ def validate_memory_path(path: object) -> str:
         raise InvalidPath("path is required")
     if len(path) > MAX_PATH_LENGTH:
         raise InvalidPath(f"path is longer than {MAX_PATH_LENGTH} characters")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes in UTF-8")
     _check_characters(path)
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
         raise InvalidPath("absolute paths are not allowed; use MEMORY.md or memory/<name>.md")
@@ -73,7 +82,42 @@ def _check_characters(path: str) -> None:
 
 
 def _check_segment(segment: str) -> None:
+    if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        raise InvalidPath(
+            f"path segment {segment[:40]!r}… is {len(segment.encode('utf-8'))} bytes in UTF-8; a file or "
+            f"folder name may have at most {MAX_SEGMENT_BYTES}, so that the export mirror can hold it"
+        )
     if segment.endswith("."):
         raise InvalidPath(f"path segment {segment!r} ends with '.', which Windows drops")
     if segment.split(".")[0].upper() in WINDOWS_DEVICE_NAMES:
         raise InvalidPath(f"{segment!r} is a reserved device name on Windows")
+
+
+def mirror_ancestors(path: str) -> list[str]:
+    """The folders above ``path`` that a mirror must create ("memory/a/b.md": "memory", "memory/a")."""
+    segments = path.split("/")
+    return ["/".join(segments[:end]) for end in range(1, len(segments))]
+
+
+def mirror_clash(path: str, others: list[str]) -> str | None:
+    """Return why ``path`` cannot live in a mirror beside the documents ``others``, or None.
+
+    A mirror is a directory tree, possibly on a case-insensitive file system (macOS, Windows): a
+    document cannot be a file where another needs a folder (``memory/x.md`` and
+    ``memory/x.md/y.md``), nor differ from another only in case (``memory/A.md``, ``memory/a.md``).
+    """
+    folded = path.casefold()
+    folders = {folder.casefold() for folder in mirror_ancestors(path)}
+    for other in others:
+        other_folded = other.casefold()
+        if other == path:
+            continue
+        if other_folded == folded:
+            return (
+                f"{other!r} already exists and differs only in case; case-insensitive file systems hold one"
+            )
+        if other_folded in folders:
+            return f"{other!r} is a document, so it cannot also be a folder holding {path!r}"
+        if other_folded.startswith(folded + "/"):
+            return f"{other!r} is inside a folder named {path!r}, so {path!r} cannot also be a file"
+    return None

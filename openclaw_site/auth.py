@@ -8,6 +8,7 @@ is then simply not found (404), never a leak.
 from __future__ import annotations
 
 import hmac
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -95,6 +96,47 @@ def _touch(key: ApiKey) -> None:
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+
+
+# An open stream re-reads its key at most this often (one indexed row read), so a key revoked or
+# expired while the stream runs ends it within about this many seconds of the next event.
+KEY_RECHECK_SECONDS = 1.0
+
+
+class KeyWatch:
+    """Tells a long stream (REST SSE, `/v1/`) when the API key that opened it stops being valid.
+
+    A stream outlives the request's authentication: without this, a revoked key's open stream ran
+    on until the turn ended (docs/design.md, Limits and refusals). A browser session (no key) is
+    never refused here.
+    """
+
+    def __init__(self, key: ApiKey | None, *, every_seconds: float = KEY_RECHECK_SECONDS) -> None:
+        self._key_id = key.pk if key is not None else None
+        self._every = every_seconds
+        self._next_check = time.monotonic() + every_seconds
+
+    def refusal(self) -> ApiError | None:
+        """Return the 401 that ends the stream if the key was revoked or expired since it began."""
+        if self._key_id is None or time.monotonic() < self._next_check:
+            return None
+        self._next_check = time.monotonic() + self._every
+        key = ApiKey.objects.filter(pk=self._key_id).only("revoked_at", "expires_at").first()
+        if key is None or key.revoked_at is not None:
+            return ApiError(
+                "api_key_revoked",
+                "The API key was revoked while this stream was open, so the stream ends here; what "
+                "the turn stored so far stays in the session.",
+                status_code=401,
+            )
+        if not key.is_active:
+            return ApiError(
+                "api_key_expired",
+                "The API key expired while this stream was open, so the stream ends here; what the "
+                "turn stored so far stays in the session.",
+                status_code=401,
+            )
+        return None
 
 
 def bearer_api_key(header: str) -> ApiKey | None:

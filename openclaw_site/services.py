@@ -97,6 +97,7 @@ def assistant_update(*, assistant: Assistant, settings: Any = None, **fields: An
     if unknown:
         raise TypeError(f"unknown assistant fields: {sorted(unknown)}")
     locked = Assistant.objects.select_for_update(no_key=True).get(pk=assistant.pk)
+    check_writable(locked)  # archived is read-only, its own record included (restore it first)
     if settings is not None:
         locked.settings = checked_settings(settings, current=locked.settings)
     for name, value in fields.items():

@@ -355,7 +355,7 @@ def stream_turn(
     inputs: Sequence[MessageInput],
     client_tools: Sequence[dict[str, Any]] = (),
     resent_history: bool = False,
-) -> Iterator[TurnEvent]:
+) -> Generator[TurnEvent, None, None]:
     """Store the turn's input and run the turn, yielding its events; raise TurnError when it fails.
 
     `inputs` ends with a user message or tool results (the answers to a caller's tool calls);

@@ -107,6 +107,18 @@ def session_archive(*, session: Session, archived: bool) -> Session:
 
 
 @transaction.atomic
+def session_discard_if_empty(*, session_id: int) -> bool:
+    """Delete a session this request created if it still holds nothing; return whether it did.
+
+    An adapter that creates a session on first use (`/v1/`, MCP `session_append`) calls it when
+    the request is refused after all, so a refusal leaves no empty session behind (docs/design.md,
+    Limits and refusals). A session another request has written to meanwhile is kept.
+    """
+    deleted, _ = Session.objects.filter(pk=session_id, last_seq=0).delete()
+    return deleted > 0
+
+
+@transaction.atomic
 def session_delete(*, session: Session) -> None:
     """Delete a session with its transcript and compaction history."""
     check_writable(session.assistant)

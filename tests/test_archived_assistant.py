@@ -41,6 +41,8 @@ WRITES = [
     ("put", "assistants/helper/memory/MEMORY.md", {"content": "- overwritten\n"}),
     ("post", "assistants/helper/memory/", {"path": "memory/new.md", "content": "new\n"}),
     ("delete", "assistants/helper/memory/MEMORY.md", None),
+    ("patch", "assistants/helper/", {"name": "Renamed"}),
+    ("patch", "assistants/helper/", {"settings": {"memorySearch": {"query": {"maxResults": 3}}}}),
 ]
 
 
@@ -69,6 +71,16 @@ READS = [
 def test_reads_of_an_archived_assistant_keep_working(api, archived, path):
     response = api.get(f"{API}/{path.format(session=archived.pk)}")
     assert response.status_code == 200, response.content[:300]
+
+
+def test_the_assistant_record_says_it_is_archived(api, archived, world):
+    shown = api.get(f"{API}/assistants/helper/").json()
+    listed = api.get(f"{API}/assistants/").json()["assistants"]
+
+    assert shown["archived"] is True and shown["archived_at"] is not None
+    assert [a["archived"] for a in listed if a["slug"] == "helper"] == [True]
+    services.assistant_archive(assistant=world.assistant, archived=False)
+    assert api.get(f"{API}/assistants/helper/").json()["archived"] is False
 
 
 def test_restoring_makes_it_writable_again(api, archived, world):

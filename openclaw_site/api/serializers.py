@@ -53,6 +53,9 @@ class AssistantUpdateInput(StrictSerializer, AssistantFieldsMixin):
 class AssistantOutput(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     settings = JsonObjectField(read_only=True, help_text="The complete settings document, defaults filled.")
+    archived = serializers.SerializerMethodField(
+        help_text="Archived: read-only until restored (every write answers 409 assistant_archived)."
+    )
 
     class Meta:
         model = Assistant
@@ -67,10 +70,15 @@ class AssistantOutput(serializers.ModelSerializer):
             "timezone",
             "workspace_access",
             "settings",
+            "archived",
+            "archived_at",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
+
+    def get_archived(self, assistant: Assistant) -> bool:
+        return assistant.archived_at is not None
 
 
 class ApiKeyCreateInput(StrictSerializer):

@@ -274,8 +274,12 @@ def assistant_rename(request: WebRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "A name is needed (at most 200 characters).")
     else:
-        services.assistant_update(assistant=assistant, name=form.cleaned_data["name"])
-        messages.success(request, f"Renamed to {form.cleaned_data['name']}.")
+        try:
+            services.assistant_update(assistant=assistant, name=form.cleaned_data["name"])
+        except ApiError as error:  # archived: read-only until restored
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Renamed to {form.cleaned_data['name']}.")
     return _redirect(request, reverse("assistant", args=[assistant.slug]))
 
 

@@ -9,7 +9,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
-from sessions_app.api.responses import compact_or_raise, context_payload_json, entry_dict, run_dict
+from openclaw_site.auth import check_scope
+from sessions_app.api.responses import (
+    CONTEXT_ALSO_NEEDS,
+    compact_or_raise,
+    context_payload_json,
+    entry_dict,
+    run_dict,
+)
 from sessions_app.api.serializers import (
     CompactedOutput,
     CompactionPreviewOutput,
@@ -30,6 +37,7 @@ class SessionContextApi(SessionApiView):
 
     @extend_schema(operation_id="sessions_context", responses=ContextOutput)
     def get(self, request: Request, session_id: int) -> HttpResponse:
+        check_scope(self.team_context, CONTEXT_ALSO_NEEDS)  # it shows MEMORY.md's text too
         text = context_payload_json(session_get(team=self.team, pk=session_id))
         return HttpResponse(text.encode(), content_type="application/json")
 

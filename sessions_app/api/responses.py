@@ -7,12 +7,15 @@ takes for `"respond": true` and for a `/compact` chat message; the views of `/co
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from rest_framework import status
 
-from openclaw_site.errors import ApiError
+from openclaw_site.auth import KeyWatch
+from openclaw_site.errors import ApiError, error_body
+from openclaw_site.models import Scope
 from openclaw_site.streaming import sse_event
 from sessions_app.agent import (
     ReplyDelta,
@@ -48,6 +51,14 @@ from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionEntry, CompactionRun, Session
 from sessions_app.transcript import compaction_entry_dict
 from sessions_app.view_cache import encode_json
+
+logger = logging.getLogger(__name__)
+
+# What a stream says when something unexpected ended it (the log has the cause).
+STREAM_FAULT = (
+    "The turn failed unexpectedly on the server; what it stored so far stays in the session "
+    "(read its messages) and the server's log has the cause."
+)
 
 # --- shapes -----------------------------------------------------------------------------------
 
@@ -85,6 +96,11 @@ def entry_dict(entry: CompactionEntry) -> dict[str, Any]:
 
 def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": spec} for spec in specs]
+
+
+# The context holds the memory files' text (MEMORY.md in the system prompt), so reading it needs
+# `memory:read` beside `sessions:read`, on REST and MCP alike (docs/design.md, Limits and refusals).
+CONTEXT_ALSO_NEEDS = (Scope.MEMORY_READ,)
 
 
 def context_payload(session: Session) -> dict[str, Any]:
@@ -244,22 +260,35 @@ def turn_error_body(error: TurnError, *, stored_message_dict: Any) -> dict[str, 
     return {"error": {"code": error.code, "message": error.message, "details": details}}
 
 
-def respond_events(session: Session, message: MessageInput, *, stored_message_dict: Any) -> Iterator[bytes]:
+def respond_events(
+    session: Session, message: MessageInput, *, stored_message_dict: Any, watch: KeyWatch | None = None
+) -> Iterator[bytes]:
     """Run an assistant turn as server-sent events (docs/design.md, Streaming).
 
     `started` (the stored user message), `delta` (reply text), `tool_call`, `tool_result`, then
-    `done` with the body the non-streaming call answers, or `error` with its error envelope.
+    `done` with the body the non-streaming call answers, or `error` with its error envelope. Every
+    stream ends with one of the two: a key revoked meanwhile (``watch``) and an unexpected fault
+    end it with `error` too, after the turn has stored what it had.
     """
+    turn = stream_turn(session_id=session.pk, inputs=[message])
     try:
-        for event in stream_turn(session_id=session.pk, inputs=[message]):
+        for event in turn:
             name, data = _event_data(event, stored_message_dict=stored_message_dict)
             yield sse_event(data, event=name)
+            refusal = None if isinstance(event, TurnFinished) or watch is None else watch.refusal()
+            if refusal is not None:
+                turn.close()  # the turn stores its cut reply, as for a client that went away
+                yield sse_event(error_body(refusal.code, refusal.message, refusal.details), event="error")
+                return
     except TurnError as error:
         yield sse_event(turn_error_body(error, stored_message_dict=stored_message_dict), event="error")
     except Session.DoesNotExist:  # deleted by another request while the turn ran
-        yield sse_event(
-            {"error": {"code": "not_found", "message": "Session not found.", "details": {}}}, event="error"
-        )
+        yield sse_event(error_body("not_found", "Session not found."), event="error")
+    except Exception:
+        logger.exception("a streamed turn of session %s failed", session.pk)
+        yield sse_event(error_body("server_error", STREAM_FAULT), event="error")
+    finally:
+        turn.close()
 
 
 def _event_data(event: TurnEvent, *, stored_message_dict: Any) -> tuple[str, dict[str, Any]]:

@@ -26,6 +26,7 @@ from openclaw_site.api.base import (
     query_int,
     validated,
 )
+from openclaw_site.auth import KeyWatch
 from openclaw_site.errors import ApiError
 from openclaw_site.idempotency import (
     StoredResponse,
@@ -237,9 +238,10 @@ class SessionMessagesApi(SessionApiView):
                 error.code, error.message, status_code=error.status, details=error.details
             ) from None
         message = payload.messages[0]
+        watch = KeyWatch(self.team_context.api_key)  # a key revoked meanwhile ends the stream
         return streaming_response(
             self.request,
-            lambda: respond_events(session, message, stored_message_dict=stored_message_dict),
+            lambda: respond_events(session, message, stored_message_dict=stored_message_dict, watch=watch),
         )
 
     def compact_command(self, session: Session, instructions: str | None) -> Response:

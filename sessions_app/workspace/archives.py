@@ -119,9 +119,27 @@ def _unpack(upload: IO[bytes], target: Path) -> None:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > MAX_ARCHIVE_FILES:
             raise WorkspaceImportError(f"the zip holds {len(members)} files; at most {MAX_ARCHIVE_FILES}")
+        _check_declared(members)
         budget = MAX_UNPACKED_BYTES
         for member in members:
             budget -= _extract(archive, member, target, budget)
+
+
+def _check_declared(members: list[zipfile.ZipInfo]) -> None:
+    """Refuse, before anything is unpacked, a zip whose members say they are too large or misnamed.
+
+    The declared sizes can lie (a zip bomb's do), so `_extract` counts the bytes it writes too.
+    """
+    declared = sum(member.file_size for member in members)
+    if declared > MAX_UNPACKED_BYTES:
+        raise WorkspaceImportError(f"the zip unpacks to {declared} bytes; at most {MAX_UNPACKED_BYTES}")
+    for member in members:
+        # Without the UTF-8 flag a name is read as CP437, which would mangle any non-ASCII name.
+        if not member.flag_bits & 0x800 and not member.filename.isascii():
+            raise WorkspaceImportError(
+                f"{member.filename}: the zip does not mark this name as UTF-8; zip it again with a "
+                "tool that stores UTF-8 names"
+            )
 
 
 def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, budget: int) -> int:
@@ -135,7 +153,15 @@ def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, bu
     if not name:
         return 0
     destination = target / name
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        return _copy(archive, member, destination, budget)
+    except (OSError, ValueError) as error:  # a name too long, a file and a folder of one name, a NUL
+        reason = getattr(error, "strerror", None) or str(error)
+        raise WorkspaceImportError(f"{member.filename}: cannot be unpacked ({reason})") from None
+
+
+def _copy(archive: zipfile.ZipFile, member: zipfile.ZipInfo, destination: Path, budget: int) -> int:
     written = 0
     with archive.open(member) as source, destination.open("wb") as sink:
         while chunk := source.read(_COPY_CHUNK):

@@ -27,8 +27,10 @@ shared with the streaming endpoint ``GET /sessions/{id}/export.jsonl``.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +60,8 @@ from sessions_app.workspace.openclaw_jsonl import (
 )
 from sessions_app.workspace.storage import ExportStorage, LocalExportStorage, is_temp_name
 
+logger = logging.getLogger(__name__)
+
 SESSIONS_DIR = "sessions"
 MEMORY_DIR = "memory"
 SESSION_STORE = "sessions/sessions.json"
@@ -80,6 +84,24 @@ class ExportSummary:
     location: str
     documents: int
     sessions: int
+    # Documents the file system refused ("<path>: <why>"); everything else was written.
+    unwritten: tuple[str, ...] = ()
+
+
+class MirrorIncomplete(Exception):
+    """Some memory documents could not be written to the mirror; the rest of it was.
+
+    Raised after the whole workspace was written, so its job fails on the Jobs page with the
+    documents and the reasons, and nothing else of the mirror waits for them (docs/design.md, Exports).
+    """
+
+    def __init__(self, unwritten: tuple[str, ...]) -> None:
+        super().__init__(
+            f"{len(unwritten)} memory document(s) could not be written to the export mirror, the rest "
+            f"of it was: {'; '.join(unwritten)}. Rename them (dashboard: the document's Rename) to "
+            "paths the file system can hold."
+        )
+        self.unwritten = unwritten
 
 
 @dataclass(frozen=True)
@@ -423,7 +445,9 @@ def export_memory_document(assistant_id: int, path: str, *, storage: ExportStora
             return True
         document = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
         if document is not None:
-            storage.save_lines(_join(base, path), [document.content])
+            unwritten = _save_document(storage, base, document)
+            if unwritten is not None:
+                raise MirrorIncomplete((unwritten,))
         else:
             _delete_memory_file(storage, base, path)
     return True
@@ -486,8 +510,12 @@ def _ensure_workspace(storage: ExportStorage, base: str, assistant: Assistant) -
 
 
 def _export_all(storage: ExportStorage, base: str, assistant: Assistant, *, mirror: bool) -> ExportSummary:
-    """Write every file of the workspace; ``mirror``: it is the export mirror, so record its transcripts."""
-    documents = _write_all_documents(storage, base, assistant)
+    """Write every file of the workspace; ``mirror``: it is the export mirror, so record its transcripts.
+
+    A document the file system refuses is left out and the rest is written; the mirror then raises
+    `MirrorIncomplete` at the end, an export to a folder or a zip lists it in the summary.
+    """
+    documents, unwritten = _write_all_documents(storage, base, assistant)
     sessions = list(Session.objects.filter(assistant=assistant).order_by("key"))
     cwd = workspace_name(assistant)
     for session in sessions:
@@ -499,18 +527,45 @@ def _export_all(storage: ExportStorage, base: str, assistant: Assistant, *, mirr
             storage.save_lines(name, session_jsonl_lines(session, cwd=cwd))
     _write_session_store(storage, base, assistant)
     _save_if_changed(storage, _join(base, ASSISTANT_FILE), _dumps_json(assistant_metadata(assistant)))
-    return ExportSummary(location=base, documents=documents, sessions=len(sessions))
+    if mirror and unwritten:
+        raise MirrorIncomplete(unwritten)
+    return ExportSummary(location=base, documents=documents, sessions=len(sessions), unwritten=unwritten)
 
 
-def _write_all_documents(storage: ExportStorage, base: str, assistant: Assistant) -> int:
+def _write_all_documents(
+    storage: ExportStorage, base: str, assistant: Assistant
+) -> tuple[int, tuple[str, ...]]:
+    """Write every document; return how many were written and why the others were not."""
     documents = list(MemoryDocument.objects.filter(assistant=assistant).order_by("path"))
-    for document in documents:
-        storage.save_lines(_join(base, document.path), [document.content])
+    unwritten = tuple(
+        problem for document in documents if (problem := _save_document(storage, base, document)) is not None
+    )
     keep = {document.path for document in documents}
     for path in [*ROOT_FILES, *_memory_files(storage, base, MEMORY_DIR)]:
         if path not in keep and storage.exists(_join(base, path)):
             _delete_memory_file(storage, base, path)
-    return len(documents)
+    return len(documents) - len(unwritten), unwritten
+
+
+def _save_document(storage: ExportStorage, base: str, document: MemoryDocument) -> str | None:
+    """Write one document's file; return why the file system refused it (None when written)."""
+    try:
+        storage.save_lines(_join(base, document.path), [document.content])
+    except (OSError, ValueError) as error:  # a name too long, a file where a folder must be, ...
+        logger.warning("memory document %s not mirrored: %s", document.path, error)
+        return f"{document.path}: {_why_unwritten(error)}"
+    return None
+
+
+def _why_unwritten(error: Exception) -> str:
+    """Say in words why the file system refused a document's file."""
+    if isinstance(error, (FileExistsError, NotADirectoryError)):
+        return "another document is a file where this path needs a folder"
+    if isinstance(error, IsADirectoryError):
+        return "other documents are inside a folder of this name"
+    if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
+        return "a file or folder name is too long for the file system"
+    return str(getattr(error, "strerror", None) or error)
 
 
 def _memory_files(storage: ExportStorage, base: str, directory: str) -> Iterator[str]:

@@ -12,8 +12,10 @@ entries and the silent flag are kept, so ``import(export(x))`` recreates ``x``.
 
 from __future__ import annotations
 
+import math
 import stat
 import uuid
+import zoneinfo
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,12 +30,14 @@ from django.db import transaction
 
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
-from memory_app.paths import ROOT_FILES, InvalidPath, validate_memory_path
+from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
 from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
+from openclaw_site.errors import ApiError
 from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
+from sessions_app.services import check_session_key
 from sessions_app.transcript import (
     add_running_tokens,
     after_transcript_change,
@@ -48,6 +52,9 @@ from sessions_app.workspace.openclaw_jsonl import (
 )
 
 SESSION_KEY_MAX = int(Session._meta.get_field("key").max_length or 0)
+# What the session's counters (PositiveIntegerField) and the API's context window can hold.
+MAX_COUNT = 2**31 - 1
+MAX_CONTEXT_WINDOW = 100_000_000
 
 
 class WorkspaceImportError(Exception):
@@ -181,7 +188,25 @@ def _read_documents(directory: Path) -> dict[str, str]:
         except InvalidPath as error:
             raise WorkspaceImportError(f"{name}: not a valid memory path ({error})") from None
         documents[path] = _read_text(directory, file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
+    _check_mirror_clashes(list(documents))
     return documents
+
+
+def _check_mirror_clashes(paths: list[str]) -> None:
+    """Refuse documents the mirror could not hold side by side (a file where a folder must be, case twins)."""
+    files: dict[str, str] = {}
+    for path in paths:
+        twin = files.setdefault(path.casefold(), path)
+        if twin != path:
+            raise WorkspaceImportError(
+                f"{path} and {twin} differ only in case; case-insensitive file systems hold one (rename one)"
+            )
+    for path in paths:
+        for folder in mirror_ancestors(path):
+            if folder.casefold() in files:
+                raise WorkspaceImportError(
+                    f"{files[folder.casefold()]} is a document, so it cannot also be the folder of {path}"
+                )
 
 
 def _read_store(directory: Path, file: Path) -> dict[str, dict[str, Any]]:
@@ -237,8 +262,13 @@ def _store_file(sessions_dir: Path, entry: dict[str, Any]) -> str | None:
 
 
 def _check_key(key: Any) -> str:
+    """A session key the API would accept (`sessions_app.services.check_session_key`)."""
     if not isinstance(key, str) or not key.strip() or len(key) > SESSION_KEY_MAX:
         raise WorkspaceImportError(f"session key {key!r} must be 1 to {SESSION_KEY_MAX} characters")
+    try:
+        check_session_key(key)
+    except ApiError as error:
+        raise WorkspaceImportError(f"session key {key!r}: {error.message}") from None
     return key
 
 
@@ -293,10 +323,18 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
                 bound = f" of at most {limit} characters" if limit else ""
                 raise WorkspaceImportError(f"assistant.json: {name} must be a string{bound}")
             fields[name] = value
+    if "timezone" in fields:
+        _check_timezone(fields["timezone"])
     if "context_window" in data:
         window = data["context_window"]
-        if not isinstance(window, int) or isinstance(window, bool) or window < 16000:
-            raise WorkspaceImportError("assistant.json: context_window must be an integer of at least 16000")
+        if (
+            not isinstance(window, int)
+            or isinstance(window, bool)
+            or not 16000 <= window <= MAX_CONTEXT_WINDOW
+        ):
+            raise WorkspaceImportError(
+                f"assistant.json: context_window must be an integer from 16000 to {MAX_CONTEXT_WINDOW}"
+            )
         fields["context_window"] = window
     if "workspace_access" in data:
         if data["workspace_access"] not in WorkspaceAccess.values:
@@ -309,6 +347,16 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
         except SettingsError as error:
             raise WorkspaceImportError(f"assistant.json: settings: {error}") from None
     return fields
+
+
+def _check_timezone(name: str) -> None:
+    """An IANA time zone, as the API requires."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise WorkspaceImportError(
+            f"assistant.json: timezone {name!r} is not an IANA time zone (e.g. Europe/Berlin)"
+        ) from None
 
 
 # --- Writing (one transaction) ---------------------------------------------------------------------
@@ -468,13 +516,18 @@ def _last_usage(store: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    return None
+    """A non-negative count from sessions.json (None when absent or not one); refuse one no column holds."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        return None
+    if not math.isfinite(value) or value > MAX_COUNT:
+        raise WorkspaceImportError(
+            f"sessions/sessions.json: the count {value!r} is out of range (0 to {MAX_COUNT})"
+        )
+    return int(value)
 
 
 def _ms(value: Any) -> datetime | None:
-    if _count(value) is None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
         return None
     try:
         return datetime.fromtimestamp(value / 1000, tz=UTC)

@@ -95,8 +95,11 @@ def test_other_teams_and_viewers_cannot_drive_the_engine(api, other_api, scoped_
         assert_error(other_api.get(f"{API}/sessions/{session.pk}/{path}"), 404, "not_found")
     assert_error(other_api.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 404, "not_found")
     assert_error(say(other_api, session, "hi"), 404, "not_found")
-    viewer = scoped_api("sessions:read")
+    viewer = scoped_api("sessions:read", "memory:read")
     assert viewer.get(f"{API}/sessions/{session.pk}/context/").status_code == 200
+    # The context holds MEMORY.md's text: without memory:read it is not shown.
+    no_memory = scoped_api("sessions:read").get(f"{API}/sessions/{session.pk}/context/")
+    assert assert_error(no_memory, 403, "insufficient_scope")["details"]["required_scope"] == "memory:read"
     assert_error(
         viewer.post(f"{API}/sessions/{session.pk}/compact/", {}, format="json"), 403, "insufficient_scope"
     )

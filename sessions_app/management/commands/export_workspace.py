@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openclaw_site.models import Assistant
-from sessions_app.workspace.exports import export_assistant, export_storage
+from sessions_app.workspace.exports import MirrorIncomplete, export_assistant, export_storage
 from sessions_app.workspace.storage import LocalExportStorage
 
 
@@ -27,7 +27,10 @@ class Command(BaseCommand):
             raise CommandError(f"No assistant {assistant!r} in team {team!r}.")
         if out is None:
             storage = export_storage()
-            summary = export_assistant(target.pk, storage=storage)
+            try:
+                summary = export_assistant(target.pk, storage=storage)
+            except MirrorIncomplete as incomplete:
+                raise CommandError(str(incomplete)) from None
             location = storage.path(summary.location)
         else:
             # Refuse a non-empty directory: the export would mix with (and could be mistaken for) other files.
@@ -41,3 +44,5 @@ class Command(BaseCommand):
                 f"{summary.sessions} session(s)."
             )
         )
+        for problem in summary.unwritten:
+            self.stderr.write(f"Not written: {problem}")
