@@ -157,14 +157,15 @@ def test_switching_the_embedder_rebuilds_the_index(
     world, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
     from memory_app.models import IndexState
+    from memory_app.search_service import search_memory
     from providers.embeddings import reset_embedders
 
     index(world.assistant, {"MEMORY.md": DECISION})
     RecordingE5Embedder.engine = RecordingE5Model()
     settings.EMBEDDING_BACKEND = "tests.embedding_fixtures.RecordingE5Embedder"  # e5 from now on
     reset_embedders()
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        during = hybrid_search(assistant=world.assistant, query="PostgreSQL")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:  # the search queues the rebuild
+        during = search_memory(assistant=world.assistant, query="PostgreSQL")
     assert during.fallback == "index_rebuilding" and during.results  # the old rows answer by text
     callbacks[0]()  # the queued full reindex
     state = IndexState.objects.get(assistant=world.assistant)
