@@ -298,7 +298,11 @@ def rename_document(*, document: MemoryDocument, new_path: str, provenance: Prov
     check_mirror_room(document.assistant, new_path, moving_from=old_path)
     MemoryRevision.objects.filter(document=document).update(path=new_path)
     document.path = new_path
-    document.save(update_fields=["path", "updated_at"])
+    try:
+        with transaction.atomic():
+            document.save(update_fields=["path", "updated_at"])
+    except IntegrityError:  # a concurrent create of ``new_path`` committed after the check above
+        raise PathTaken(new_path) from None
     _revision(
         document,
         assistant=document.assistant,
