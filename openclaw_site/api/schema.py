@@ -57,7 +57,7 @@ COMMON_ERRORS = {
     "409": "conflict_retry: another request changed the same data at the same moment; send it again.",
     "406": "The Accept header asks for something other than JSON.",
     "413": "The request body is over OPENCLAW_MAX_REQUEST_BYTES.",
-    "429": "Too many requests with this API key.",
+    "429": "rate_limited: too many requests with this API key; team_busy (searches): the team runs its share at once.",
     "500": "Server error.",
     "503": "The database is unavailable (database_unavailable), or no model is configured for a turn.",
 }
