@@ -54,7 +54,9 @@ from tests.fake_openai import FakeOpenAI  # noqa: E402
 PROBE_SECONDS = 20.0
 WRITES = 5
 SEARCHABLE_TARGET_S = 5.0
-LONG_QUERY = " ".join(f"harbour{n} schedule ferry timetable weather" for n in range(50))
+LONG_QUERY = " ".join(
+    f"harbour{n} schedule ferry timetable weather" for n in range(40)
+)  # within the 2000-character limit
 
 
 def serve_model(ports: Any, stop: Any) -> None:
@@ -146,7 +148,14 @@ def run(database_url: str, *, searchers: int, documents: int, embedder: str) -> 
     noisy_key, quiet_key = second_team(env, "noisy"), second_team(env, "quiet")
     port = free_port()
     command = [PYTHON, "manage.py", "runall", "--addr", f"127.0.0.1:{port}"]
-    server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: _port_open(port), timeout=180, what="the web server")
         noisy, quiet = Api(port, noisy_key), Api(port, quiet_key)
