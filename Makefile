@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run stop test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-plugin eval clean-db
+.PHONY: setup dev-setup run stop test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-neighbours bench-plugin eval clean-db
 
 # The published OpenClaw the plugin is tested against, with the Node 24 it needs, both from npm and
 # cached under var/openclaw (docs/integrations.md, OpenClaw plugin).
@@ -109,6 +109,11 @@ bench-sessions: dev-setup redis-deps migrate
 # (ASGI under gunicorn with uvicorn workers, as production runs). Prints each figure beside its target.
 bench-streams: dev-setup migrate
 	$(PY) bench/streams.py $(BENCH_ARGS)
+
+# One team's 15 long-query searchers and an import storm while another team's search p95 and
+# write-to-searchable time are measured (docs/design.md, fair sharing). Prints each beside its target.
+bench-neighbours: dev-setup migrate
+	$(PY) bench/neighbours.py $(BENCH_ARGS)
 
 # Development sets only (docs/evaluation.md): LoCoMo dev, then InsuranceQA-zh valid.
 eval: dev-setup migrate

@@ -17,7 +17,7 @@ from django.db.models import Q
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
 from memory_app.paths import mirror_ancestors, mirror_clash, validate_memory_path
 from memory_app.selectors import current_revision_id
-from memory_app.signals import memory_document_changed
+from memory_app.signals import memory_document_changed, notifications_are_held
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, WorkspaceAccess
 from openclaw_site.services import check_writable
@@ -87,6 +87,8 @@ def check_document_size(path: str, content: str) -> None:
 
 
 def _notify(assistant: Assistant, path: str, document_id: int | None) -> None:
+    if notifications_are_held():  # a bulk writer queues the follow-up work itself
+        return
     team_id, assistant_id = assistant.team_id, assistant.pk
     transaction.on_commit(
         lambda: memory_document_changed.send(
@@ -298,7 +300,11 @@ def rename_document(*, document: MemoryDocument, new_path: str, provenance: Prov
     check_mirror_room(document.assistant, new_path, moving_from=old_path)
     MemoryRevision.objects.filter(document=document).update(path=new_path)
     document.path = new_path
-    document.save(update_fields=["path", "updated_at"])
+    try:
+        with transaction.atomic():
+            document.save(update_fields=["path", "updated_at"])
+    except IntegrityError:  # a concurrent create of ``new_path`` committed after the check above
+        raise PathTaken(new_path) from None
     _revision(
         document,
         assistant=document.assistant,

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
-from django.db import connection, transaction
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists, Func, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -49,6 +51,7 @@ from memory_app.vectors import ensure_vector_index
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.row_sql import partial_index_condition
+from openclaw_site.tasks import WorkGone
 from openclaw_site.usage import record_usage
 from providers.chat import Usage
 from providers.embeddings import Embedder, embed_documents_counted, get_embedder
@@ -970,9 +973,32 @@ def _groups(entries: Iterable[SourceEntry], size: int) -> Iterable[list[SourceEn
         yield group
 
 
-def save_progress(assistant_id: int, progress: dict[str, Any]) -> None:
-    """Record reindex progress on the IndexState (shown by the task and the dashboard)."""
-    IndexState.objects.filter(assistant_id=assistant_id).update(progress=progress, updated_at=timezone.now())
+def save_progress(assistant_id: int, progress: dict[str, Any]) -> int:
+    """Record reindex progress on the IndexState (shown by the task and the dashboard); return
+    how many states were updated (none once the assistant is deleted, its state with it)."""
+    return IndexState.objects.filter(assistant_id=assistant_id).update(
+        progress=progress, updated_at=timezone.now()
+    )
+
+
+ASSISTANT_DELETED = "the assistant was deleted while its index was being built; nothing more was indexed."
+
+
+@contextmanager
+def _stops_when_deleted(assistant_id: int) -> Iterator[None]:
+    """Turn the database's refusal to write for a deleted assistant into `WorkGone`.
+
+    A reindex checks that its assistant still exists after every group (`_report`); one deleted
+    during a group makes the group's writes fail (a foreign key, a state row gone), and the task
+    then stops with a sentence on the Jobs page, not the raw database error (docs/design.md,
+    Background work).
+    """
+    try:
+        yield
+    except (IntegrityError, ObjectDoesNotExist):
+        if Assistant.objects.filter(pk=assistant_id).exists():
+            raise
+        raise WorkGone(ASSISTANT_DELETED) from None
 
 
 def reindex_assistant(
@@ -989,10 +1015,15 @@ def reindex_assistant(
     other sources' entries that lag (new lines, rows still without a vector) to their own index
     jobs, which extend a transcript in slices instead of reading it whole (the periodic refresh).
     """
-    assistant = Assistant.objects.get(pk=assistant_id)
+    assistant = Assistant.objects.filter(pk=assistant_id).first()
+    if assistant is None:
+        return IndexOutcome(note="the assistant was deleted")
     try:
         # One reindex per assistant at a time, across workers (the second one has nothing to add).
-        with session_lock(f"memory-reindex:{assistant_id}", timeout_seconds=0):
+        with (
+            session_lock(f"memory-reindex:{assistant_id}", timeout_seconds=0),
+            _stops_when_deleted(assistant_id),
+        ):
             embedder = get_embedder()
             current = config.fingerprint(assistant, embedder)
             state = get_state(assistant, current)
@@ -1004,7 +1035,8 @@ def reindex_assistant(
 
 
 def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str, Any]) -> None:
-    save_progress(assistant_id, data)
+    if not save_progress(assistant_id, data) and not Assistant.objects.filter(pk=assistant_id).exists():
+        raise WorkGone(ASSISTANT_DELETED)
     if progress is not None:
         progress(data)
 

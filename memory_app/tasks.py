@@ -10,7 +10,7 @@ from typing import Any
 from memory_app import debounce, indexing
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.models import Assistant, TaskRecord
-from openclaw_site.tasks import TaskOwner, defer_until, enqueue_once, report_progress
+from openclaw_site.tasks import TaskOwner, WorkGone, defer_until, enqueue_once, report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ def refresh_indexes() -> dict[str, Any]:
     for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
         try:
             totals.add(indexing.reindex_assistant(assistant_id, queue_external=True))
+        except WorkGone:  # deleted while the refresh was at it: nothing left to catch up
+            continue
         except Exception:  # one broken assistant must not stop the others
             logger.exception("index refresh of assistant %s failed", assistant_id)
     return totals.as_dict()

@@ -27,6 +27,29 @@ DATABASE_BUSY_MESSAGE = (
 )
 
 
+# A transaction PostgreSQL ended because another one wanted the same rows at the same moment (a
+# deadlock, a serialization failure): the database is fine and the request may simply be sent
+# again, so it is 409 `conflict_retry`, not the outage's 503 (docs/design.md, Limits and refusals).
+CONFLICT_RETRY_AFTER_SECONDS = 1
+CONFLICT_RETRY_MESSAGE = (
+    "Another request changed the same data at the same moment, and the database stopped this one; "
+    "nothing was changed by this request. Send it again."
+)
+
+
+def is_transaction_conflict(exception: BaseException) -> bool:
+    """Tell whether a database error is a deadlock or serialization failure, not an outage.
+
+    SQLSTATE class 40, "transaction rollback": 40P01 deadlock detected, 40001 serialization failure.
+    """
+    sqlstate = getattr(exception.__cause__, "sqlstate", None) or ""
+    return isinstance(exception, DATABASE_OUTAGE_ERRORS) and sqlstate.startswith("40")
+
+
+def conflict_retry_body() -> dict[str, Any]:
+    return error_body("conflict_retry", CONFLICT_RETRY_MESSAGE)
+
+
 def database_unavailable_message(exception: BaseException) -> str:
     """Say which outage it is: the database cannot be reached, or the connection pool is empty."""
     from psycopg_pool import PoolTimeout
@@ -83,7 +106,18 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
         )
     if isinstance(exc, ApiError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+        retry_after = exc.details.get("retry_after") if exc.status_code in (409, 429, 503) else None
+        headers = {"Retry-After": str(retry_after)} if isinstance(retry_after, int) else None
+        return Response(
+            error_body(exc.code, exc.message, exc.details), status=exc.status_code, headers=headers
+        )
+    if is_transaction_conflict(exc):
+        logger.warning("transaction conflict, answered 409: %s", exc)
+        return Response(
+            conflict_retry_body(),
+            status=status.HTTP_409_CONFLICT,
+            headers={"Retry-After": str(CONFLICT_RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, DATABASE_OUTAGE_ERRORS):
         logger.error("database unavailable: %s", exc)
         return Response(
@@ -159,7 +193,18 @@ class ApiErrorMiddleware:
 
 
 def database_unavailable_response(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """503 with Retry-After: JSON under /api/, a short page elsewhere (the dashboard)."""
+    """503 with Retry-After: JSON under /api/, a short page elsewhere (the dashboard).
+
+    A deadlock or serialization failure is no outage: 409 `conflict_retry`, in the same shapes.
+    """
+    if is_transaction_conflict(exception):
+        logger.warning("transaction conflict on %s %s: %s", request.method, request.path, exception)
+        if ApiErrorMiddleware._is_api(request):
+            conflict: HttpResponse = JsonResponse(conflict_retry_body(), status=409)
+        else:
+            conflict = HttpResponse(CONFLICT_RETRY_MESSAGE, status=409, content_type="text/plain")
+        conflict["Retry-After"] = str(CONFLICT_RETRY_AFTER_SECONDS)
+        return conflict
     logger.error("database unavailable on %s %s: %s", request.method, request.path, exception)
     if ApiErrorMiddleware._is_api(request):
         response: HttpResponse = JsonResponse(database_unavailable_body(exception), status=503)

@@ -112,6 +112,9 @@ try:
     # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
     # failed sign-ins per username or address before a pause of LOGIN_COOLOFF_MINUTES.
     API_KEY_RATE_PER_MINUTE = env_int("OPENCLAW_API_KEY_RATE_PER_MINUTE", 600, minimum=0)
+    # Fair sharing (openclaw_site.fair_share): a team's searches and imports running at once.
+    TEAM_SEARCH_SLOTS = env_int("OPENCLAW_TEAM_SEARCH_SLOTS", 4, minimum=0)
+    TEAM_IMPORT_SLOTS = env_int("OPENCLAW_TEAM_IMPORT_SLOTS", 1, minimum=0)
     LOGIN_FAILURE_LIMIT = env_int("OPENCLAW_LOGIN_FAILURE_LIMIT", 5, minimum=1)
     LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
     # Reverse proxies in front of the server that append to X-Forwarded-For (0: use REMOTE_ADDR).

@@ -464,6 +464,14 @@ class Deferred(Exception):
         self.until = until
 
 
+class WorkGone(Exception):
+    """What a running task works on was deleted meanwhile (an assistant, a session): it stops.
+
+    `run_tracked` ends the record failed with this message alone, no exception name and no
+    traceback, so the Jobs page says in words why the job stopped (docs/design.md, Background work).
+    """
+
+
 def defer_until(when: datetime) -> NoReturn:
     """Hand the running job's wait back to the queue: it runs again once ``when`` has passed."""
     raise Deferred(when)
@@ -494,6 +502,11 @@ def run_tracked(
         if Conf.SYNC:  # no queue: the outermost inline task runs it after itself
             return _defer_inline(task_id, func, args, queue=queue, until=deferred.until)
         return _defer(task_id, func, args, queue=TaskQueue(queue), until=deferred.until)
+    except WorkGone as gone:
+        logger.info("Task %s (%s) stopped: %s", func, task_id, gone)
+        stopped = {"stopped": str(gone)}
+        _finish(task_id, state=TaskState.FAILED, result=stopped, error=f"Stopped: {gone}")
+        return stopped
     except Exception as error:
         _finish(task_id, state=TaskState.FAILED, error=f"{type(error).__name__}: {error}")
         raise  # django-q2 records the failure too

@@ -71,17 +71,25 @@ def member_add(*, team: Team, identifier: str, role: str, site_url: str = "") ->
             )
         user, created = _new_user(identifier), True
     if Membership.objects.filter(team=team, user=user).exists():
-        raise ApiError(
-            "already_member",
-            f"{user.get_username()} is in {team.name} already.",
-            status_code=409,
-            details={"field": "identifier"},
-        )
-    membership = Membership.objects.create(team=team, user=user, role=role)
+        raise _already_member(user, team)
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(team=team, user=user, role=role)
+    except IntegrityError:  # a concurrent add of the same person won
+        raise _already_member(user, team) from None
     link = set_password_path(user) if created else ""
     if created:
         transaction.on_commit(lambda: _mail_invitation(user, team, f"{site_url}{link}"))
     return AddedMember(membership=membership, created_user=created, set_password_path=link)
+
+
+def _already_member(user: User, team: Team) -> ApiError:
+    return ApiError(
+        "already_member",
+        f"{user.get_username()} is in {team.name} already.",
+        status_code=409,
+        details={"field": "identifier"},
+    )
 
 
 def _new_user(email: str) -> User:
@@ -119,7 +127,7 @@ def _mail_invitation(user: User, team: Team, path: str) -> None:
 @transaction.atomic
 def member_set_role(*, membership: Membership, role: str) -> Membership:
     """Change a member's role; the team's last admin stays an admin."""
-    locked = Membership.objects.select_for_update().get(pk=membership.pk)
+    locked = _lock_membership(membership)
     if locked.role == Role.ADMIN and role != Role.ADMIN:
         _keep_an_admin(locked)
     locked.role = role
@@ -130,16 +138,34 @@ def member_set_role(*, membership: Membership, role: str) -> Membership:
 @transaction.atomic
 def member_remove(*, membership: Membership) -> None:
     """Remove a member from the team (their account stays); never the last admin."""
-    locked = Membership.objects.select_for_update().get(pk=membership.pk)
+    locked = _lock_membership(membership)
     if locked.role == Role.ADMIN:
         _keep_an_admin(locked)
     locked.delete()
 
 
+def _lock_membership(membership: Membership) -> Membership:
+    """Lock the member's team, then the membership; refuse one removed meanwhile.
+
+    Every change of a team's roles and members takes the team row first, so two of them (two
+    admins demoting each other at once) run one after the other and the second sees what the
+    first did; locking the membership rows alone, each in its own order, deadlocked.
+    """
+    Team.objects.select_for_update(no_key=True).filter(pk=membership.team_id).first()
+    locked = Membership.objects.select_for_update().filter(pk=membership.pk).first()
+    if locked is None:
+        raise ApiError(
+            "not_a_member",
+            "That person is no longer in the team (someone removed them a moment ago); reload.",
+            status_code=409,
+        )
+    return locked
+
+
 def _keep_an_admin(membership: Membership) -> None:
-    # Lock every admin row of the team so two concurrent demotions cannot both pass.
-    admins = list(Membership.objects.select_for_update().filter(team_id=membership.team_id, role=Role.ADMIN))
-    if len(admins) <= 1:
+    # The team row is locked (`_lock_membership`), so the count cannot change under us.
+    admins = Membership.objects.filter(team_id=membership.team_id, role=Role.ADMIN).count()
+    if admins <= 1:
         raise ApiError(
             "last_admin",
             "A team needs an admin: make someone else an admin first.",

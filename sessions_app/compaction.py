@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Literal, overload
 
 from django.conf import settings as django_settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
 from memory_app.documents import daily_note_path
@@ -92,6 +92,16 @@ class CompactionFailed(Exception):
         super().__init__(run.reason)
         self.run = run
 
+
+class _SessionGone(Exception):
+    """The session was deleted while its compaction ran (its run went with it)."""
+
+
+SESSION_DELETED = (
+    "session_deleted",
+    "The session was deleted, so the compaction stopped and wrote nothing.",
+    410,
+)
 
 ALREADY_COMPACTED = ("already_compacted", "Already compacted: the latest entry is a compaction.", 409)
 NOTHING_TO_COMPACT = ("nothing_to_compact", "Nothing to compact (session too small).", 422)
@@ -200,11 +210,13 @@ def _advance(run: CompactionRun, state: str, **fields: Any) -> None:
         setattr(run, name, value)
     if state in (RunState.COMMITTED, RunState.FAILED):
         run.finished_at = dj_timezone.now()
-    run.save()
+    run.save(force_update=True)  # never re-inserts a run deleted with its session
 
 
 def _heartbeat(run: CompactionRun) -> None:
-    CompactionRun.objects.filter(pk=run.pk).update(updated_at=dj_timezone.now())
+    """Note that the run is alive; stop it before the next model call if its session was deleted."""
+    if not CompactionRun.objects.filter(pk=run.pk).update(updated_at=dj_timezone.now()):
+        raise _SessionGone(f"compaction run {run.pk} is gone with its session")
 
 
 def wait_for_active_run(session_id: int, *, timeout_seconds: float) -> CompactionRun | None:
@@ -369,7 +381,9 @@ def compact_session(
     """
     if trigger not in Trigger.values:
         raise ValueError(f"unknown trigger {trigger!r}")
-    session = Session.objects.select_related("assistant", "assistant__team").get(pk=session_id)
+    session = Session.objects.select_related("assistant", "assistant__team").filter(pk=session_id).first()
+    if session is None:
+        raise CompactionRefused(*SESSION_DELETED[:2], status=SESSION_DELETED[2])
     if dry_run:
         return preview_compaction(session, trigger=trigger)
     check_writable(session.assistant)
@@ -377,17 +391,31 @@ def compact_session(
         return None
     with ExitStack() as lock:
         hold_compaction_lock(lock, session)
-        run = acquire_run(session, trigger=trigger, instructions=instructions)
+        try:
+            run = acquire_run(session, trigger=trigger, instructions=instructions)
+        except IntegrityError:  # the session was deleted since it was read above
+            _refuse_if_session_gone(session_id)
+            raise
         try:
             return _compact(session, run, instructions=instructions, observed_tokens=observed_tokens)
         except CompactionRefused as refused:
+            _refuse_if_session_gone(session_id)
             _advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
             refused.run = run
             raise
         except Exception as error:
+            _refuse_if_session_gone(session_id)
             logger.warning("compaction of session %s failed: %s", session_id, error, exc_info=True)
             _advance(run, RunState.FAILED, reason=failure_reason(error))
             raise CompactionFailed(run) from error
+
+
+def _refuse_if_session_gone(session_id: int) -> None:
+    """Deleting a session while it is compacted ends the compaction as a refusal, 410
+    ``session_deleted``: its run went with the session, and there is nothing left to write to
+    (docs/design.md, Limits and refusals)."""
+    if not Session.objects.filter(pk=session_id).exists():
+        raise CompactionRefused(*SESSION_DELETED[:2], status=SESSION_DELETED[2]) from None
 
 
 def failure_reason(error: Exception) -> str:

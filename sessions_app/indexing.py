@@ -22,6 +22,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import IntegrityError
 from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, TextField
 from django.db.models.functions import Cast, Length
 from django.utils import timezone
@@ -43,6 +45,7 @@ from memory_app.indexing import (
 from memory_app.models import IndexedSource, Source
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.tasks import (
+    WorkGone,
     defer_until,
     enqueue,
     fail_if_lock_gone,
@@ -176,11 +179,33 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
     if session is None:
         return IndexOutcome()
-    if not force:
-        outcome = _extend_in_slices(session)
-        if outcome is not None:
-            return outcome
-    return index_entry(session.assistant, session_entry(session), force=force)
+    try:
+        outcome = None if force else _extend_in_slices(session)
+        if outcome is None:
+            outcome = index_entry(session.assistant, session_entry(session), force=force)
+    except (IntegrityError, ObjectDoesNotExist):  # a write for a session (or assistant) deleted meanwhile
+        _stop_if_deleted(session)
+        raise
+    _stop_if_deleted(session)
+    return outcome
+
+
+SESSION_DELETED = (
+    "the session was deleted while its transcript was being indexed; the rows this run wrote were removed."
+)
+
+
+def _stop_if_deleted(session: Session) -> None:
+    """Stop a run whose session was deleted meanwhile (`WorkGone`), removing what it wrote.
+
+    The delete removes the transcript's index rows (`_after_session_delete`), but a run that
+    wrote a slice after that would leave rows of a transcript nobody has; each run looks after
+    every slice it writes and takes them away (docs/design.md, Background work).
+    """
+    if Session.objects.filter(pk=session.pk).exists():
+        return
+    _drop_index_rows(session.assistant_id, session.pk)
+    raise WorkGone(SESSION_DELETED)
 
 
 def _extend_in_slices(session: Session) -> IndexOutcome | None:
@@ -208,6 +233,7 @@ def _extend_in_slices(session: Session) -> IndexOutcome | None:
         outcome = extend_entry(session.assistant, tail, growth=growth, budget_seconds=budget)
         if outcome is None:
             return _queue_rest(session, done)
+        _stop_if_deleted(session)
         _report_vectors(outcome)
         if done is not None:
             outcome.add(done)
@@ -281,6 +307,7 @@ def _fill_while_worth_it(session: Session) -> dict[str, Any]:
         if filled is None:
             return {"embedded": embedded, "note": "nothing to help with"}
         embedded += filled.embedded
+        _stop_if_deleted(session)
         if not filled.more:
             return {"embedded": embedded, "note": "no waiting rows left before the last chunk"}
         if time.monotonic() >= ends or _others_waiting(session):
@@ -472,9 +499,13 @@ def _after_compaction(sender: Any, instance: Any, created: bool, **kwargs: Any) 
 
 def _after_session_delete(sender: Any, instance: Session, **kwargs: Any) -> None:
     """Drop a deleted session's chunks (no foreign key carries the delete over to memory_app)."""
-    remove_entry_rows(assistant_id=instance.assistant_id, source=Source.SESSIONS, session_pk=instance.pk)
+    _drop_index_rows(instance.assistant_id, instance.pk)
+
+
+def _drop_index_rows(assistant_id: int, session_id: int) -> None:
+    remove_entry_rows(assistant_id=assistant_id, source=Source.SESSIONS, session_pk=session_id)
     IndexedSource.objects.filter(
-        assistant_id=instance.assistant_id, source=Source.SESSIONS, key=str(instance.pk)
+        assistant_id=assistant_id, source=Source.SESSIONS, key=str(session_id)
     ).delete()
 
 

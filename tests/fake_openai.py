@@ -166,6 +166,9 @@ class FakeOpenAI:
     # `embedding_usage` False leaves usage out, as some OpenAI-compatible servers do.
     embedding_tokens_per_text: int | None = None
     embedding_usage: bool = True
+    # Called with each embeddings request's body before it is answered (in the server's thread),
+    # so a test can act while a caller waits for its vectors.
+    on_embeddings: Callable[[dict[str, Any]], None] | None = None
     _requests: list[tuple[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -311,6 +314,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ready = reply.error is None and reply.raw_body is None
                 self._answer(reply, _chat_body(reply, body) if ready else {})
         elif self.path.endswith("/embeddings"):
+            if self.fake.on_embeddings is not None:
+                self.fake.on_embeddings(body)
             reply = self._after_delay(self.fake.next_embedding_reply() or Reply(), Reply)
             self._answer(reply, self._embeddings_body(body) if reply.error is None else {})
         else:

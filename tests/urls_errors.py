@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from rest_framework.permissions import AllowAny
@@ -23,6 +24,25 @@ def broken_plain_view(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("another bug")
 
 
+def _deadlock() -> None:
+    """Have PostgreSQL end the statement as it ends a deadlock's victim (SQLSTATE 40P01)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DO $$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END $$")
+
+
+class DeadlockApi(APIView):
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        _deadlock()
+        return Response({})
+
+
+def deadlock_page(request: HttpRequest) -> HttpResponse:
+    _deadlock()
+    return HttpResponse("unreachable")
+
+
 def plain_500(request: HttpRequest) -> HttpResponse:
     return HttpResponse("<h1>oops</h1>", status=502)
 
@@ -31,5 +51,7 @@ urlpatterns = [
     path("api/v1/test/broken-drf/", BrokenApi.as_view()),
     path("api/v1/test/broken-plain/", broken_plain_view),
     path("api/v1/test/bad-gateway/", plain_500),
+    path("api/v1/test/deadlock/", DeadlockApi.as_view()),
+    path("test/deadlock-page/", deadlock_page),
     *real_urlpatterns,
 ]

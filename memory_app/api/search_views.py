@@ -23,6 +23,7 @@ from memory_app.tasks import queue_reindex as queue_reindex_job
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
+from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import task_status
@@ -143,7 +144,8 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
     data = validated(SearchInput, params)
     options = {key: value for key, value in data.items() if value is not None}
     try:
-        response = search_memory(assistant=assistant, query=options.pop("q"), **options)
+        with team_slot(assistant.team_id, TeamWork.SEARCH):  # one team's storm leaves others room
+            response = search_memory(assistant=assistant, query=options.pop("q"), **options)
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
     return _output(response, explain=options.get("explain", False))

@@ -44,6 +44,8 @@ from memory_app.selectors import (
 )
 from memory_app.tasks import queue_reindex
 from memory_app.web.highlight import highlight_html
+from openclaw_site.errors import ApiError
+from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
@@ -592,20 +594,23 @@ def search(request: WebRequest, slug: str) -> HttpResponse:
 
     assistant = assistant_get(team=request.web.team, slug=slug)
     form = _search_form(request, assistant)
-    response, error, results = None, "", []
+    response, error, results, status = None, "", [], 200
     if form.is_valid() and form.cleaned_data["q"].strip():
         data = form.cleaned_data
         try:
-            response = search_memory(
-                assistant=assistant,
-                query=data["q"],
-                sources=data["sources"] or None,
-                mmr=data["mmr"],
-                decay=data["decay"],
-                explain=True,
-            )
+            with team_slot(assistant.team_id, TeamWork.SEARCH):
+                response = search_memory(
+                    assistant=assistant,
+                    query=data["q"],
+                    sources=data["sources"] or None,
+                    mmr=data["mmr"],
+                    decay=data["decay"],
+                    explain=True,
+                )
         except SearchOptionError as problem:
             error = str(problem)
+        except ApiError as busy:  # the team's searches take every slot (openclaw_site.fair_share)
+            error, status = busy.message, busy.status_code
         if response is not None:
             titles = _session_titles(assistant, response.results)
             results = [
@@ -631,4 +636,5 @@ def search(request: WebRequest, slug: str) -> HttpResponse:
             "tab": "search",
         },
         partial="results",
+        status=status,
     )

@@ -54,9 +54,10 @@ COMMON_ERRORS = {
     "403": "The key lacks the scope, or the user is in no team.",
     "404": "Not found (also another team's object).",
     "405": "Method not allowed.",
+    "409": "conflict_retry: another request changed the same data at the same moment; send it again.",
     "406": "The Accept header asks for something other than JSON.",
     "413": "The request body is over OPENCLAW_MAX_REQUEST_BYTES.",
-    "429": "Too many requests with this API key.",
+    "429": "rate_limited: too many requests with this API key; team_busy (searches): the team runs its share at once.",
     "500": "Server error.",
     "503": "The database is unavailable (database_unavailable), or no model is configured for a turn.",
 }
@@ -74,6 +75,7 @@ OPERATION_ERRORS: dict[str, dict[str, str]] = {
     },
     "sessions_compact": {
         "409": "compaction_in_progress or already_compacted",
+        "410": "session_deleted: the session was deleted while it was being compacted",
         "422": "nothing_to_compact",
         "502": "compaction_failed: says what, if anything, the memory flush before it wrote",
     },

@@ -378,6 +378,9 @@ def session_compact(request: WebRequest, pk: int) -> HttpResponse:
             status=UNPROCESSABLE,
         )
     result = pages.compact(session=session, instructions=instructions)
+    if not Session.objects.filter(pk=session.pk).exists():  # deleted while it was compacted
+        messages.error(request, result.message)
+        return _redirect(request, reverse("sessions", args=[session.assistant.slug]))
     if not is_htmx(request):
         (messages.success if result.ok else messages.error)(request, result.message)
         return redirect("session", pk=session.pk)

@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
+from openclaw_site.errors import ApiError
+from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import NotFound, assistant_get
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
@@ -84,13 +86,21 @@ def workspace_import(request: WebRequest) -> HttpResponse:
             return confirm_page(request, _replace_confirmation(existing))
         else:
             try:
-                upload = take_staged_upload(staged) if staged else form.cleaned_data["archive"]
-                with upload:
-                    report = import_zip(
-                        upload, team_slug=request.web.team.slug, assistant_slug=slug, replace=replace
-                    )
+                with team_slot(request.web.team.pk, TeamWork.IMPORT):
+                    upload = take_staged_upload(staged) if staged else form.cleaned_data["archive"]
+                    with upload:
+                        report = import_zip(
+                            upload, team_slug=request.web.team.slug, assistant_slug=slug, replace=replace
+                        )
             except WorkspaceImportError as error:
                 form.add_error(None, f"Nothing was imported: {error}.")
+            except ApiError as busy:  # another import of the team runs (openclaw_site.fair_share)
+                form.add_error(None, busy.message)
+                response = render_page(
+                    request, "sessions/import.html", {"form": form}, partial="import-form", status=429
+                )
+                response["Retry-After"] = str(busy.details["retry_after"])
+                return response
             else:
                 messages.success(request, report.lines()[0])
                 url = reverse("assistant", args=[slug])

@@ -31,10 +31,13 @@ from django.db import transaction
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
 from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
+from memory_app.signals import notifications_held
+from memory_app.tasks import queue_reindex
 from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.errors import ApiError
 from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
+from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.services import check_session_key
@@ -373,7 +376,7 @@ def import_workspace(
             f"{assistant_slug!r} is not a valid assistant slug (letters, digits, - and _)"
         ) from None
     workspace = read_workspace(Path(directory))
-    with transaction.atomic():
+    with notifications_held(), transaction.atomic():
         team = Team.objects.filter(slug=team_slug).first()
         if team is None:
             raise WorkspaceImportError(f"no team {team_slug!r}")
@@ -395,7 +398,28 @@ def import_workspace(
         taken: set[uuid.UUID] = set()
         for session_file in workspace.sessions:
             _import_session(assistant, session_file, report, taken)
+        _queue_follow_up(assistant)
     return report
+
+
+def _queue_follow_up(assistant: Assistant) -> None:
+    """Queue what the imported documents need, as two jobs on the default queue.
+
+    A write of one document queues its own index job (on the urgent queue, a person waits for
+    it) and export; an import of 20,000 documents did so 20,000 times over, and every other
+    team's memory writes waited behind them. The import holds those notifications back
+    (`notifications_held`) and queues one incremental reindex of the assistant, which indexes
+    its documents in groups and reports its progress on the Jobs page, and one rewrite of its
+    export mirror (docs/design.md, Background work).
+    """
+    queue_reindex(assistant, full=False)
+    enqueue(
+        "sessions_app.tasks.export_assistant",
+        assistant.pk,
+        owner=TaskOwner.for_assistant(assistant),
+        task_name=f"export-workspace-{assistant.pk}",
+        coalesce_key=f"export-workspace:{assistant.pk}",
+    )
 
 
 def _save_assistant(

@@ -1,0 +1,93 @@
+"""Fair sharing between teams: at most a few of one team's expensive requests at once.
+
+A team's searches and imports each take one of the team's slots for that kind of work while they
+run; a team with every slot taken is refused 429 ``team_busy`` with ``Retry-After`` (and
+``details.retry_after``), so one team's storm of long searches or imports cannot hold every
+request thread and core while another team waits (docs/design.md, Limits and refusals).
+
+A slot is a PostgreSQL session-level advisory lock, ``team-slot:<work>:<team>:<n>``, taken with
+``pg_try_advisory_lock`` on the request's own connection and released when the work ends. No
+counter can drift: a process that dies takes its connection, and so its slots, with it, and every
+process and host that shares the database shares the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import connection
+
+from openclaw_site.errors import ApiError
+
+RETRY_AFTER_SECONDS = 1
+
+
+class TeamWork(StrEnum):
+    """The kinds of expensive work a team has slots for."""
+
+    SEARCH = "search"
+    IMPORT = "import"
+
+    @property
+    def limit(self) -> int:
+        """Return how many of a team's requests of this kind may run at once (0: no limit)."""
+        limits = {TeamWork.SEARCH: settings.TEAM_SEARCH_SLOTS, TeamWork.IMPORT: settings.TEAM_IMPORT_SLOTS}
+        return int(limits[self])
+
+    @property
+    def busy_message(self) -> str:
+        if self is TeamWork.IMPORT:
+            return (
+                "Another import of this team is running; nothing was imported. Try again when it has "
+                "finished."
+            )
+        return (
+            f"This team already runs {self.limit} searches at once, its share of the server; "
+            f"try again in {RETRY_AFTER_SECONDS} s (see Retry-After)."
+        )
+
+
+def team_busy_error(work: TeamWork) -> ApiError:
+    """The 429 ``team_busy`` refusal: every slot of the team for this work is taken."""
+    return ApiError(
+        "team_busy",
+        work.busy_message,
+        status_code=429,
+        details={"retry_after": RETRY_AFTER_SECONDS, "work": work.value, "limit": work.limit},
+    )
+
+
+def _slot_name(work: TeamWork, team_id: int, slot: int) -> str:
+    return f"team-slot:{work.value}:{team_id}:{slot}"
+
+
+@contextmanager
+def team_slot(team_id: int, work: TeamWork) -> Iterator[None]:
+    """Hold one of the team's slots for ``work`` while the block runs; raise 429 when none is free."""
+    limit = work.limit
+    if limit <= 0:
+        yield
+        return
+    taken = _take_slot(team_id, work, limit)
+    if taken is None:
+        raise team_busy_error(work)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [taken])
+
+
+def _take_slot(team_id: int, work: TeamWork, limit: int) -> str | None:
+    """Return the name of the first free slot, now held, or None when all ``limit`` are taken."""
+    with connection.cursor() as cursor:
+        for slot in range(limit):
+            name = _slot_name(work, team_id, slot)
+            cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name])
+            row = cursor.fetchone()
+            if row is not None and row[0]:
+                return name
+    return None

@@ -1,0 +1,151 @@
+"""Fair sharing between teams (docs/design.md, Limits and refusals; Background work).
+
+A team whose searches or imports take every one of its slots is refused 429 `team_busy` with
+Retry-After on each surface, while another team goes on; an import queues two jobs on the default
+queue, not an index and an export job per document on the urgent one.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from django.conf import settings
+
+from memory_app.models import MemoryChunk, MemoryDocument
+from openclaw_site import tasks
+from openclaw_site.fair_share import TeamWork
+from openclaw_site.models import Assistant, Membership, TaskRecord
+from openclaw_site.tasks import TaskQueue
+from sessions_app.workspace.imports import import_workspace
+from tests import factories
+from tests.api_support import API, assert_error
+from tests.conftest import ALL_SCOPES, bearer_client
+from tests.db_support import other_connection
+from tests.mcp_client import call_tool, mcp_url, tool_error, tool_json
+from tests.views_support import HX, signed_in
+
+
+@contextmanager
+def slots_taken(team_id: int, work: TeamWork, count: int) -> Iterator[psycopg.Connection]:
+    """Hold ``count`` of the team's slots from another connection, as running requests would."""
+    with other_connection() as conn:
+        for slot in range(count):
+            name = f"team-slot:{work.value}:{team_id}:{slot}"
+            row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+            assert row is not None and row[0]
+        yield conn
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_with_every_search_slot_taken_is_told_to_retry_and_another_team_is_not(
+    world, no_embeddings, asgi_live_server
+):
+    factories.make_document(world.assistant, "MEMORY.md", "the harbour opens at six")
+    factories.make_document(world.other_assistant, "MEMORY.md", "the harbour opens at six")
+    acme = bearer_client(factories.make_api_key(world.acme, ALL_SCOPES)[1])
+    acme_secret = factories.make_api_key(world.acme, ALL_SCOPES)[1]
+    globex = bearer_client(factories.make_api_key(world.globex, ALL_SCOPES)[1])
+    search = {"q": "harbour"}
+    with slots_taken(world.acme.pk, TeamWork.SEARCH, settings.TEAM_SEARCH_SLOTS):
+        refused = acme.get(f"{API}/assistants/helper/search/", search)
+        error = assert_error(refused, 429, "team_busy")
+        assert refused["Retry-After"] == "1" and error["details"] == {
+            "retry_after": 1,
+            "work": "search",
+            "limit": settings.TEAM_SEARCH_SLOTS,
+        }
+        assert "its share of the server" in error["message"]
+        mcp = tool_error(
+            call_tool(mcp_url(asgi_live_server.url), acme_secret, "memory_search", {"query": "harbour"})
+        )
+        assert mcp["code"] == "team_busy" and mcp["details"]["retry_after"] == 1
+        page = signed_in(world.alice).get("/assistants/helper/search/", search, **HX)
+        assert page.status_code == 429 and "its share of the server" in html.unescape(page.content.decode())
+        other = globex.get(f"{API}/assistants/rival/search/", search)
+        assert other.status_code == 200 and other.json()["results"]
+    again = acme.get(f"{API}/assistants/helper/search/", search)  # the slots came free
+    assert again.status_code == 200 and again.json()["results"]
+    found = tool_json(
+        call_tool(mcp_url(asgi_live_server.url), acme_secret, "memory_search", {"query": "harbour"})
+    )
+    assert found["results"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_search_slot_short_of_the_limit_still_searches(world, no_embeddings):
+    factories.make_document(world.assistant, "MEMORY.md", "the harbour opens at six")
+    acme = bearer_client(factories.make_api_key(world.acme, ALL_SCOPES)[1])
+    with slots_taken(world.acme.pk, TeamWork.SEARCH, settings.TEAM_SEARCH_SLOTS - 1):
+        assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
+        # ... and the search let its slot go: the same one is free for the next.
+        assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
+
+
+def workspace_zip(documents: int) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for n in range(documents):
+            archive.writestr(f"memory/note-{n:03}.md", f"note {n}: the harbour opens at six\n")
+    buffer.seek(0)
+    buffer.name = "workspace.zip"
+    return buffer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_import_of_a_team_at_once_is_refused_and_imports_nothing(world):
+    with slots_taken(world.acme.pk, TeamWork.IMPORT, settings.TEAM_IMPORT_SLOTS):
+        response = signed_in(world.alice).post(
+            "/workspace/import/", {"assistant": "imported", "archive": workspace_zip(3)}
+        )
+        assert response.status_code == 429 and response["Retry-After"] == "1"
+        assert "Another import of this team is running; nothing was imported." in html.unescape(
+            response.content.decode()
+        )
+        assert not Assistant.objects.filter(slug="imported").exists()
+        Membership.objects.filter(team=world.globex, user=world.charlie).update(role="admin")
+        done = signed_in(world.charlie).post(  # globex imports meanwhile
+            "/workspace/import/", {"assistant": "imported", "archive": workspace_zip(3)}
+        )
+        assert done.status_code == 302
+    assert (
+        MemoryDocument.objects.filter(assistant__team=world.globex, assistant__slug="imported").count() == 3
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_queues_one_reindex_and_one_export_on_the_default_queue(
+    world, fake_embeddings, tmp_path, monkeypatch
+):
+    for n in range(40):
+        (tmp_path / "memory").mkdir(exist_ok=True)
+        (tmp_path / "memory" / f"note-{n:02}.md").write_text(f"note {n}: the harbour opens at six\n")
+    sent: list[tuple[str, str]] = []
+    real_send = tasks._send
+
+    def recording_send(job, **kwargs):  # what reaches the broker, and on which queue; then sends it
+        sent.append((job.func, job.queue.value))
+        return real_send(job, **kwargs)
+
+    monkeypatch.setattr(tasks, "_send", recording_send)
+    report = import_workspace(directory=tmp_path, team_slug="acme", assistant_slug="imported")
+    assert report.documents == 40
+    assistant = Assistant.objects.get(team=world.acme, slug="imported")
+    funcs = sorted({func for func, _ in sent})
+    assert (
+        "memory_app.tasks.reindex_document" not in funcs and "sessions_app.tasks.export_memory" not in funcs
+    )
+    assert ("memory_app.tasks.reindex_assistant", TaskQueue.DEFAULT.value) in sent
+    assert ("sessions_app.tasks.export_assistant", TaskQueue.DEFAULT.value) in sent
+    assert all(queue == TaskQueue.DEFAULT.value for _, queue in sent), sent
+    assert len(sent) <= 4, sent
+    records = TaskRecord.objects.filter(assistant=assistant)
+    assert {r.kind for r in records} >= {"reindex", "export_assistant"}
+    assert all(r.state == "succeeded" for r in records), [(r.kind, r.error) for r in records]
+    indexed = MemoryChunk.objects.filter(assistant=assistant, source="memory").values("path").distinct()
+    assert indexed.count() == 40  # the one reindex indexed every document
