@@ -386,7 +386,12 @@ def _agent_provenance(caller: McpCaller) -> Provenance:
     """MCP writes are authored by "agent"; the note names the API key the agent connected with."""
     key = caller.context.api_key
     note = f"mcp via api key {key.name} ({key.prefix})" if key is not None else "mcp"
-    return Provenance(author=Author.AGENT, note=note)
+    return Provenance(
+        author=Author.AGENT,
+        note=note,
+        api_key_pk=key.pk if key is not None else None,
+        api_key_name=key.name if key is not None else "",
+    )
 
 
 @server.tool(

@@ -12,8 +12,18 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
+from memory_app.lines import encode_runs
+from memory_app.models import (
+    Author,
+    MemoryDocument,
+    MemoryRevision,
+    OriginKind,
+    RevisionAction,
+    Trust,
+    content_hash,
+)
 from memory_app.paths import validate_memory_path
+from memory_app.provenance import next_origins
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed
 from openclaw_site.models import Assistant, WorkspaceAccess
@@ -42,13 +52,40 @@ class WorkspaceNotWritable(Exception):
 
 @dataclass(frozen=True)
 class Provenance:
-    """Who causes a write: the author kind plus the user, session and message behind it."""
+    """Who causes a write: the author kind plus the user, API key, session, message or import behind it.
+
+    ``untrusted`` marks text derived from outside content (a fetched page or file the agent read);
+    `kind` and `trust` follow from the rest (docs/design.md, Provenance, consolidation and forgetting).
+    """
 
     author: str
     user: Any = None
     session_pk: int | None = None
     message_pk: int | None = None
     note: str = ""
+    api_key_pk: int | None = None
+    api_key_name: str = ""
+    import_pk: int | None = None
+    untrusted: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.author == Author.AGENT:
+            return OriginKind.AGENT
+        if self.author == Author.FLUSH:
+            return OriginKind.FLUSH
+        if self.author == Author.IMPORT:
+            return OriginKind.IMPORT
+        if self.api_key_pk is not None and not getattr(self.user, "pk", None):
+            return OriginKind.API_KEY
+        return OriginKind.PERSON
+
+    @property
+    def trust(self) -> str:
+        kind = self.kind
+        if self.untrusted or kind == OriginKind.IMPORT:
+            return Trust.UNTRUSTED
+        return Trust.OWNER if kind in (OriginKind.PERSON, OriginKind.PROPOSAL) else Trust.AGENT
 
 
 def _notify(assistant: Assistant, path: str, document_id: int | None) -> None:
@@ -72,8 +109,12 @@ def _revision(
     content: str,
     action: str,
     provenance: Provenance,
+    lineage: MemoryDocument | None = None,
+    base: MemoryRevision | None = None,
 ) -> MemoryRevision:
+    """Insert the revision; its line origins carry on from ``base`` (default: ``lineage``'s newest)."""
     check_writable(assistant)  # every write leaves a revision, so this refuses them all
+    origins = next_origins(lineage or document, content, base=base)
     return MemoryRevision.objects.create(
         assistant=assistant,
         document=document,
@@ -86,6 +127,12 @@ def _revision(
         session_pk=provenance.session_pk,
         message_pk=provenance.message_pk,
         note=provenance.note[:255],
+        origin_kind=provenance.kind,
+        trust=provenance.trust,
+        api_key_pk=provenance.api_key_pk,
+        api_key_name=provenance.api_key_name[:100],
+        import_pk=provenance.import_pk,
+        line_origins=encode_runs(origins),
     )
 
 
@@ -231,6 +278,7 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
         content=document.content,
         action=RevisionAction.DELETE,
         provenance=provenance,
+        lineage=document,
     )
     MemoryRevision.objects.filter(document=document).update(document=None)
     assistant, path = document.assistant, document.path
@@ -292,6 +340,7 @@ def revert_document(
         content=document.content,
         action=RevisionAction.REVERT,
         provenance=provenance,
+        base=revision,
     )
     _notify(document.assistant, document.path, document.pk)
     return document, new

@@ -58,11 +58,42 @@ class RevisionAction(models.TextChoices):
     RENAME = "rename"
 
 
+class OriginKind(models.TextChoices):
+    """Where a revision's new lines came from (docs/design.md, Provenance, consolidation and forgetting)."""
+
+    PERSON = "person"  # a signed-in person: dashboard, admin, REST with a browser session
+    API_KEY = "api_key"  # REST with an API key
+    AGENT = "agent"  # an agent's tool: MCP, the OpenClaw plugin
+    FLUSH = "flush"  # the memory flush of a session
+    IMPORT = "import"  # a workspace import
+    PROPOSAL = "proposal"  # an approved consolidation proposal
+
+
+class Trust(models.TextChoices):
+    OWNER = "owner"  # a person of the team wrote or approved it
+    AGENT = "agent"  # the model or a program, from the conversation
+    UNTRUSTED = "untrusted"  # derived from outside content (a fetched page or file, an import)
+
+
+class MemoryImport(models.Model):
+    """One import of outside text into an assistant's memory; what `forget` names with ``import``."""
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_imports")
+    label = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.assistant}: {self.label}"
+
+
 class MemoryRevision(models.Model):
     """Who wrote what, and from which message. Kept when the document is deleted (no data is lost).
 
     ``session_pk``/``message_pk`` point at sessions_app rows without a foreign key: memory_app is the
-    lower layer and knows nothing about sessions (docs/architecture.md).
+    lower layer and knows nothing about sessions (docs/architecture.md). ``api_key_pk`` and
+    ``import_pk`` have none either, so a revision outlives the key or import it names.
+    ``line_origins`` is the revision each line of ``content`` first appeared in, run-length
+    encoded (`memory_app.lines`).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_revisions")
@@ -78,14 +109,30 @@ class MemoryRevision(models.Model):
     session_pk = models.BigIntegerField(null=True, blank=True)
     message_pk = models.BigIntegerField(null=True, blank=True)
     note = models.CharField(max_length=255, blank=True)
+    origin_kind = models.CharField(max_length=16, choices=OriginKind, default=OriginKind.PERSON)
+    trust = models.CharField(max_length=16, choices=Trust, default=Trust.OWNER)
+    api_key_pk = models.BigIntegerField(null=True, blank=True)
+    api_key_name = models.CharField(max_length=100, blank=True)
+    import_pk = models.BigIntegerField(null=True, blank=True)
+    line_origins = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            # Forget finds a source's revisions without a scan (memory_app.forget).
+            models.Index(fields=["assistant", "session_pk"], name="revision_session"),
+            models.Index(fields=["assistant", "api_key_pk"], name="revision_api_key"),
+            models.Index(fields=["assistant", "import_pk"], name="revision_import"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(author__in=Author.values), name="revision_author_valid"
             ),
+            models.CheckConstraint(
+                condition=models.Q(origin_kind__in=OriginKind.values), name="revision_origin_kind_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(trust__in=Trust.values), name="revision_trust_valid"),
         ]
 
     def __str__(self) -> str:

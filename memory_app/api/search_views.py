@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_app.provenance import attach_provenance
 from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult, hybrid_search
 from memory_app.snippets import SNIPPET_MODES
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
@@ -74,7 +75,8 @@ class SearchResultOutput(serializers.Serializer):
         required=False,
         help_text=(
             "With explain=1: vector_score (calibrated), cosine, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
-            "chunk_id, chunk_lines, timestamp, weights (the fusion weights the query ran with; null unless hybrid)."
+            "chunk_id, chunk_lines, timestamp, weights (the fusion weights the query ran with; null unless hybrid); "
+            "for memory results, provenance: each shown line's origin, trust and time."
         ),
     )
 
@@ -123,7 +125,10 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
         response = hybrid_search(assistant=assistant, query=options.pop("q"), **options)
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
-    return _output(response, explain=options.get("explain", False))
+    payload = _output(response, explain=options.get("explain", False))
+    if options.get("explain"):  # each memory hit's lines: origin and trust (memory_app.provenance)
+        attach_provenance(assistant.pk, payload["results"])
+    return payload
 
 
 def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from memory_app.documents import (
 )
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
+from memory_app.provenance import line_provenance, lines_provenance
 from memory_app.selectors import document_get, document_list, revision_list
 from openclaw_site.api.base import (
     TeamApiView,
@@ -220,7 +221,13 @@ class MemoryApiView(TeamApiView):
         """API writes are authored by "user": the signed-in user, or the API key named in the note."""
         key = self.team_context.api_key
         note = f"api key {key.name} ({key.prefix})" if key is not None else ""
-        return Provenance(author=Author.USER, user=self.acting_user(), note=note)
+        return Provenance(
+            author=Author.USER,
+            user=self.acting_user(),
+            note=note,
+            api_key_pk=key.pk if key is not None else None,
+            api_key_name=key.name if key is not None else "",
+        )
 
 
 class MemoryListCreateApi(MemoryApiView):
@@ -274,6 +281,11 @@ class MemoryDocumentApi(MemoryApiView):
             PATH_PARAMETER,
             OpenApiParameter("from", int, description="First line (1-based), like memory_get."),
             OpenApiParameter("lines", int, description="How many lines."),
+            OpenApiParameter(
+                "provenance",
+                bool,
+                description="Add `provenance`: per line its origin (kind, who, through what), trust and time.",
+            ),
         ],
         responses={
             200: PolymorphicProxySerializer(
@@ -289,20 +301,25 @@ class MemoryDocumentApi(MemoryApiView):
         document = document_get(assistant=assistant, path=checked_path(path))
         start = query_int(request, "from", minimum=1)
         count = query_int(request, "lines", minimum=1)
+        with_provenance = query_bool(request, "provenance", default=False)
         if start is None and count is None:
-            return Response(document_dict(document))
+            body = document_dict(document)
+            if with_provenance:
+                body["provenance"] = line_provenance(document)
+            return Response(body)
         text, first, returned, total = read_lines(document.content, start=start, count=count)
-        return Response(
-            {
-                "path": document.path,
-                "text": text,
-                "from": first,
-                "lines": returned,
-                "total_lines": total,
-                "content_hash": document.content_hash,
-                "updated_at": document.updated_at,
-            }
-        )
+        body = {
+            "path": document.path,
+            "text": text,
+            "from": first,
+            "lines": returned,
+            "total_lines": total,
+            "content_hash": document.content_hash,
+            "updated_at": document.updated_at,
+        }
+        if with_provenance:
+            body["provenance"] = lines_provenance(document, range(first, first + returned))
+        return Response(body)
 
     @extend_schema(
         operation_id="memory_put",
