@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory_app.lines import encode_runs
+from memory_app.lines import drop_duplicates, encode_runs, first_appended_line, is_entry, split_lines
 from memory_app.models import (
     Author,
     MemoryDocument,
@@ -198,17 +198,70 @@ def appended_text(existing: str, addition: str) -> str:
     return f"{existing}{separator}{addition}"
 
 
+@dataclass(frozen=True)
+class Duplicate:
+    """A line of an append that memory already holds: where its copy is."""
+
+    text: str
+    path: str
+    line: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "path": self.path, "line": self.line}
+
+
+@dataclass(frozen=True)
+class AppendOutcome:
+    """What an append stored: the document, its new revision (None: nothing new), what it skipped."""
+
+    document: MemoryDocument
+    revision: MemoryRevision | None
+    duplicates: tuple[Duplicate, ...] = ()
+
+
+# Besides the document appended to, a repeat of a line of these is not stored (docs/design.md,
+# Provenance, consolidation and forgetting: write-time hygiene).
+DURABLE_PATHS = ("MEMORY.md", "memory.md")
+
+
+def _new_lines(document: MemoryDocument, addition: str) -> tuple[str | None, tuple[Duplicate, ...]]:
+    """The part of ``addition`` to store (None: nothing new) and the duplicates left out."""
+    others = MemoryDocument.objects.filter(
+        assistant_id=document.assistant_id, path__in=DURABLE_PATHS
+    ).exclude(pk=document.pk)
+    existing = {document.path: split_lines(document.content)}
+    existing.update({other.path: split_lines(other.content) for other in others.order_by("path")})
+    lines = split_lines(addition)
+    kept, dropped = drop_duplicates(
+        lines, existing, target=document.path, first_line=first_appended_line(document.content)
+    )
+    duplicates = tuple(Duplicate(lines[index], path, line) for index, path, line in dropped)
+    if duplicates and not any(is_entry(line) for line in kept):
+        return None, duplicates
+    return "\n".join(kept), duplicates
+
+
 @transaction.atomic
 def append_to_document(
     *, assistant: Assistant, path: str, addition: str, provenance: Provenance
-) -> tuple[MemoryDocument, MemoryRevision]:
-    """Append text to a document (creating it), under a row lock so concurrent appends both land."""
+) -> AppendOutcome:
+    """Append text to a document (creating it), under a row lock so concurrent appends both land.
+
+    Entries memory already holds (`DURABLE_PATHS` and the document itself, compared in their
+    normal form, `memory_app.lines`) are left out and reported; when nothing new remains, nothing
+    is written.
+    """
     path = validate_memory_path(path)
-    MemoryDocument.objects.get_or_create(
+    _, created = MemoryDocument.objects.get_or_create(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
     document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
-    document.content = appended_text(document.content, addition)
+    new, duplicates = _new_lines(document, addition)
+    if new is None:
+        if created:  # nothing to store: the new, empty document goes too
+            document.delete()
+        return AppendOutcome(document, None, duplicates)
+    document.content = appended_text(document.content, new)
     document.content_hash = content_hash(document.content)
     document.save()
     revision = _revision(
@@ -220,7 +273,7 @@ def append_to_document(
         provenance=provenance,
     )
     _notify(assistant, path, document.pk)
-    return document, revision
+    return AppendOutcome(document, revision, duplicates)
 
 
 def daily_note_path(day: date) -> str:
@@ -235,7 +288,7 @@ def _check_agent_writable(assistant: Assistant) -> None:
 
 def agent_append_daily_note(
     *, assistant: Assistant, text: str, today: date, provenance: Provenance
-) -> tuple[MemoryDocument, MemoryRevision]:
+) -> AppendOutcome:
     """An agent's note: append to today's daily note, only when the workspace is ``rw``."""
     _check_agent_writable(assistant)
     return append_to_document(
@@ -357,7 +410,9 @@ def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[s
 
 
 __all__ = [
+    "AppendOutcome",
     "Author",
+    "Duplicate",
     "PathTaken",
     "Provenance",
     "StaleWrite",

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 SELF = 0  # in stored origins: the revision that holds the list
 
 _MARKER = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?(?:\[[ xX]\]\s+)?")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w")
+_LABEL = re.compile(r"^_\(.*\)_$")  # a label line such as the offline flush's "_(offline memory flush: ...)_"
 
 
 def split_lines(content: str) -> list[str]:
@@ -38,9 +39,9 @@ def normalise_line(text: str) -> str:
 
 
 def is_entry(text: str) -> bool:
-    """A line that states something: not blank, not a heading, not an HTML comment, has a word."""
+    """A line that states something: not blank, a heading, an HTML comment or a label; has a word."""
     stripped = text.strip()
-    if not stripped or stripped.startswith(("#", "<!--")):
+    if not stripped or stripped.startswith(("#", "<!--")) or _LABEL.match(stripped):
         return False
     return bool(_WORD.search(normalise_line(stripped)))
 
@@ -86,3 +87,38 @@ def resolve_self(origins: Iterable[int], *, own: int) -> list[int]:
 def similarity(a: str, b: str) -> float:
     """How alike two lines are once normalised (difflib's ratio, 0 to 1)."""
     return difflib.SequenceMatcher(None, normalise_line(a), normalise_line(b), autojunk=False).ratio()
+
+
+def first_appended_line(existing: str) -> int:
+    """The line number the first line of an append gets (`memory_app.documents.appended_text`)."""
+    if not existing:
+        return 1
+    count = len(split_lines(existing))
+    return count if existing.endswith("\n") else count + 1
+
+
+def drop_duplicates(
+    addition: Sequence[str], existing: Mapping[str, Sequence[str]], *, target: str, first_line: int
+) -> tuple[list[str], list[tuple[int, str, int]]]:
+    """Split an append's lines into those to store and the entries memory already holds.
+
+    ``existing`` maps paths to their lines (the target document first). Returns the kept lines and,
+    for each dropped one, ``(index in addition, path, line)`` of the copy it repeats; an entry
+    repeated within the addition is kept once, the repeat pointing at where the first will be.
+    """
+    seen: dict[str, tuple[str, int]] = {}
+    for path, lines in existing.items():
+        for number, text in enumerate(lines, start=1):
+            if is_entry(text):
+                seen.setdefault(normalise_line(text), (path, number))
+    kept: list[str] = []
+    dropped: list[tuple[int, str, int]] = []
+    for index, text in enumerate(addition):
+        key = normalise_line(text) if is_entry(text) else None
+        if key is not None and key in seen:
+            dropped.append((index, *seen[key]))
+            continue
+        if key is not None:
+            seen[key] = (target, first_line + len(kept))
+        kept.append(text)
+    return kept, dropped

@@ -269,7 +269,7 @@ class FlushToolbox:
             raise ToolFailure("write needs path and content")
         if normalise_flush_path(arguments.get("path")) != self.relative_path:
             raise ToolFailure(restricted_write_message(self.relative_path))
-        _, revision = append_to_document(
+        outcome = append_to_document(
             assistant=self.session.assistant,
             path=self.relative_path,
             addition=content,
@@ -281,7 +281,18 @@ class FlushToolbox:
                 untrusted=self.untrusted,
             ),
         )
-        self.appended.append({"path": self.relative_path, "revision": revision.pk, "chars": len(content)})
+        skipped = [f"{d.text.strip()} ({d.path}#L{d.line})" for d in outcome.duplicates]
+        if outcome.revision is None:
+            return "Nothing appended: memory already holds " + "; ".join(skipped) + "."
+        self.appended.append(
+            {"path": self.relative_path, "revision": outcome.revision.pk, "chars": len(content)}
+        )
+        if skipped:
+            return (
+                f"Appended content to {self.relative_path}; left out lines memory already holds: "
+                + "; ".join(skipped)
+                + "."
+            )
         return f"Appended content to {self.relative_path}."
 
 
@@ -422,7 +433,7 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
             status="flushed", reason=reason or "nothing to store", offline=True, path=plan.relative_path
         )
     last = Message.objects.filter(session=session, flush_turn=False).order_by("-seq").first()
-    _, revision = append_to_document(
+    outcome = append_to_document(
         assistant=session.assistant,
         path=plan.relative_path,
         addition="\n".join([OVERFLOW_FLUSH_MARKER if reason else OFFLINE_FLUSH_MARKER, *lines]) + "\n",
@@ -434,7 +445,11 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
             untrusted=bool(fetching_tools_seen(context.view)),
         ),
     )
-    appended = ({"path": plan.relative_path, "revision": revision.pk, "lines": len(lines)},)
+    if outcome.revision is None:  # every line was already in memory
+        return FlushOutcome(
+            status="flushed", reason=reason or "nothing new to store", offline=True, path=plan.relative_path
+        )
+    appended = ({"path": plan.relative_path, "revision": outcome.revision.pk, "lines": len(lines)},)
     return FlushOutcome(
         status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended
     )

@@ -32,6 +32,7 @@ from memory_app.api.serializers import (
     RevisionOutput,
 )
 from memory_app.documents import (
+    Duplicate,
     Provenance,
     StaleWrite,
     agent_append_daily_note,
@@ -182,6 +183,7 @@ def memory_write_payload(
     or replace a document from the revision the agent read (docs/integrations.md, the tool table)."""
     check_size(content)
     revision: MemoryRevision | None
+    duplicates: tuple[Duplicate, ...] = ()
     if mode == "append":
         if path is not None or base_revision is not None:
             raise ApiError(
@@ -189,9 +191,10 @@ def memory_write_payload(
                 "append always writes today's daily note: leave out path and base_revision.",
                 details={"field": "path" if path is not None else "base_revision"},
             )
-        document, revision = agent_append_daily_note(
+        outcome = agent_append_daily_note(
             assistant=assistant, text=content, today=today, provenance=provenance
         )
+        document, revision, duplicates = outcome.document, outcome.revision, outcome.duplicates
     elif mode == "replace":
         if path is None:
             raise ApiError(
@@ -206,11 +209,14 @@ def memory_write_payload(
         )
     else:
         raise ApiError("invalid_parameter", "mode must be append or replace.", details={"field": "mode"})
-    return {
+    answer = {
         **summary_dict(document),
         "revision": revision.pk if revision else base_revision,
         "changed": revision is not None,
     }
+    if mode == "append":  # the lines memory already held, left out (memory_app.documents)
+        answer["duplicates"] = [duplicate.as_dict() for duplicate in duplicates]
+    return answer
 
 
 class MemoryApiView(TeamApiView):
