@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from memory_app.forgotten import blocked_lines, is_forgotten
 from memory_app.lines import drop_duplicates, encode_runs, first_appended_line, is_entry, split_lines
 from memory_app.models import (
     Author,
@@ -152,6 +153,7 @@ def write_document(
     )
     if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
         raise StaleWrite(path, current_revision=current_revision_id(document=document) if document else None)
+    content = _without_forgotten(assistant, content, provenance)
     if document is not None and document.content == content:
         return document, None
     action = RevisionAction.UPDATE if document else RevisionAction.CREATE
@@ -166,6 +168,15 @@ def write_document(
     )
     _notify(assistant, path, document.pk)
     return document, revision
+
+
+def _without_forgotten(assistant: Assistant, content: str, provenance: Provenance) -> str:
+    """Leave out forgotten lines from a write that is not a person's (memory_app.forgotten)."""
+    if provenance.trust == Trust.OWNER:
+        return content
+    lines = split_lines(content)
+    blocked = blocked_lines(assistant.pk, lines)
+    return "\n".join(line for index, line in enumerate(lines) if index not in blocked) if blocked else content
 
 
 def _insert_document(*, assistant: Assistant, path: str, content: str) -> MemoryDocument:
@@ -217,6 +228,7 @@ class AppendOutcome:
     document: MemoryDocument
     revision: MemoryRevision | None
     duplicates: tuple[Duplicate, ...] = ()
+    forgotten: int = 0  # lines left out because their source was forgotten
 
 
 # Besides the document appended to, a repeat of a line of these is not stored (docs/design.md,
@@ -224,21 +236,25 @@ class AppendOutcome:
 DURABLE_PATHS = ("MEMORY.md", "memory.md")
 
 
-def _new_lines(document: MemoryDocument, addition: str) -> tuple[str | None, tuple[Duplicate, ...]]:
-    """The part of ``addition`` to store (None: nothing new) and the duplicates left out."""
+def _new_lines(
+    document: MemoryDocument, addition: str, provenance: Provenance
+) -> tuple[str | None, tuple[Duplicate, ...], int]:
+    """The part of ``addition`` to store (None: nothing new), the duplicates and forgotten lines left out."""
     others = MemoryDocument.objects.filter(
         assistant_id=document.assistant_id, path__in=DURABLE_PATHS
     ).exclude(pk=document.pk)
     existing = {document.path: split_lines(document.content)}
     existing.update({other.path: split_lines(other.content) for other in others.order_by("path")})
     lines = split_lines(addition)
+    blocked = blocked_lines(document.assistant_id, lines) if provenance.trust != Trust.OWNER else set()
+    lines = [line for index, line in enumerate(lines) if index not in blocked]
     kept, dropped = drop_duplicates(
         lines, existing, target=document.path, first_line=first_appended_line(document.content)
     )
     duplicates = tuple(Duplicate(lines[index], path, line) for index, path, line in dropped)
-    if duplicates and not any(is_entry(line) for line in kept):
-        return None, duplicates
-    return "\n".join(kept), duplicates
+    if (duplicates or blocked) and not any(is_entry(line) for line in kept):
+        return None, duplicates, len(blocked)
+    return "\n".join(kept), duplicates, len(blocked)
 
 
 @transaction.atomic
@@ -248,19 +264,24 @@ def append_to_document(
     """Append text to a document (creating it), under a row lock so concurrent appends both land.
 
     Entries memory already holds (`DURABLE_PATHS` and the document itself, compared in their
-    normal form, `memory_app.lines`) are left out and reported; when nothing new remains, nothing
-    is written.
+    normal form, `memory_app.lines`) are left out and reported, and so are forgotten lines
+    (`memory_app.forgotten`); when nothing new remains, nothing is written.
     """
     path = validate_memory_path(path)
     _, created = MemoryDocument.objects.get_or_create(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
     document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
-    new, duplicates = _new_lines(document, addition)
+    if is_forgotten(
+        assistant.pk, "session", provenance.session_pk
+    ):  # a replayed flush of a forgotten session
+        new, duplicates, forgotten = None, (), len(split_lines(addition))
+    else:
+        new, duplicates, forgotten = _new_lines(document, addition, provenance)
     if new is None:
         if created:  # nothing to store: the new, empty document goes too
             document.delete()
-        return AppendOutcome(document, None, duplicates)
+        return AppendOutcome(document, None, duplicates, forgotten)
     document.content = appended_text(document.content, new)
     document.content_hash = content_hash(document.content)
     document.save()
@@ -273,7 +294,7 @@ def append_to_document(
         provenance=provenance,
     )
     _notify(assistant, path, document.pk)
-    return AppendOutcome(document, revision, duplicates)
+    return AppendOutcome(document, revision, duplicates, forgotten)
 
 
 def daily_note_path(day: date) -> str:

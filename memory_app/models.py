@@ -139,6 +139,38 @@ class MemoryRevision(models.Model):
         return f"{self.path} {self.action} by {self.author} at {self.created_at:%Y-%m-%d %H:%M}"
 
 
+class ForgottenSource(models.Model):
+    """A session, API key or import whose lines were forgotten (memory_app.forget).
+
+    ``key`` is the source's id (no foreign key: the source may be gone). ``line_hashes`` are the
+    normal-form hashes of the lines removed, which later writes other than a person's leave out.
+    """
+
+    class Kind(models.TextChoices):
+        SESSION = "session"
+        API_KEY = "api_key"
+        IMPORT = "import"
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="forgotten_sources")
+    kind = models.CharField(max_length=16, choices=Kind)
+    key = models.BigIntegerField()
+    line_hashes = models.JSONField(default=list, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "kind", "key"], name="forgotten_source_unique"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["session", "api_key", "import"]), name="forgotten_kind_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["kind", "key"], name="forgotten_kind_key")]
+
+    def __str__(self) -> str:
+        return f"forgotten {self.kind} {self.key} of {self.assistant}"
+
+
 # --- The search index (docs/design.md, Data model; docs/openclaw-behaviour.md §4.4) ------------------------
 
 

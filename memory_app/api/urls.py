@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory_app.api import search_views, views
+from memory_app.api import search_views, trust_views, views
 
 # Memory paths contain slashes (memory/2026-01-02.md); they always end in ".md", so the revisions
 # route cannot be mistaken for a document.
@@ -18,6 +18,8 @@ urlpatterns = [
         views.MemoryDocumentApi.as_view(),
         name="api-memory-document",
     ),
+    # Forgetting, consolidation and review (memory_app/api/trust_views.py).
+    path("assistants/<slug:slug>/forget/", trust_views.ForgetApi.as_view(), name="api-memory-forget"),
     # Search index (memory_app/api/search_views.py).
     path("assistants/<slug:slug>/search/", search_views.AssistantSearchView.as_view(), name="api-search"),
     path("assistants/<slug:slug>/reindex/", search_views.AssistantReindexView.as_view(), name="api-reindex"),

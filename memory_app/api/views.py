@@ -184,6 +184,7 @@ def memory_write_payload(
     check_size(content)
     revision: MemoryRevision | None
     duplicates: tuple[Duplicate, ...] = ()
+    forgotten = 0
     if mode == "append":
         if path is not None or base_revision is not None:
             raise ApiError(
@@ -195,6 +196,7 @@ def memory_write_payload(
             assistant=assistant, text=content, today=today, provenance=provenance
         )
         document, revision, duplicates = outcome.document, outcome.revision, outcome.duplicates
+        forgotten = outcome.forgotten
     elif mode == "replace":
         if path is None:
             raise ApiError(
@@ -216,6 +218,7 @@ def memory_write_payload(
     }
     if mode == "append":  # the lines memory already held, left out (memory_app.documents)
         answer["duplicates"] = [duplicate.as_dict() for duplicate in duplicates]
+        answer["forgotten"] = forgotten  # lines of a forgotten source, left out (memory_app.forgotten)
     return answer
 
 
