@@ -67,10 +67,13 @@ class Provenance:
     api_key_pk: int | None = None
     api_key_name: str = ""
     import_pk: int | None = None
+    proposal_pk: int | None = None
     untrusted: bool = False
 
     @property
     def kind(self) -> str:
+        if self.proposal_pk is not None:
+            return OriginKind.PROPOSAL
         if self.author == Author.AGENT:
             return OriginKind.AGENT
         if self.author == Author.FLUSH:
@@ -86,7 +89,9 @@ class Provenance:
         kind = self.kind
         if self.untrusted or kind == OriginKind.IMPORT:
             return Trust.UNTRUSTED
-        return Trust.OWNER if kind in (OriginKind.PERSON, OriginKind.PROPOSAL) else Trust.AGENT
+        if kind == OriginKind.PROPOSAL:  # approved by a person, or by a key (a program)
+            return Trust.OWNER if getattr(self.user, "pk", None) else Trust.AGENT
+        return Trust.OWNER if kind == OriginKind.PERSON else Trust.AGENT
 
 
 def _notify(assistant: Assistant, path: str, document_id: int | None) -> None:
@@ -133,6 +138,7 @@ def _revision(
         api_key_pk=provenance.api_key_pk,
         api_key_name=provenance.api_key_name[:100],
         import_pk=provenance.import_pk,
+        proposal_id=provenance.proposal_pk,
         line_origins=encode_runs(origins),
     )
 

@@ -114,6 +114,10 @@ class MemoryRevision(models.Model):
     api_key_pk = models.BigIntegerField(null=True, blank=True)
     api_key_name = models.CharField(max_length=100, blank=True)
     import_pk = models.BigIntegerField(null=True, blank=True)
+    # An approved consolidation proposal; the reviewer is ``user``.
+    proposal = models.ForeignKey(
+        "Proposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
+    )
     line_origins = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -169,6 +173,58 @@ class ForgottenSource(models.Model):
 
     def __str__(self) -> str:
         return f"forgotten {self.kind} {self.key} of {self.assistant}"
+
+
+class Proposal(models.Model):
+    """A consolidation proposal a person reviews (memory_app.consolidation).
+
+    ``documents`` are the line ranges it touches ``[{path, start_line, end_line}]``; ``sources``
+    cite each line it rests on ``[{path, line, text, revision, trust}]``; ``fingerprint`` names
+    what it proposes (its kind and the normal forms of its sources), so a rejected proposal is
+    not proposed again and an open one not twice.
+    """
+
+    class Kind(models.TextChoices):
+        MERGE = "merge"  # duplicates and near-duplicates: keep one line
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_proposals")
+    kind = models.CharField(max_length=16, choices=Kind)
+    state = models.CharField(max_length=16, choices=State, default=State.OPEN)
+    documents = models.JSONField(default=list)
+    new_text = models.TextField(blank=True)
+    sources = models.JSONField(default=list)
+    confidence = models.FloatField()
+    diff = models.TextField(blank=True)
+    fingerprint = models.CharField(max_length=64)
+    reason = models.CharField(max_length=255, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_note = models.CharField(max_length=255, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-confidence", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "fingerprint"], name="proposal_fingerprint_unique"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=["open", "approved", "rejected"]), name="proposal_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0) & models.Q(confidence__lte=1),
+                name="proposal_confidence_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["assistant", "state"], name="proposal_assistant_state")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} proposal {self.pk} ({self.state})"
 
 
 # --- The search index (docs/design.md, Data model; docs/openclaw-behaviour.md §4.4) ------------------------

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from memory_app import debounce, indexing
+from memory_app.consolidation import run_consolidation
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.tasks import defer_until, report_progress
 
@@ -31,6 +32,16 @@ def reindex_document(document_id: int) -> dict[str, Any]:
 def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
     """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap)."""
     return indexing.reindex_assistant(assistant_id, full=full, progress=_report_task_progress).as_dict()
+
+
+def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
+    """Run the consolidation pass of an assistant (memory_app.consolidation)."""
+    from openclaw_site.models import Assistant
+
+    assistant = Assistant.objects.filter(pk=assistant_id).first()
+    if assistant is None:
+        return {"skipped": "assistant deleted"}
+    return run_consolidation(assistant)
 
 
 def _report_task_progress(data: dict[str, Any]) -> None:

@@ -11,18 +11,29 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.views import MemoryApiView
+from memory_app.consolidation import (
+    ProposalDecided,
+    ProposalStale,
+    approve_proposal,
+    proposal_dict,
+    reject_proposal,
+)
+from memory_app.documents import StaleWrite
 from memory_app.forget import SOURCE_FIELDS, forget_source, source_is_known
-from memory_app.models import MemoryImport
-from openclaw_site.api.base import StrictSerializer, not_found, validated
+from memory_app.models import MemoryImport, Proposal
+from memory_app.selectors import proposal_get, proposal_list
+from openclaw_site.api.base import StrictCharField, StrictSerializer, not_found, validated
+from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
 from openclaw_site.models import ApiKey, Assistant
 from openclaw_site.selectors import assistant_get
+from openclaw_site.tasks import TaskOwner, enqueue, task_status
 
 
 class ForgetInput(StrictSerializer):
@@ -89,3 +100,133 @@ class ForgetApi(MemoryApiView):
             assistant=assistant, kind=kind, key=key, dry_run=data["dry_run"], provenance=provenance
         )
         return Response(report.as_dict())
+
+
+# --- consolidation and review ------------------------------------------------------------------
+
+
+class ProposalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=Proposal.Kind.values)
+    state = serializers.ChoiceField(choices=Proposal.State.values)
+    documents = serializers.ListField(child=serializers.DictField(), help_text="{path, start_line, end_line}")
+    new_text = serializers.CharField(allow_blank=True)
+    sources = serializers.ListField(
+        child=serializers.DictField(), help_text="{path, line, text, revision, trust}"
+    )
+    confidence = serializers.FloatField()
+    diff = serializers.CharField(allow_blank=True, help_text="unified diff of the touched documents")
+    reason = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+ProposalList = inline_serializer("MemoryProposalList", {"proposals": ProposalOutput(many=True)})
+
+
+class ApproveInput(StrictSerializer):
+    new_text = StrictCharField(
+        required=False, trim_whitespace=False, help_text="Edit the proposed text before approving."
+    )
+
+    def validate_new_text(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank: a merge keeps one line")
+        return value
+
+
+class ConsolidateApi(MemoryApiView):
+    """``POST /assistants/{slug}/consolidate/``: queue the consolidation pass, return the task."""
+
+    @extend_schema(operation_id="memory_consolidate", request=None, responses={202: TaskOutput})
+    def post(self, request: Request, slug: str) -> Response:
+        assistant = assistant_get(team=self.team, slug=slug)
+        record = enqueue(
+            "memory_app.tasks.consolidate_assistant",
+            assistant.pk,
+            owner=TaskOwner.for_assistant(assistant),
+            kind="consolidate",
+        )
+        return Response(TaskOutput(task_status(record)).data, status=202)
+
+
+class ProposalListApi(MemoryApiView):
+    """``GET /assistants/{slug}/proposals/?state=open|approved|rejected`` (default open)."""
+
+    @extend_schema(
+        operation_id="memory_proposals",
+        parameters=[OpenApiParameter("state", str, enum=Proposal.State.values)],
+        responses=ProposalList,
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        assistant = assistant_get(team=self.team, slug=slug)
+        state = request.query_params.get("state", Proposal.State.OPEN)
+        if state not in Proposal.State.values:
+            raise ApiError(
+                "invalid_parameter",
+                "state must be open, approved or rejected.",
+                details={"field": "state"},
+            )
+        proposals = proposal_list(assistant=assistant, state=state)
+        return Response({"proposals": [proposal_dict(p) for p in proposals]})
+
+
+def _decide_errors(error: Exception, proposal: Proposal) -> ApiError:
+    if isinstance(error, ProposalStale):
+        return ApiError(
+            "proposal_stale",
+            f"{error}; run consolidate again for a fresh proposal.",
+            status_code=409,
+            details={"path": error.path, "line": error.line},
+        )
+    if isinstance(error, StaleWrite):
+        return ApiError("proposal_stale", f"{error.path} changed while approving.", status_code=409)
+    return ApiError(
+        "proposal_decided",
+        f"Proposal {proposal.pk} is already {error}.",
+        status_code=409,
+        details={"state": str(error)},
+    )
+
+
+class ProposalApproveApi(MemoryApiView):
+    """``POST /proposals/{id}/approve/``: apply it (optionally edited), one revision per document."""
+
+    @extend_schema(
+        operation_id="memory_proposal_approve",
+        request=ApproveInput,
+        responses=inline_serializer(
+            "MemoryProposalApproved",
+            {"proposal": ProposalOutput(), "revisions": serializers.ListField(child=serializers.DictField())},
+        ),
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        proposal = proposal_get(team=self.team, pk=pk)
+        data = validated(ApproveInput, self.json_object())  # an empty body is {}
+        try:
+            revisions = approve_proposal(
+                proposal, provenance=self.provenance(), new_text=data.get("new_text")
+            )
+        except (ProposalStale, ProposalDecided, StaleWrite) as error:
+            raise _decide_errors(error, proposal) from None
+        proposal.refresh_from_db()
+        return Response(
+            {
+                "proposal": proposal_dict(proposal),
+                "revisions": [{"id": r.pk, "path": r.path} for r in revisions],
+            }
+        )
+
+
+class ProposalRejectApi(MemoryApiView):
+    """``POST /proposals/{id}/reject/``: remembered; the pass does not propose it again."""
+
+    @extend_schema(operation_id="memory_proposal_reject", request=None, responses=ProposalOutput)
+    def post(self, request: Request, pk: int) -> Response:
+        proposal = proposal_get(team=self.team, pk=pk)
+        try:
+            proposal = reject_proposal(proposal, provenance=self.provenance())
+        except ProposalDecided as error:
+            raise _decide_errors(error, proposal) from None
+        return Response(proposal_dict(proposal))
