@@ -31,7 +31,7 @@ from openclaw_site.models import Assistant
 NEAR_DUPLICATE = 0.9
 # The pass compares at most this many entries (the newest documents' are left for the next run).
 MAX_ENTRIES = 5000
-TRUST_RANK = {Trust.OWNER: 0, Trust.AGENT: 1, Trust.UNTRUSTED: 2}
+TRUST_RANK: dict[str, int] = {Trust.OWNER: 0, Trust.AGENT: 1, Trust.UNTRUSTED: 2}
 
 
 class ProposalDecided(Exception):
@@ -171,7 +171,7 @@ def apply_merge(contents: dict[str, str], sources: Sequence[dict[str, Any]], new
 
 def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     """One unified diff over the touched documents (``a/<path>`` to ``b/<path>``)."""
-    parts = []
+    parts: list[str] = []
     for path in sorted(after):
         parts.extend(
             difflib.unified_diff(

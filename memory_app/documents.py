@@ -278,9 +278,9 @@ def append_to_document(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
     document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
-    if is_forgotten(
-        assistant.pk, "session", provenance.session_pk
-    ):  # a replayed flush of a forgotten session
+    new: str | None
+    duplicates: tuple[Duplicate, ...]
+    if is_forgotten(assistant.pk, "session", provenance.session_pk):  # a replayed flush of it
         new, duplicates, forgotten = None, (), len(split_lines(addition))
     else:
         new, duplicates, forgotten = _new_lines(document, addition, provenance)

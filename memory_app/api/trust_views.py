@@ -76,12 +76,13 @@ def _source(data: dict[str, Any]) -> tuple[str, int]:
 
 
 def _check_known(assistant: Assistant, kind: str, key: int) -> None:
-    exists = {
-        "api_key": lambda: ApiKey.objects.filter(team_id=assistant.team_id, pk=key).exists(),
-        "import": lambda: MemoryImport.objects.filter(assistant=assistant, pk=key).exists(),
-        "session": lambda: False,
-    }[kind]
-    if not (exists() or source_is_known(assistant, kind, key)):
+    if kind == "api_key":
+        exists = ApiKey.objects.filter(team_id=assistant.team_id, pk=key).exists()
+    elif kind == "import":
+        exists = MemoryImport.objects.filter(assistant=assistant, pk=key).exists()
+    else:
+        exists = False
+    if not (exists or source_is_known(assistant, kind, key)):
         raise not_found(f"{kind.replace('_', ' ').title()} {key} in this assistant's memory")
 
 
