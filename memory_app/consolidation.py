@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app.documents import Provenance, write_document
+from memory_app.documents import Provenance, appended_text, write_document
 from memory_app.lines import is_entry, normalise_line, similarity, split_lines
 from memory_app.models import MemoryDocument, MemoryRevision, Proposal, Trust
 from memory_app.paths import ROOT_FILES
@@ -147,36 +147,59 @@ def fingerprint(kind: str, texts: Sequence[str]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def apply_merge(contents: dict[str, str], sources: Sequence[dict[str, Any]], new_text: str) -> dict[str, str]:
-    """The documents after a merge: the first source's line becomes ``new_text``, the others go.
+def apply_change(
+    contents: dict[str, str],
+    *,
+    kind: str,
+    sources: Sequence[dict[str, Any]],
+    new_text: str,
+    target_path: str = "",
+) -> dict[str, str]:
+    """The touched documents after a proposal is applied.
 
-    Raises `ProposalStale` when a source line no longer holds its text.
+    ``merge`` and ``supersede``: the first source's line becomes ``new_text``, the other sources
+    go. ``retire``: every source goes. ``promote``: ``new_text`` is appended to ``target_path``
+    and the sources leave their daily notes. Raises `ProposalStale` when a source line no longer
+    holds its text.
     """
     lines = {path: split_lines(text) for path, text in contents.items()}
     for source in sources:
         current = lines.get(source["path"], [])
         if not 1 <= source["line"] <= len(current) or current[source["line"] - 1] != source["text"]:
             raise ProposalStale(source["path"], source["line"])
+    keep_first = kind in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE)
     replaced: dict[str, dict[int, list[str]]] = defaultdict(dict)
     for index, source in enumerate(sources):
-        replaced[source["path"]][source["line"]] = split_lines(new_text) if index == 0 else []
+        replaced[source["path"]][source["line"]] = split_lines(new_text) if index == 0 and keep_first else []
     result = {}
     for path, changes in replaced.items():
         out: list[str] = []
         for number, text in enumerate(lines[path], start=1):
             out.extend(changes.get(number, [text]))
         result[path] = "\n".join(out)
+    if kind == Proposal.Kind.PROMOTE:
+        result[target_path] = appended_text(result.get(target_path, contents.get(target_path, "")), new_text)
     return result
+
+
+def apply_proposal(contents: dict[str, str], proposal: Proposal, new_text: str) -> dict[str, str]:
+    """`apply_change` with a stored proposal's kind, sources and target."""
+    return apply_change(
+        contents,
+        kind=proposal.kind,
+        sources=proposal.sources,
+        new_text=new_text,
+        target_path=proposal.target_path,
+    )
 
 
 def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     """One unified diff over the touched documents (``a/<path>`` to ``b/<path>``)."""
     parts: list[str] = []
     for path in sorted(after):
+        old = split_lines(before[path]) if path in before else []
         parts.extend(
-            difflib.unified_diff(
-                split_lines(before[path]), split_lines(after[path]), f"a/{path}", f"b/{path}", lineterm=""
-            )
+            difflib.unified_diff(old, split_lines(after[path]), f"a/{path}", f"b/{path}", lineterm="")
         )
     return "\n".join(parts)
 
@@ -190,7 +213,7 @@ def _contents(assistant: Assistant, paths: set[str]) -> dict[str, str]:
 def _merge_fields(assistant: Assistant, group: list[Entry], confidence: float) -> dict[str, Any]:
     sources = [entry.source() for entry in group]
     contents = _contents(assistant, {entry.path for entry in group})
-    after = apply_merge(contents, sources, group[0].text)
+    after = apply_change(contents, kind=Proposal.Kind.MERGE, sources=sources, new_text=group[0].text)
     return {
         "kind": Proposal.Kind.MERGE,
         "documents": [
@@ -249,14 +272,14 @@ def approve_proposal(
     """
     proposal = _open_for_update(proposal)
     text = proposal.new_text if new_text is None else new_text
-    paths = {source["path"] for source in proposal.sources}
+    paths = {source["path"] for source in proposal.sources} | ({proposal.target_path} - {""})
     documents = {
         d.path: d
         for d in MemoryDocument.objects.select_for_update(no_key=True).filter(
             assistant=proposal.assistant, path__in=paths
         )
     }
-    after = apply_merge({path: d.content for path, d in documents.items()}, proposal.sources, text)
+    after = apply_proposal({path: d.content for path, d in documents.items()}, proposal, text)
     by = replace(
         provenance,
         proposal_pk=proposal.pk,
@@ -269,7 +292,7 @@ def approve_proposal(
             path=path,
             content=after[path],
             provenance=by,
-            expected_hash=documents[path].content_hash,
+            expected_hash=documents[path].content_hash if path in documents else "",
         )
         if revision is not None:
             revisions.append(revision)
@@ -302,6 +325,7 @@ def proposal_dict(proposal: Proposal) -> dict[str, Any]:
         "diff": proposal.diff,
         "reason": proposal.reason,
         "created_at": proposal.created_at,
+        "target_path": proposal.target_path,
         "decided_by": proposal.decided_by.get_username()
         if proposal.decided_by_id and proposal.decided_by
         else None,

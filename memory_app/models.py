@@ -186,6 +186,9 @@ class Proposal(models.Model):
 
     class Kind(models.TextChoices):
         MERGE = "merge"  # duplicates and near-duplicates: keep one line
+        SUPERSEDE = "supersede"  # a contradicted fact: the newer one wins, in the first source's place
+        PROMOTE = "promote"  # a durable fact from daily notes into MEMORY.md
+        RETIRE = "retire"  # lines a person marked stale: removed
 
     class State(models.TextChoices):
         OPEN = "open"
@@ -200,6 +203,8 @@ class Proposal(models.Model):
     sources = models.JSONField(default=list)
     confidence = models.FloatField()
     diff = models.TextField(blank=True)
+    # promote: the document the new text is appended to (MEMORY.md).
+    target_path = models.CharField(max_length=255, blank=True)
     fingerprint = models.CharField(max_length=64)
     reason = models.CharField(max_length=255, blank=True)
     decided_by = models.ForeignKey(

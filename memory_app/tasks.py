@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from memory_app import debounce, indexing
-from memory_app.consolidation import run_consolidation
+from memory_app.model_consolidation import consolidate
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.tasks import defer_until, report_progress
 
@@ -35,13 +35,13 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
 
 
 def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
-    """Run the consolidation pass of an assistant (memory_app.consolidation)."""
+    """Run the consolidation job of an assistant (memory_app.model_consolidation.consolidate)."""
     from openclaw_site.models import Assistant
 
     assistant = Assistant.objects.filter(pk=assistant_id).first()
     if assistant is None:
         return {"skipped": "assistant deleted"}
-    return run_consolidation(assistant)
+    return consolidate(assistant)
 
 
 def _report_task_progress(data: dict[str, Any]) -> None:

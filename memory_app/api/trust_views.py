@@ -118,6 +118,7 @@ class ProposalOutput(serializers.Serializer):
     confidence = serializers.FloatField()
     diff = serializers.CharField(allow_blank=True, help_text="unified diff of the touched documents")
     reason = serializers.CharField(allow_blank=True)
+    target_path = serializers.CharField(allow_blank=True, help_text="promote: the document the text joins")
     created_at = serializers.DateTimeField()
     decided_by = serializers.CharField(allow_null=True)
     decided_at = serializers.DateTimeField(allow_null=True)
