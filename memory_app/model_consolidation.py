@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
 
@@ -286,3 +288,20 @@ def consolidate(assistant: Assistant) -> dict[str, Any]:
     model = get_chat_model()
     result["model"] = run_model_pass(assistant, model).as_dict() if model is not None else None
     return result
+
+
+def due_for_consolidation(now: datetime) -> list[Assistant]:
+    """The live assistants whose nightly consolidation hour, in their own timezone, is ``now``'s."""
+    due = []
+    for assistant in Assistant.objects.filter(archived_at__isnull=True).order_by("pk"):
+        settings = assistant.config.consolidation
+        if settings.schedule == "nightly" and now.astimezone(_zone(assistant)).hour == settings.hour:
+            due.append(assistant)
+    return due
+
+
+def _zone(assistant: Assistant) -> ZoneInfo:
+    try:
+        return ZoneInfo((assistant.timezone or "UTC").strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.utils import timezone
+
 from memory_app import debounce, indexing
-from memory_app.model_consolidation import consolidate
+from memory_app.model_consolidation import consolidate, due_for_consolidation
 from memory_app.models import MemoryDocument, Source
-from openclaw_site.tasks import defer_until, report_progress
+from openclaw_site.tasks import TaskOwner, defer_until, enqueue, report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,23 @@ def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
     if assistant is None:
         return {"skipped": "assistant deleted"}
     return consolidate(assistant)
+
+
+def nightly_consolidation() -> dict[str, Any]:
+    """Queue the consolidation job of each assistant whose local hour is its ``memoryConsolidation.hour``.
+
+    Scheduled every hour (migration 0018), so each assistant with ``schedule: nightly`` is
+    consolidated once a day; archived assistants are left alone.
+    """
+    queued = due_for_consolidation(timezone.now())
+    for assistant in queued:
+        enqueue(
+            "memory_app.tasks.consolidate_assistant",
+            assistant.pk,
+            owner=TaskOwner.for_assistant(assistant),
+            kind="consolidate",
+        )
+    return {"queued": [assistant.pk for assistant in queued]}
 
 
 def _report_task_progress(data: dict[str, Any]) -> None:

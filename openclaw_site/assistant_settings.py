@@ -145,6 +145,12 @@ SCHEMA: dict[str, Any] = {
         },
         "citations": Field("auto", str, choices=("auto", "on", "off")),
     },
+    # Not OpenClaw's: when the consolidation job runs by itself (docs/design.md, Provenance,
+    # consolidation and forgetting): nightly at this hour of the assistant's timezone, or never.
+    "memoryConsolidation": {
+        "schedule": Field("nightly", str, choices=("nightly", "off")),
+        "hour": Field(3, int, minimum=0, maximum=23),
+    },
 }
 
 _SOURCE_CHOICES = ("memory", "sessions")
@@ -520,12 +526,21 @@ class MemorySearchSettings:
 
 
 @dataclass(frozen=True)
+class ConsolidationSettings:
+    """`memoryConsolidation`: whether the consolidation job runs nightly, and at which local hour."""
+
+    schedule: str = "nightly"
+    hour: int = 3
+
+
+@dataclass(frozen=True)
 class AssistantSettings:
     """One assistant's settings, typed: what every module below the adapters reads."""
 
     compaction: CompactionSettings
     pruning: PruningSettings
     memory_search: MemorySearchSettings
+    consolidation: ConsolidationSettings = ConsolidationSettings()
 
 
 def parse_settings(document: Any) -> AssistantSettings:
@@ -538,6 +553,9 @@ def parse_settings(document: Any) -> AssistantSettings:
         compaction=_compaction(checked["compaction"]),
         pruning=_pruning(checked["contextPruning"]),
         memory_search=_memory_search(checked["memorySearch"]),
+        consolidation=ConsolidationSettings(
+            schedule=checked["memoryConsolidation"]["schedule"], hour=checked["memoryConsolidation"]["hour"]
+        ),
     )
 
 

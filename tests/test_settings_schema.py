@@ -271,6 +271,8 @@ CHANGED: dict[str, Any] = {
     "memorySearch.cache.enabled": False,
     "memorySearch.cache.maxEntries": 1000,
     "memorySearch.citations": "off",
+    "memoryConsolidation.schedule": "off",
+    "memoryConsolidation.hour": 22,
 }
 
 

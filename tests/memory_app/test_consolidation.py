@@ -203,3 +203,29 @@ def test_groups_are_found_by_normal_form_and_similarity() -> None:
         ]
     )
     assert sorted(sorted(e.line for e in g) for g, _ in groups) == [[1, 2], [3, 4]]
+
+
+def test_the_nightly_job_picks_assistants_at_their_local_hour(world, django_capture_on_commit_callbacks):
+    from datetime import UTC, datetime
+
+    from django_q.models import Schedule
+
+    from memory_app.model_consolidation import due_for_consolidation
+    from memory_app.tasks import nightly_consolidation
+    from openclaw_site.models import TaskRecord
+
+    assert Schedule.objects.filter(func="memory_app.tasks.nightly_consolidation", schedule_type="H").exists()
+    world.assistant.timezone = "America/New_York"
+    world.assistant.save()
+    world.other_assistant.settings = {
+        **world.other_assistant.settings,
+        "memoryConsolidation": {"schedule": "off"},
+    }
+    world.other_assistant.save()
+    eight_utc = datetime(2026, 2, 17, 8, 0, tzinfo=UTC)  # 03:00 in New York
+    assert due_for_consolidation(eight_utc) == [world.assistant]
+    assert due_for_consolidation(datetime(2026, 2, 17, 3, 0, tzinfo=UTC)) == []  # 'rival' is off
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = nightly_consolidation()
+    assert set(queued) == {"queued"}
+    assert TaskRecord.objects.filter(kind="consolidate").count() == len(queued["queued"])
