@@ -17,18 +17,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from memory_app.documents import Provenance, appended_text, write_document
+from memory_app.indexing import embed_with_cache
 from memory_app.lines import is_entry, normalise_line, similarity, split_lines
-from memory_app.models import MemoryDocument, MemoryRevision, Proposal, Trust
+from memory_app.models import (
+    MemoryChunk,
+    MemoryDocument,
+    MemoryRevision,
+    Proposal,
+    Source,
+    Trust,
+    content_hash,
+)
 from memory_app.paths import ROOT_FILES
 from memory_app.provenance import latest_revision, revision_origins
-from openclaw_site.models import Assistant
+from openclaw_site.models import Assistant, UsagePurpose
+from openclaw_site.usage import record_usage
+from providers.chat import Usage
+from providers.embeddings import get_embedder
 
 # Two entries whose normal forms are at least this alike (difflib's ratio) are near duplicates.
 NEAR_DUPLICATE = 0.9
+# ...and so are two whose embeddings' cosine is at least this (when the index holds vectors).
+SEMANTIC_DUPLICATE = 0.92
 # The pass compares at most this many entries (the newest documents' are left for the next run).
 MAX_ENTRIES = 5000
 TRUST_RANK: dict[str, int] = {Trust.OWNER: 0, Trust.AGENT: 1, Trust.UNTRUSTED: 2}
@@ -103,8 +118,14 @@ def collect_entries(assistant: Assistant) -> list[Entry]:
     ]
 
 
-def duplicate_groups(entries: Sequence[Entry]) -> list[tuple[list[Entry], float]]:
-    """Groups of entries saying the same thing, each with its confidence (1.0: the same normal form)."""
+def duplicate_groups(
+    entries: Sequence[Entry], similar: Sequence[tuple[str, str, float]] = ()
+) -> list[tuple[list[Entry], float]]:
+    """Groups of entries saying the same thing, each with its confidence (1.0: the same normal form).
+
+    ``similar`` adds pairs of normal forms found alike another way (their embeddings), with
+    their similarity.
+    """
     by_norm: dict[str, list[Entry]] = defaultdict(list)
     for entry in entries:
         by_norm[entry.norm].append(entry)
@@ -126,6 +147,11 @@ def duplicate_groups(entries: Sequence[Entry]) -> list[tuple[list[Entry], float]
                 low = min(score.get(root(a), 1.0), score.get(root(b), 1.0), ratio)
                 parent[root(b)] = root(a)
                 score[root(a)] = low
+    for a, b, alike in similar:
+        if a in parent and b in parent and root(a) != root(b):
+            low = min(score.get(root(a), 1.0), score.get(root(b), 1.0), alike)
+            parent[root(b)] = root(a)
+            score[root(a)] = low
     groups: dict[str, list[Entry]] = defaultdict(list)
     for norm in norms:
         groups[root(norm)].extend(by_norm[norm])
@@ -224,15 +250,50 @@ def _merge_fields(assistant: Assistant, group: list[Entry], confidence: float) -
         "sources": sources,
         "confidence": confidence,
         "diff": unified_diff(contents, after),
-        "reason": "exact duplicates" if confidence == 1.0 else f"near duplicates (similarity {confidence})",
+        "reason": "exact duplicates"
+        if all(e.norm == group[0].norm for e in group)
+        else f"near duplicates (similarity {confidence})",
     }
+
+
+def similar_by_vectors(assistant: Assistant, entries: Sequence[Entry]) -> list[tuple[str, str, float]]:
+    """Pairs of normal forms whose embeddings are at least `SEMANTIC_DUPLICATE` alike.
+
+    Only when the assistant's memory index holds vectors (an embedder works for it); the lines'
+    vectors come through the embedding cache, so an unchanged line is embedded once.
+    """
+    indexed = MemoryChunk.objects.filter(assistant=assistant, source=Source.MEMORY, dims__gt=0)
+    embedder = get_embedder() if indexed.exists() else None
+    norms = sorted({entry.norm for entry in entries})
+    if embedder is None or len(norms) < 2:
+        return []
+    by_hash = {content_hash(norm): norm for norm in norms}
+    vectors = embed_with_cache(embedder, by_hash)
+    if vectors.embedded:
+        record_usage(
+            assistant=assistant,
+            purpose=UsagePurpose.EMBEDDING,
+            model=embedder.model,
+            usage=Usage(input=vectors.tokens, total=vectors.tokens),
+        )
+    known = [h for h in by_hash if h in vectors.by_hash]
+    if len(known) < 2:
+        return []
+    matrix = np.array([vectors.by_hash[h] for h in known], dtype=np.float32)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    cosine = matrix @ matrix.T
+    rows, cols = np.nonzero(np.triu(cosine, k=1) >= SEMANTIC_DUPLICATE)
+    return [
+        (by_hash[known[i]], by_hash[known[j]], round(float(cosine[i, j]), 4))
+        for i, j in zip(rows, cols, strict=True)
+    ]
 
 
 def run_consolidation(assistant: Assistant) -> dict[str, Any]:
     """The deterministic pass: propose a merge for each duplicate group not proposed before."""
     entries = collect_entries(assistant)
     proposed = known = 0
-    for group, confidence in duplicate_groups(entries):
+    for group, confidence in duplicate_groups(entries, similar_by_vectors(assistant, entries)):
         key = fingerprint(Proposal.Kind.MERGE, [entry.text for entry in group])
         if Proposal.objects.filter(assistant=assistant, fingerprint=key).exists():
             known += 1  # open, approved or rejected before: a rejection is remembered

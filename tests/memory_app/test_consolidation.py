@@ -229,3 +229,25 @@ def test_the_nightly_job_picks_assistants_at_their_local_hour(world, django_capt
         queued = nightly_consolidation()
     assert set(queued) == {"queued"}
     assert TaskRecord.objects.filter(kind="consolidate").count() == len(queued["queued"])
+
+
+def test_with_vectors_the_pass_also_groups_lines_alike_in_meaning(world, fake_embeddings):
+    from memory_app import indexing
+
+    write(world, "MEMORY.md", "- Deploys go out on Fridays\n- Budget is 10k")
+    write(world, "memory/2026-02-16.md", "- On Fridays, deploys go out", author="flush", user=None)
+    for document in MemoryDocument.objects.all():
+        indexing.index_document(document.pk)
+    assert run_consolidation(world.assistant)["proposed"] == 1
+    [proposal] = Proposal.objects.all()
+    assert [s["text"] for s in proposal.sources] == [
+        "- Deploys go out on Fridays",
+        "- On Fridays, deploys go out",
+    ]
+    assert proposal.reason.startswith("near duplicates") and proposal.confidence >= 0.92
+
+
+def test_without_vectors_word_order_alone_is_not_a_duplicate(world):
+    write(world, "MEMORY.md", "- Deploys go out on Fridays")
+    write(world, "memory/2026-02-16.md", "- On Fridays, deploys go out", author="flush", user=None)
+    assert run_consolidation(world.assistant)["proposed"] == 0
