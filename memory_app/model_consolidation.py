@@ -305,3 +305,15 @@ def _zone(assistant: Assistant) -> ZoneInfo:
         return ZoneInfo((assistant.timezone or "UTC").strip())
     except (ZoneInfoNotFoundError, ValueError):
         return ZoneInfo("UTC")
+
+
+@transaction.atomic
+def file_proposal(assistant: Assistant, raw: dict[str, Any], *, filed_by: str) -> Proposal:
+    """An agent's proposal (REST or MCP ``memory_propose``), checked like the model's, filed open.
+
+    Raises `Invalid` with the reason; ``filed_by`` (the key or tool) is kept in the reason.
+    """
+    by_line = {(entry.path, entry.line): entry for entry in collect_entries(assistant)}
+    fields = validate(assistant, {"confidence": 0.5, "target_path": "", "rationale": "", **raw}, by_line)
+    fields["reason"] = " · ".join(filter(None, [f"filed by {filed_by}", fields["reason"]]))[:255]
+    return Proposal.objects.create(assistant=assistant, **fields)

@@ -26,6 +26,7 @@ from memory_app.consolidation import (
 )
 from memory_app.documents import StaleWrite
 from memory_app.forget import SOURCE_FIELDS, forget_source, source_is_known
+from memory_app.model_consolidation import Invalid, file_proposal
 from memory_app.models import MemoryImport, Proposal
 from memory_app.selectors import proposal_get, proposal_list
 from openclaw_site.api.base import StrictCharField, StrictSerializer, not_found, validated
@@ -153,8 +154,51 @@ class ConsolidateApi(MemoryApiView):
         return Response(TaskOutput(task_status(record)).data, status=202)
 
 
+class SourceInput(StrictSerializer):
+    path = StrictCharField(max_length=255)
+    line = serializers.IntegerField(min_value=1)
+
+
+class FileProposalInput(StrictSerializer):
+    kind = serializers.ChoiceField(choices=Proposal.Kind.values)
+    sources = SourceInput(many=True, allow_empty=False)
+    new_text = StrictCharField(
+        required=False, default="", allow_blank=True, trim_whitespace=False, max_length=20000
+    )
+    target_path = StrictCharField(required=False, default="", allow_blank=True, max_length=255)
+    confidence = serializers.FloatField(required=False, default=0.5, min_value=0, max_value=1)
+    rationale = StrictCharField(required=False, default="", allow_blank=True, max_length=1000)
+
+    def validate_sources(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(value) > 100:
+            raise serializers.ValidationError("at most 100 sources")
+        return value
+
+
+def file_proposal_payload(assistant: Assistant, data: dict[str, Any], *, filed_by: str) -> dict[str, Any]:
+    """File an agent's proposal (REST and the MCP ``memory_propose``), or 400 ``invalid_proposal``."""
+    try:
+        proposal = file_proposal(assistant, data, filed_by=filed_by)
+    except Invalid as reason:
+        raise ApiError(
+            "invalid_proposal", f"The proposal was not filed: {reason}.", details={"reason": str(reason)}
+        ) from None
+    return proposal_dict(proposal)
+
+
 class ProposalListApi(MemoryApiView):
-    """``GET /assistants/{slug}/proposals/?state=open|approved|rejected`` (default open)."""
+    """``GET /assistants/{slug}/proposals/?state=open|approved|rejected`` (default open);
+    ``POST`` files an agent's proposal, checked like the model's, for a person to review."""
+
+    @extend_schema(
+        operation_id="memory_proposal_file", request=FileProposalInput, responses={201: ProposalOutput}
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        assistant = assistant_get(team=self.team, slug=slug)
+        data = validated(FileProposalInput, self.json_object())
+        key = self.team_context.api_key
+        filed_by = f"api key {key.name}" if key is not None else str(self.acting_user() or "")
+        return Response(file_proposal_payload(assistant, data, filed_by=filed_by), status=201)
 
     @extend_schema(
         operation_id="memory_proposals",

@@ -251,3 +251,68 @@ def test_without_vectors_word_order_alone_is_not_a_duplicate(world):
     write(world, "MEMORY.md", "- Deploys go out on Fridays")
     write(world, "memory/2026-02-16.md", "- On Fridays, deploys go out", author="flush", user=None)
     assert run_consolidation(world.assistant)["proposed"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_files_a_proposal_over_mcp_and_rest_instead_of_writing(
+    asgi_live_server, world, acme_secret, api
+):
+    from tests.mcp_client import call_tool, mcp_url, tool_error, tool_json
+
+    write(
+        world, "MEMORY.md", "- The sync is on Tuesdays\n- Budget is 10k\n- Deploys on Fridays\n- Tea at four"
+    )
+    write(world, "memory/2026-02-17.md", "- The sync moved to Thursdays", author="agent", user=None)
+    url = mcp_url(asgi_live_server.url)
+    filed = tool_json(
+        call_tool(
+            url,
+            acme_secret,
+            "memory_propose",
+            {
+                "kind": "supersede",
+                "sources": [{"path": "MEMORY.md", "line": 1}, {"path": "memory/2026-02-17.md", "line": 1}],
+                "new_text": "- The sync is on Thursdays",
+                "rationale": "the user said it moved",
+            },
+        )
+    )
+    assert (
+        filed["state"] == "open"
+        and filed["kind"] == "supersede"
+        and filed["reason"].startswith("filed by mcp")
+    )
+    refused = tool_error(
+        call_tool(
+            url,
+            acme_secret,
+            "memory_propose",
+            {"kind": "retire", "sources": [{"path": "MEMORY.md", "line": 9}]},
+        )
+    )
+    assert (
+        refused["code"] == "invalid_proposal"
+        and refused["details"]["reason"] == "source MEMORY.md#L9 does not exist"
+    )
+    rest = api.post(
+        PROPOSALS,
+        {"kind": "retire", "sources": [{"path": "MEMORY.md", "line": 4}], "rationale": "stale"},
+        format="json",
+    )
+    assert rest.status_code == 201, rest.content
+    assert_error(
+        api.post(
+            PROPOSALS,
+            {
+                "kind": "retire",
+                "sources": [{"path": "MEMORY.md", "line": 1}, {"path": "MEMORY.md", "line": 2}],
+            },
+            format="json",
+        ),
+        400,
+        "invalid_proposal",
+    )
+    assert MemoryDocument.objects.get(path="MEMORY.md").content.startswith(
+        "- The sync is on Tuesdays"
+    )  # unchanged
+    assert Proposal.objects.filter(state="open").count() == 2
