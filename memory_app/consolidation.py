@@ -289,21 +289,42 @@ def similar_by_vectors(assistant: Assistant, entries: Sequence[Entry]) -> list[t
     ]
 
 
+AUTO_APPLY = Provenance(author="agent", note="auto-apply (memoryConsolidation.autoApply)")
+
+
+def auto_apply(proposal: Proposal) -> bool:
+    """Apply a new proposal when its kind is in the assistant's ``memoryConsolidation.autoApply``.
+
+    Never one that rests on an untrusted line (a person decides those), and never when a source
+    changed meanwhile; otherwise the proposal stays open for review. Returns whether it applied.
+    """
+    if proposal.kind not in proposal.assistant.config.consolidation.auto_apply:
+        return False
+    if any(source.get("trust") == Trust.UNTRUSTED for source in proposal.sources):
+        return False
+    try:
+        approve_proposal(proposal, provenance=AUTO_APPLY)
+    except (ProposalStale, ProposalDecided):
+        return False
+    return True
+
+
 def run_consolidation(assistant: Assistant) -> dict[str, Any]:
     """The deterministic pass: propose a merge for each duplicate group not proposed before."""
     entries = collect_entries(assistant)
-    proposed = known = 0
+    proposed = known = applied = 0
     for group, confidence in duplicate_groups(entries, similar_by_vectors(assistant, entries)):
         key = fingerprint(Proposal.Kind.MERGE, [entry.text for entry in group])
         if Proposal.objects.filter(assistant=assistant, fingerprint=key).exists():
             known += 1  # open, approved or rejected before: a rejection is remembered
             continue
         with transaction.atomic():
-            _, created = Proposal.objects.get_or_create(
+            proposal, created = Proposal.objects.get_or_create(
                 assistant=assistant, fingerprint=key, defaults=_merge_fields(assistant, group, confidence)
             )
         proposed += int(created)
-    return {"entries": len(entries), "proposed": proposed, "known": known}
+        applied += int(created and auto_apply(proposal))
+    return {"entries": len(entries), "proposed": proposed, "known": known, "auto_applied": applied}
 
 
 # --- review ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from memory_app.consolidation import (
     Entry,
     ProposalStale,
     apply_change,
+    auto_apply,
     collect_entries,
     fingerprint,
     run_consolidation,
@@ -93,11 +94,17 @@ SYSTEM_PROMPT = (
 @dataclass
 class ModelPassOutcome:
     proposed: int = 0
+    auto_applied: int = 0
     discarded: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"proposed": self.proposed, "discarded": self.discarded, "error": self.error}
+        return {
+            "proposed": self.proposed,
+            "auto_applied": self.auto_applied,
+            "discarded": self.discarded,
+            "error": self.error,
+        }
 
 
 class Invalid(Exception):
@@ -277,8 +284,9 @@ def run_model_pass(assistant: Assistant, model: ChatModel) -> ModelPassOutcome:
             )
             continue
         with transaction.atomic():
-            Proposal.objects.create(assistant=assistant, **fields)
+            proposal = Proposal.objects.create(assistant=assistant, **fields)
         outcome.proposed += 1
+        outcome.auto_applied += int(auto_apply(proposal))
     return outcome
 
 

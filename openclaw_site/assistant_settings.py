@@ -150,10 +150,14 @@ SCHEMA: dict[str, Any] = {
     "memoryConsolidation": {
         "schedule": Field("nightly", str, choices=("nightly", "off")),
         "hour": Field(3, int, minimum=0, maximum=23),
+        # The kinds of proposal the job applies without a review (none by default); never one
+        # resting on an untrusted line.
+        "autoApply": Field([], list, item_kind=str),
     },
 }
 
 _SOURCE_CHOICES = ("memory", "sessions")
+_PROPOSAL_KINDS = ("merge", "supersede", "promote", "retire")
 
 
 def default_settings() -> dict[str, Any]:
@@ -233,6 +237,12 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
 
 
 def _check_cross_fields(settings: dict[str, Any]) -> None:
+    for index, kind in enumerate(settings["memoryConsolidation"]["autoApply"]):
+        if kind not in _PROPOSAL_KINDS:
+            raise SettingsError(
+                f"settings.memoryConsolidation.autoApply[{index}]",
+                f"must be one of: {', '.join(_PROPOSAL_KINDS)}",
+            )
     for index, source in enumerate(settings["memorySearch"]["sources"]):
         if source not in _SOURCE_CHOICES:
             raise SettingsError(f"settings.memorySearch.sources[{index}]", "must be memory or sessions")
@@ -531,6 +541,7 @@ class ConsolidationSettings:
 
     schedule: str = "nightly"
     hour: int = 3
+    auto_apply: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -554,7 +565,9 @@ def parse_settings(document: Any) -> AssistantSettings:
         pruning=_pruning(checked["contextPruning"]),
         memory_search=_memory_search(checked["memorySearch"]),
         consolidation=ConsolidationSettings(
-            schedule=checked["memoryConsolidation"]["schedule"], hour=checked["memoryConsolidation"]["hour"]
+            schedule=checked["memoryConsolidation"]["schedule"],
+            hour=checked["memoryConsolidation"]["hour"],
+            auto_apply=tuple(checked["memoryConsolidation"]["autoApply"]),
         ),
     )
 

@@ -273,6 +273,7 @@ CHANGED: dict[str, Any] = {
     "memorySearch.citations": "off",
     "memoryConsolidation.schedule": "off",
     "memoryConsolidation.hour": 22,
+    "memoryConsolidation.autoApply": ["merge"],
 }
 
 

@@ -316,3 +316,21 @@ def test_an_agent_files_a_proposal_over_mcp_and_rest_instead_of_writing(
         "- The sync is on Tuesdays"
     )  # unchanged
     assert Proposal.objects.filter(state="open").count() == 2
+
+
+def test_auto_apply_is_off_by_default_and_never_touches_untrusted_lines(week):
+    assert week.assistant.config.consolidation.auto_apply == ()
+    assert run_consolidation(week.assistant)["auto_applied"] == 0
+    assert set(Proposal.objects.values_list("state", flat=True)) == {"open"}
+
+
+def test_auto_apply_of_merges_when_the_setting_asks(week):
+    week.assistant.settings = {**week.assistant.settings, "memoryConsolidation": {"autoApply": ["merge"]}}
+    week.assistant.save()
+    outcome = run_consolidation(week.assistant)
+    assert outcome["proposed"] == 2 and outcome["auto_applied"] == 1
+    applied = Proposal.objects.get(state="approved")
+    assert "sync" in applied.new_text and applied.decided_by is None
+    assert MemoryRevision.objects.filter(proposal=applied, trust="agent", origin_kind="proposal").exists()
+    # The approvals group cites an untrusted line: a person decides it.
+    assert Proposal.objects.get(new_text__contains="approvals").state == "open"
