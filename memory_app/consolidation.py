@@ -185,18 +185,16 @@ def apply_change(
 
     ``merge`` and ``supersede``: the first source's line becomes ``new_text``, the other sources
     go. ``retire``: every source goes. ``promote``: ``new_text`` is appended to ``target_path``
-    and the sources leave their daily notes. Raises `ProposalStale` when a source line no longer
-    holds its text.
+    and the sources leave their daily notes. A source line that moved (another approval removed
+    lines above it) is found by its text, the nearest copy first; `ProposalStale` when its text
+    is no longer in the document.
     """
     lines = {path: split_lines(text) for path, text in contents.items()}
-    for source in sources:
-        current = lines.get(source["path"], [])
-        if not 1 <= source["line"] <= len(current) or current[source["line"] - 1] != source["text"]:
-            raise ProposalStale(source["path"], source["line"])
     keep_first = kind in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE)
     replaced: dict[str, dict[int, list[str]]] = defaultdict(dict)
     for index, source in enumerate(sources):
-        replaced[source["path"]][source["line"]] = split_lines(new_text) if index == 0 and keep_first else []
+        number = _current_line(lines.get(source["path"], []), source, taken=replaced[source["path"]])
+        replaced[source["path"]][number] = split_lines(new_text) if index == 0 and keep_first else []
     result = {}
     for path, changes in replaced.items():
         out: list[str] = []
@@ -206,6 +204,17 @@ def apply_change(
     if kind == Proposal.Kind.PROMOTE:
         result[target_path] = appended_text(result.get(target_path, contents.get(target_path, "")), new_text)
     return result
+
+
+def _current_line(lines: Sequence[str], source: dict[str, Any], *, taken: dict[int, Any]) -> int:
+    """Where the source's text is now: its own line if unchanged, else the nearest free copy."""
+    wanted, text = int(source["line"]), str(source["text"])
+    if 1 <= wanted <= len(lines) and lines[wanted - 1] == text and wanted not in taken:
+        return wanted
+    copies = [n for n, line in enumerate(lines, start=1) if line == text and n not in taken]
+    if not copies:
+        raise ProposalStale(source["path"], wanted)
+    return min(copies, key=lambda n: abs(n - wanted))
 
 
 def apply_proposal(contents: dict[str, str], proposal: Proposal, new_text: str) -> dict[str, str]:

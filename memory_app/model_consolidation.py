@@ -30,7 +30,7 @@ from memory_app.consolidation import (
     run_consolidation,
     unified_diff,
 )
-from memory_app.lines import is_entry, split_lines
+from memory_app.lines import is_entry, similarity, split_lines
 from memory_app.models import MemoryDocument, Proposal
 from memory_app.paths import InvalidPath, validate_memory_path
 from openclaw_site.models import Assistant, UsagePurpose
@@ -43,6 +43,10 @@ logger = logging.getLogger(__name__)
 TOOL_NAME = "propose_memory_changes"
 # A proposal may drop at most this share of any document's entries.
 MAX_LOSS = 0.25
+# A merge's every source must be at least this alike its new text (difflib ratio of normal forms).
+MERGE_LIKENESS = 0.5
+# A supersede replaces at most this many older lines by its new one.
+MAX_SUPERSEDED = 2
 # How many entries the model is shown at most (the rest wait for the next run).
 MAX_MODEL_ENTRIES = 400
 KINDS = [Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE, Proposal.Kind.PROMOTE, Proposal.Kind.RETIRE]
@@ -188,6 +192,12 @@ def _sources(raw: dict[str, Any], by_line: dict[tuple[str, int], Entry]) -> list
     kind = raw["kind"]
     if kind in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE) and len(cited) < 2:
         raise Invalid(f"a {kind} needs at least two sources")
+    if kind == Proposal.Kind.SUPERSEDE and len(cited) > MAX_SUPERSEDED + 1:
+        raise Invalid(f"a supersede replaces at most {MAX_SUPERSEDED} lines by one")
+    if kind == Proposal.Kind.MERGE:
+        for entry in cited:  # a merge folds lines that say the same thing, nothing else
+            if similarity(entry.text, raw["new_text"]) < MERGE_LIKENESS:
+                raise Invalid(f"{entry.path}#L{entry.line} does not say what new_text says")
     if (
         kind in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE, Proposal.Kind.PROMOTE)
         and not raw["new_text"].strip()
@@ -209,14 +219,15 @@ def _entries(text: str) -> int:
     return sum(1 for line in split_lines(text) if is_entry(line))
 
 
-def _check_loss(before: dict[str, str], after: dict[str, str]) -> None:
-    """Refuse a change that drops more than `MAX_LOSS` of the entries of the documents it touches.
+def _check_loss(before: dict[str, str], after: dict[str, str], *, consolidated: int) -> None:
+    """Refuse a change that loses more than `MAX_LOSS` of the entries of the documents it touches.
 
-    Counted over the touched documents together: a merge moving a daily note's one line into
-    MEMORY.md empties nothing, a retire of most of a document is refused.
+    Counted over the touched documents together, so a promotion moving a daily note's one line
+    into MEMORY.md loses nothing; the ``consolidated`` lines a merge or supersede folds into its
+    new text are not lost either; a retire of most of a document is refused.
     """
     had = sum(_entries(before.get(path, "")) for path in after)
-    has = sum(_entries(text) for text in after.values())
+    has = sum(_entries(text) for text in after.values()) + consolidated
     if had and (had - has) / had > MAX_LOSS:
         paths = ", ".join(sorted(after))
         raise Invalid(f"drops {had - has} of {had} entries of {paths} (more than {MAX_LOSS:.0%})")
@@ -238,7 +249,8 @@ def validate(assistant: Assistant, raw: Any, by_line: dict[tuple[str, int], Entr
         )
     except ProposalStale as error:
         raise Invalid(f"the change does not apply: {error}") from None
-    _check_loss(before, after)
+    folded = len(cited) - 1 if raw["kind"] in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE) else 0
+    _check_loss(before, after, consolidated=folded)
     key = fingerprint(raw["kind"], [entry.text for entry in cited] + [raw["new_text"]])
     if Proposal.objects.filter(assistant=assistant, fingerprint=key).exists():
         raise Invalid("proposed before (open, approved or rejected)")

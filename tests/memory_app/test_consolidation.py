@@ -334,3 +334,16 @@ def test_auto_apply_of_merges_when_the_setting_asks(week):
     assert MemoryRevision.objects.filter(proposal=applied, trust="agent", origin_kind="proposal").exists()
     # The approvals group cites an untrusted line: a person decides it.
     assert Proposal.objects.get(new_text__contains="approvals").state == "open"
+
+
+def test_a_source_line_that_moved_is_found_by_its_text() -> None:
+    from memory_app.consolidation import ProposalStale, apply_change
+
+    sources = [
+        {"path": "a.md", "line": 3, "text": "- x", "revision": 1, "trust": "owner"},
+        {"path": "a.md", "line": 4, "text": "- X.", "revision": 1, "trust": "owner"},
+    ]
+    moved = {"a.md": "- y\n- x\n- X."}  # a line above them went
+    assert apply_change(moved, kind="merge", sources=sources, new_text="- x") == {"a.md": "- y\n- x"}
+    with pytest.raises(ProposalStale):
+        apply_change({"a.md": "- y\n- X."}, kind="merge", sources=sources, new_text="- x")
