@@ -109,3 +109,12 @@ def proposal_get(*, team: Team, pk: int) -> Proposal:
     if proposal is None:
         raise NotFound("proposal", within=None)
     return proposal
+
+
+def team_proposal_list(*, team: Team, state: str) -> QuerySet[Proposal]:
+    """Return the proposals in ``state`` of every assistant of the team, most confident first."""
+    return (
+        Proposal.objects.filter(assistant__team=team, state=state)
+        .select_related("assistant", "decided_by")
+        .order_by("-confidence", "pk")
+    )

@@ -8,6 +8,7 @@ functions as the REST API, attributed to the signed-in person.
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -16,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memory_app.consolidation import ProposalDecided, ProposalStale, approve_proposal, reject_proposal
 from memory_app.documents import Provenance, StaleWrite
 from memory_app.models import Author, Proposal
-from memory_app.selectors import proposal_list
+from memory_app.selectors import proposal_list, team_proposal_list
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get
 from openclaw_site.tasks import TaskOwner, enqueue
@@ -75,11 +76,45 @@ def _chosen(request: WebRequest) -> tuple[str, list[int]]:
 @require_POST
 @team_view
 def memory_review_decide(request: WebRequest, slug: str) -> HttpResponse:
-    """Approve or reject the chosen proposals; an approval takes the edited text of its form."""
+    """Approve or reject the chosen proposals of one assistant."""
     assistant = assistant_get(team=request.web.team, slug=slug)
     request.web.require(Role.MEMBER)
+    _decide(request, Proposal.objects.filter(assistant=assistant))
+    return redirect(reverse("memory-review", args=[assistant.slug]))
+
+
+@require_GET
+@team_view
+def team_review(request: WebRequest) -> HttpResponse:
+    """Every assistant's proposals of one state (open by default): the team's review queue."""
+    state = request.GET.get("state", Proposal.State.OPEN)
+    if state not in Proposal.State.values:
+        state = Proposal.State.OPEN
+    return render_page(
+        request,
+        "memory/team_review.html",
+        {
+            "proposals": list(team_proposal_list(team=request.web.team, state=state)[:200]),
+            "state": state,
+            "states": STATES,
+        },
+        partial="queue",
+    )
+
+
+@require_POST
+@team_view
+def team_review_decide(request: WebRequest) -> HttpResponse:
+    """Approve or reject the chosen proposals of any of the team's assistants."""
+    request.web.require(Role.MEMBER)
+    _decide(request, team_proposal_list(team=request.web.team, state=Proposal.State.OPEN))
+    return redirect(reverse("team-review"))
+
+
+def _decide(request: WebRequest, allowed: QuerySet[Proposal]) -> None:
+    """Approve or reject the chosen proposals among ``allowed``; an approval takes its edited text."""
     action, ids = _chosen(request)
-    proposals = Proposal.objects.filter(assistant=assistant, pk__in=ids).order_by("pk")
+    proposals = allowed.filter(pk__in=ids).select_related("assistant").order_by("pk")
     provenance = Provenance(author=Author.USER, user=request.user, note="review queue")
     done = 0
     for proposal in proposals:
@@ -103,4 +138,3 @@ def memory_review_decide(request: WebRequest, slug: str) -> HttpResponse:
         messages.success(request, f"{verb} {done} proposal{'s' if done != 1 else ''}.")
     elif not ids:
         messages.error(request, "Select at least one proposal.")
-    return redirect(reverse("memory-review", args=[assistant.slug]))

@@ -37,6 +37,8 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
     path("assistants/<slug:slug>/memory/reindex/", memory.memory_reindex, name="memory-reindex"),
     path("assistants/<slug:slug>/memory/review/", review.memory_review, name="memory-review"),
+    path("review/", review.team_review, name="team-review"),
+    path("review/decide/", review.team_review_decide, name="team-review-decide"),
     path(
         "assistants/<slug:slug>/memory/review/decide/",
         review.memory_review_decide,

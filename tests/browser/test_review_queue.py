@@ -69,6 +69,10 @@ def test_review_queue_approve_edited_and_reject(page, live_server, world, sign_i
     assert MemoryDocument.objects.get(path="MEMORY.md").content == "- The weekly sync is on Tuesdays at 10:00"
     assert set(Proposal.objects.values_list("state", flat=True)) == {"approved", "rejected"}
 
+    page.goto(f"{live_server.url}/review/?state=approved")
+    expect(page.locator(".proposal")).to_have_count(1)
+    assert page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+
     page.goto(f"{live_server.url}/assistants/helper/memory/doc/MEMORY.md")
     page.get_by_role("link", name="Who wrote it").click()
     expect(page.locator(".blame li").first).to_contain_text("proposal")

@@ -67,3 +67,22 @@ def test_bulk_approve_applies_each(queue):
     other = Proposal.objects.get(assistant=queue.other_assistant)
     signed_in(queue.alice).post(REVIEW + "decide/", {"action": "approve", "ids": [other.pk]})
     assert Proposal.objects.get(pk=other.pk).state == "open"  # another team's: untouched
+
+
+def test_the_team_queue_lists_every_assistant_and_decides_across_them(queue):
+    second = factories.make_assistant(queue.acme, "scribe")
+    factories.make_document(second, "MEMORY.md", "- Coffee at ten\n- coffee at ten.")
+    run_consolidation(second)
+    page = signed_in(queue.vera).get("/review/")
+    content = page.content.decode()
+    assert page.status_code == 200 and "Coffee at ten" in content and "The sync is on Tuesdays" in content
+    assert "Rival secret" not in content and "/assistants/scribe/memory/review/" in content
+    assert b'id="queue"' in signed_in(queue.vera).get("/review/", **HX).content
+    coffee = Proposal.objects.get(assistant=second)
+    rival = Proposal.objects.get(assistant=queue.other_assistant)
+    signed_in(queue.bob).post("/review/decide/", {"action": "reject", "ids": [coffee.pk, rival.pk]})
+    assert Proposal.objects.get(pk=coffee.pk).state == "rejected"
+    assert Proposal.objects.get(pk=rival.pk).state == "open"
+    assert (
+        signed_in(queue.vera).post("/review/decide/", {"decide": f"approve:{coffee.pk}"}).status_code == 403
+    )
