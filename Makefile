@@ -119,6 +119,7 @@ bench-neighbours: dev-setup migrate
 eval: dev-setup migrate
 	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json
 	$(PY) manage.py eval_insuranceqa --settings=evaluation.settings
+	$(PY) manage.py eval_consolidation --settings=evaluation.settings
 
 clean-db:
 	-$(PY) manage.py embedded_db stop

@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memory_app.api.search_views import SearchInput, search_payload
+from memory_app.api.trust_views import FileProposalInput, file_proposal_payload
 from memory_app.api.views import memory_write_payload
 from memory_app.documents import (
     Provenance,
@@ -35,7 +36,7 @@ from memory_app.documents import (
 )
 from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
-from openclaw_site.api.base import not_found
+from openclaw_site.api.base import not_found, validated
 from openclaw_site.auth import TeamContext, check_scope
 from openclaw_site.errors import ApiError, error_body
 from openclaw_site.idempotency import (
@@ -395,7 +396,64 @@ def _agent_provenance(caller: McpCaller) -> Provenance:
     """MCP writes are authored by "agent"; the note names the API key the agent connected with."""
     key = caller.context.api_key
     note = f"mcp via api key {key.name} ({key.prefix})" if key is not None else "mcp"
-    return Provenance(author=Author.AGENT, note=note)
+    return Provenance(
+        author=Author.AGENT,
+        note=note,
+        api_key_pk=key.pk if key is not None else None,
+        api_key_name=key.name if key is not None else "",
+    )
+
+
+@server.tool(
+    name="memory_propose",
+    title="Propose a memory change",
+    description=(
+        "Instead of rewriting memory yourself, propose a change for a person to review. kind='merge' "
+        "keeps one line for duplicates (the first source's line becomes new_text, the other sources "
+        "are removed); 'supersede' replaces an outdated fact (cite the old line first) by new_text; "
+        "'promote' copies a durable fact from a daily note into MEMORY.md (target_path) and removes "
+        "it from the note; 'retire' removes stale lines. Cite each line as {path, line} exactly as "
+        "memory_get numbers it. The proposal is checked (the lines exist, the change applies, it "
+        "drops at most a quarter of the entries it touches) and refused with the reason otherwise; "
+        "nothing changes until a person approves it."
+    ),
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+)
+async def memory_propose(
+    ctx: Context,
+    kind: Annotated[
+        Literal["merge", "supersede", "promote", "retire"], Field(description="What the change does.")
+    ],
+    sources: Annotated[
+        list[dict[str, Any]],
+        Field(
+            description="The lines it rests on: [{path, line}], 1-based lines.", min_length=1, max_length=100
+        ),
+    ],
+    assistant: AssistantArg = None,
+    new_text: Annotated[
+        str, Field(description="merge, supersede, promote: the text to keep or add.", max_length=20000)
+    ] = "",
+    target_path: Annotated[
+        str, Field(description="promote only: the document to add to (MEMORY.md).", max_length=_PATH_MAX)
+    ] = "",
+    rationale: Annotated[str, Field(description="Why, for the reviewer.", max_length=1000)] = "",
+) -> CallToolResult:
+    def propose(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+        data = validated(
+            FileProposalInput,
+            {
+                "kind": kind,
+                "sources": sources,
+                "new_text": new_text,
+                "target_path": target_path,
+                "rationale": rationale,
+            },
+        )
+        key = caller.context.api_key
+        return file_proposal_payload(found, data, filed_by=f"mcp via api key {key.name}" if key else "mcp")
+
+    return await call_tool(ctx, scope=Scope.MEMORY_WRITE, assistant=assistant, action=propose)
 
 
 @server.tool(

@@ -14,8 +14,19 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction, content_hash
+from memory_app.forgotten import blocked_lines, is_forgotten
+from memory_app.lines import drop_duplicates, encode_runs, first_appended_line, is_entry, split_lines
+from memory_app.models import (
+    Author,
+    MemoryDocument,
+    MemoryRevision,
+    OriginKind,
+    RevisionAction,
+    Trust,
+    content_hash,
+)
 from memory_app.paths import mirror_ancestors, mirror_clash, validate_memory_path
+from memory_app.provenance import next_origins
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed, notifications_are_held
 from openclaw_site.errors import ApiError
@@ -45,13 +56,45 @@ class WorkspaceNotWritable(Exception):
 
 @dataclass(frozen=True)
 class Provenance:
-    """Who causes a write: the author kind plus the user, session and message behind it."""
+    """Who causes a write: the author kind plus the user, API key, session, message or import behind it.
+
+    ``untrusted`` marks text derived from outside content (a fetched page or file the agent read);
+    `kind` and `trust` follow from the rest (docs/design.md, Provenance, consolidation and forgetting).
+    """
 
     author: str
     user: Any = None
     session_pk: int | None = None
     message_pk: int | None = None
     note: str = ""
+    api_key_pk: int | None = None
+    api_key_name: str = ""
+    import_pk: int | None = None
+    proposal_pk: int | None = None
+    untrusted: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.proposal_pk is not None:
+            return OriginKind.PROPOSAL
+        if self.author == Author.AGENT:
+            return OriginKind.AGENT
+        if self.author == Author.FLUSH:
+            return OriginKind.FLUSH
+        if self.author == Author.IMPORT:
+            return OriginKind.IMPORT
+        if self.api_key_pk is not None and not getattr(self.user, "pk", None):
+            return OriginKind.API_KEY
+        return OriginKind.PERSON
+
+    @property
+    def trust(self) -> str:
+        kind = self.kind
+        if self.untrusted or kind == OriginKind.IMPORT:
+            return Trust.UNTRUSTED
+        if kind == OriginKind.PROPOSAL:  # approved by a person, or by a key (a program)
+            return Trust.OWNER if getattr(self.user, "pk", None) else Trust.AGENT
+        return Trust.OWNER if kind == OriginKind.PERSON else Trust.AGENT
 
 
 def check_mirror_room(assistant: Assistant, path: str, *, moving_from: str | None = None) -> None:
@@ -109,8 +152,12 @@ def _revision(
     content: str,
     action: str,
     provenance: Provenance,
+    lineage: MemoryDocument | None = None,
+    base: MemoryRevision | None = None,
 ) -> MemoryRevision:
+    """Insert the revision; its line origins carry on from ``base`` (default: ``lineage``'s newest)."""
     check_writable(assistant)  # every write leaves a revision, so this refuses them all
+    origins = next_origins(lineage or document, content, base=base)
     return MemoryRevision.objects.create(
         assistant=assistant,
         document=document,
@@ -123,6 +170,13 @@ def _revision(
         session_pk=provenance.session_pk,
         message_pk=provenance.message_pk,
         note=provenance.note[:255],
+        origin_kind=provenance.kind,
+        trust=provenance.trust,
+        api_key_pk=provenance.api_key_pk,
+        api_key_name=provenance.api_key_name[:100],
+        import_pk=provenance.import_pk,
+        proposal_id=provenance.proposal_pk,
+        line_origins=encode_runs(origins),
     )
 
 
@@ -142,6 +196,7 @@ def write_document(
     )
     if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
         raise StaleWrite(path, current_revision=current_revision_id(document=document) if document else None)
+    content = _without_forgotten(assistant, content, provenance)
     if document is not None and document.content == content:
         return document, None
     action = RevisionAction.UPDATE if document else RevisionAction.CREATE
@@ -156,6 +211,15 @@ def write_document(
     )
     _notify(assistant, path, document.pk)
     return document, revision
+
+
+def _without_forgotten(assistant: Assistant, content: str, provenance: Provenance) -> str:
+    """Leave out forgotten lines from a write that is not a person's (memory_app.forgotten)."""
+    if provenance.trust == Trust.OWNER:
+        return content
+    lines = split_lines(content)
+    blocked = blocked_lines(assistant.pk, lines)
+    return "\n".join(line for index, line in enumerate(lines) if index not in blocked) if blocked else content
 
 
 def _insert_document(*, assistant: Assistant, path: str, content: str) -> MemoryDocument:
@@ -189,19 +253,82 @@ def appended_text(existing: str, addition: str) -> str:
     return f"{existing}{separator}{addition}"
 
 
+@dataclass(frozen=True)
+class Duplicate:
+    """A line of an append that memory already holds: where its copy is."""
+
+    text: str
+    path: str
+    line: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "path": self.path, "line": self.line}
+
+
+@dataclass(frozen=True)
+class AppendOutcome:
+    """What an append stored: the document, its new revision (None: nothing new), what it skipped."""
+
+    document: MemoryDocument
+    revision: MemoryRevision | None
+    duplicates: tuple[Duplicate, ...] = ()
+    forgotten: int = 0  # lines left out because their source was forgotten
+
+
+# Besides the document appended to, a repeat of a line of these is not stored (docs/design.md,
+# Provenance, consolidation and forgetting: write-time hygiene).
+DURABLE_PATHS = ("MEMORY.md", "memory.md")
+
+
+def _new_lines(
+    document: MemoryDocument, addition: str, provenance: Provenance
+) -> tuple[str | None, tuple[Duplicate, ...], int]:
+    """The part of ``addition`` to store (None: nothing new), the duplicates and forgotten lines left out."""
+    others = MemoryDocument.objects.filter(
+        assistant_id=document.assistant_id, path__in=DURABLE_PATHS
+    ).exclude(pk=document.pk)
+    existing = {document.path: split_lines(document.content)}
+    existing.update({other.path: split_lines(other.content) for other in others.order_by("path")})
+    lines = split_lines(addition)
+    blocked = blocked_lines(document.assistant_id, lines) if provenance.trust != Trust.OWNER else set()
+    lines = [line for index, line in enumerate(lines) if index not in blocked]
+    kept, dropped = drop_duplicates(
+        lines, existing, target=document.path, first_line=first_appended_line(document.content)
+    )
+    duplicates = tuple(Duplicate(lines[index], path, line) for index, path, line in dropped)
+    if (duplicates or blocked) and not any(is_entry(line) for line in kept):
+        return None, duplicates, len(blocked)
+    return "\n".join(kept), duplicates, len(blocked)
+
+
 @transaction.atomic
 def append_to_document(
     *, assistant: Assistant, path: str, addition: str, provenance: Provenance
-) -> tuple[MemoryDocument, MemoryRevision]:
-    """Append text to a document (creating it), under a row lock so concurrent appends both land."""
+) -> AppendOutcome:
+    """Append text to a document (creating it), under a row lock so concurrent appends both land.
+
+    Entries memory already holds (`DURABLE_PATHS` and the document itself, compared in their
+    normal form, `memory_app.lines`) are left out and reported, and so are forgotten lines
+    (`memory_app.forgotten`); when nothing new remains, nothing is written.
+    """
     path = validate_memory_path(path)
     if not MemoryDocument.objects.filter(assistant=assistant, path=path).exists():
         check_mirror_room(assistant, path)
-    MemoryDocument.objects.get_or_create(
+    _, created = MemoryDocument.objects.get_or_create(
         assistant=assistant, path=path, defaults={"content_hash": content_hash("")}
     )
     document = MemoryDocument.objects.select_for_update(no_key=True).get(assistant=assistant, path=path)
-    document.content = appended_text(document.content, addition)
+    new: str | None
+    duplicates: tuple[Duplicate, ...]
+    if is_forgotten(assistant.pk, "session", provenance.session_pk):  # a replayed flush of it
+        new, duplicates, forgotten = None, (), len(split_lines(addition))
+    else:
+        new, duplicates, forgotten = _new_lines(document, addition, provenance)
+    if new is None:
+        if created:  # nothing to store: the new, empty document goes too
+            document.delete()
+        return AppendOutcome(document, None, duplicates, forgotten)
+    document.content = appended_text(document.content, new)
     check_document_size(path, document.content)  # each revision is a full copy: bounded by the limit
     document.content_hash = content_hash(document.content)
     document.save()
@@ -214,7 +341,7 @@ def append_to_document(
         provenance=provenance,
     )
     _notify(assistant, path, document.pk)
-    return document, revision
+    return AppendOutcome(document, revision, duplicates, forgotten)
 
 
 def daily_note_path(day: date) -> str:
@@ -229,7 +356,7 @@ def _check_agent_writable(assistant: Assistant) -> None:
 
 def agent_append_daily_note(
     *, assistant: Assistant, text: str, today: date, provenance: Provenance
-) -> tuple[MemoryDocument, MemoryRevision]:
+) -> AppendOutcome:
     """An agent's note: append to today's daily note, only when the workspace is ``rw``."""
     _check_agent_writable(assistant)
     return append_to_document(
@@ -272,6 +399,7 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
         content=document.content,
         action=RevisionAction.DELETE,
         provenance=provenance,
+        lineage=document,
     )
     MemoryRevision.objects.filter(document=document).update(document=None)
     assistant, path = document.assistant, document.path
@@ -338,6 +466,7 @@ def revert_document(
         content=document.content,
         action=RevisionAction.REVERT,
         provenance=provenance,
+        base=revision,
     )
     _notify(document.assistant, document.path, document.pk)
     return document, new
@@ -354,7 +483,9 @@ def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[s
 
 
 __all__ = [
+    "AppendOutcome",
     "Author",
+    "Duplicate",
     "PathTaken",
     "Provenance",
     "StaleWrite",

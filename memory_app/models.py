@@ -58,11 +58,42 @@ class RevisionAction(models.TextChoices):
     RENAME = "rename"
 
 
+class OriginKind(models.TextChoices):
+    """Where a revision's new lines came from (docs/design.md, Provenance, consolidation and forgetting)."""
+
+    PERSON = "person"  # a signed-in person: dashboard, admin, REST with a browser session
+    API_KEY = "api_key"  # REST with an API key
+    AGENT = "agent"  # an agent's tool: MCP, the OpenClaw plugin
+    FLUSH = "flush"  # the memory flush of a session
+    IMPORT = "import"  # a workspace import
+    PROPOSAL = "proposal"  # an approved consolidation proposal
+
+
+class Trust(models.TextChoices):
+    OWNER = "owner"  # a person of the team wrote or approved it
+    AGENT = "agent"  # the model or a program, from the conversation
+    UNTRUSTED = "untrusted"  # derived from outside content (a fetched page or file, an import)
+
+
+class MemoryImport(models.Model):
+    """One import of outside text into an assistant's memory; what `forget` names with ``import``."""
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_imports")
+    label = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.assistant}: {self.label}"
+
+
 class MemoryRevision(models.Model):
     """Who wrote what, and from which message. Kept when the document is deleted (no data is lost).
 
     ``session_pk``/``message_pk`` point at sessions_app rows without a foreign key: memory_app is the
-    lower layer and knows nothing about sessions (docs/architecture.md).
+    lower layer and knows nothing about sessions (docs/architecture.md). ``api_key_pk`` and
+    ``import_pk`` have none either, so a revision outlives the key or import it names.
+    ``line_origins`` is the revision each line of ``content`` first appeared in, run-length
+    encoded (`memory_app.lines`).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_revisions")
@@ -78,18 +109,127 @@ class MemoryRevision(models.Model):
     session_pk = models.BigIntegerField(null=True, blank=True)
     message_pk = models.BigIntegerField(null=True, blank=True)
     note = models.CharField(max_length=255, blank=True)
+    origin_kind = models.CharField(max_length=16, choices=OriginKind, default=OriginKind.PERSON)
+    trust = models.CharField(max_length=16, choices=Trust, default=Trust.OWNER)
+    api_key_pk = models.BigIntegerField(null=True, blank=True)
+    api_key_name = models.CharField(max_length=100, blank=True)
+    import_pk = models.BigIntegerField(null=True, blank=True)
+    # An approved consolidation proposal; the reviewer is ``user``.
+    proposal = models.ForeignKey(
+        "Proposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
+    )
+    line_origins = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            # Forget finds a source's revisions without a scan (memory_app.forget).
+            models.Index(fields=["assistant", "session_pk"], name="revision_session"),
+            models.Index(fields=["assistant", "api_key_pk"], name="revision_api_key"),
+            models.Index(fields=["assistant", "import_pk"], name="revision_import"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(author__in=Author.values), name="revision_author_valid"
             ),
+            models.CheckConstraint(
+                condition=models.Q(origin_kind__in=OriginKind.values), name="revision_origin_kind_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(trust__in=Trust.values), name="revision_trust_valid"),
         ]
 
     def __str__(self) -> str:
         return f"{self.path} {self.action} by {self.author} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class ForgottenSource(models.Model):
+    """A session, API key or import whose lines were forgotten (memory_app.forget).
+
+    ``key`` is the source's id (no foreign key: the source may be gone). ``line_hashes`` are the
+    normal-form hashes of the lines removed, which later writes other than a person's leave out.
+    """
+
+    class Kind(models.TextChoices):
+        SESSION = "session"
+        API_KEY = "api_key"
+        IMPORT = "import"
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="forgotten_sources")
+    kind = models.CharField(max_length=16, choices=Kind)
+    key = models.BigIntegerField()
+    line_hashes = models.JSONField(default=list, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "kind", "key"], name="forgotten_source_unique"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["session", "api_key", "import"]), name="forgotten_kind_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["kind", "key"], name="forgotten_kind_key")]
+
+    def __str__(self) -> str:
+        return f"forgotten {self.kind} {self.key} of {self.assistant}"
+
+
+class Proposal(models.Model):
+    """A consolidation proposal a person reviews (memory_app.consolidation).
+
+    ``documents`` are the line ranges it touches ``[{path, start_line, end_line}]``; ``sources``
+    cite each line it rests on ``[{path, line, text, revision, trust}]``; ``fingerprint`` names
+    what it proposes (its kind and the normal forms of its sources), so a rejected proposal is
+    not proposed again and an open one not twice.
+    """
+
+    class Kind(models.TextChoices):
+        MERGE = "merge"  # duplicates and near-duplicates: keep one line
+        SUPERSEDE = "supersede"  # a contradicted fact: the newer one wins, in the first source's place
+        PROMOTE = "promote"  # a durable fact from daily notes into MEMORY.md
+        RETIRE = "retire"  # lines a person marked stale: removed
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+
+    assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_proposals")
+    kind = models.CharField(max_length=16, choices=Kind)
+    state = models.CharField(max_length=16, choices=State, default=State.OPEN)
+    documents = models.JSONField(default=list)
+    new_text = models.TextField(blank=True)
+    sources = models.JSONField(default=list)
+    confidence = models.FloatField()
+    diff = models.TextField(blank=True)
+    # promote: the document the new text is appended to (MEMORY.md).
+    target_path = models.CharField(max_length=255, blank=True)
+    fingerprint = models.CharField(max_length=64)
+    reason = models.CharField(max_length=255, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_note = models.CharField(max_length=255, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-confidence", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["assistant", "fingerprint"], name="proposal_fingerprint_unique"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=["open", "approved", "rejected"]), name="proposal_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0) & models.Q(confidence__lte=1),
+                name="proposal_confidence_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["assistant", "state"], name="proposal_assistant_state")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} proposal {self.pk} ({self.state})"
 
 
 # --- The search index (docs/design.md, Data model; docs/openclaw-behaviour.md §4.4) ------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from memory_app.models import MemoryDocument, MemoryRevision, RevisionAction
-from openclaw_site.models import Assistant
+from memory_app.models import MemoryDocument, MemoryRevision, Proposal, RevisionAction
+from openclaw_site.models import Assistant, Team
 from openclaw_site.selectors import NotFound
 
 
@@ -90,3 +90,31 @@ def deleted_document_list(*, assistant: Assistant) -> list[MemoryRevision]:
         if revision.path not in live and revision.path not in latest:
             latest[revision.path] = revision
     return list(latest.values())
+
+
+def proposal_list(*, assistant: Assistant, state: str) -> QuerySet[Proposal]:
+    """Return the assistant's consolidation proposals in ``state``, most confident first."""
+    return (
+        Proposal.objects.filter(assistant=assistant, state=state)
+        .select_related("decided_by")
+        .order_by("-confidence", "pk")
+    )
+
+
+def proposal_get(*, team: Team, pk: int) -> Proposal:
+    """Return a proposal of one of the team's assistants, or raise NotFound."""
+    proposal = (
+        Proposal.objects.filter(assistant__team=team, pk=pk).select_related("assistant", "decided_by").first()
+    )
+    if proposal is None:
+        raise NotFound("proposal", within=None)
+    return proposal
+
+
+def team_proposal_list(*, team: Team, state: str) -> QuerySet[Proposal]:
+    """Return the proposals in ``state`` of every assistant of the team, most confident first."""
+    return (
+        Proposal.objects.filter(assistant__team=team, state=state)
+        .select_related("assistant", "decided_by")
+        .order_by("-confidence", "pk")
+    )

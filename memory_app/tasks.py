@@ -7,10 +7,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.utils import timezone
+
 from memory_app import debounce, indexing
+from memory_app.model_consolidation import consolidate, due_for_consolidation
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.models import Assistant, TaskRecord
-from openclaw_site.tasks import TaskOwner, WorkGone, defer_until, enqueue_once, report_progress
+from openclaw_site.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,33 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
     return indexing.reindex_assistant(
         assistant_id, full=full, progress=_report_task_progress, queue_external=not full
     ).as_dict()
+
+
+def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
+    """Run the consolidation job of an assistant (memory_app.model_consolidation.consolidate)."""
+    from openclaw_site.models import Assistant
+
+    assistant = Assistant.objects.filter(pk=assistant_id).first()
+    if assistant is None:
+        return {"skipped": "assistant deleted"}
+    return consolidate(assistant)
+
+
+def nightly_consolidation() -> dict[str, Any]:
+    """Queue the consolidation job of each assistant whose local hour is its ``memoryConsolidation.hour``.
+
+    Scheduled every hour (migration 0018), so each assistant with ``schedule: nightly`` is
+    consolidated once a day; archived assistants are left alone.
+    """
+    queued = due_for_consolidation(timezone.now())
+    for assistant in queued:
+        enqueue(
+            "memory_app.tasks.consolidate_assistant",
+            assistant.pk,
+            owner=TaskOwner.for_assistant(assistant),
+            kind="consolidate",
+        )
+    return {"queued": [assistant.pk for assistant in queued]}
 
 
 def _report_task_progress(data: dict[str, Any]) -> None:

@@ -145,9 +145,19 @@ SCHEMA: dict[str, Any] = {
         },
         "citations": Field("auto", str, choices=("auto", "on", "off")),
     },
+    # Not OpenClaw's: when the consolidation job runs by itself (docs/design.md, Provenance,
+    # consolidation and forgetting): nightly at this hour of the assistant's timezone, or never.
+    "memoryConsolidation": {
+        "schedule": Field("nightly", str, choices=("nightly", "off")),
+        "hour": Field(3, int, minimum=0, maximum=23),
+        # The kinds of proposal the job applies without a review (none by default); never one
+        # resting on an untrusted line.
+        "autoApply": Field([], list, item_kind=str),
+    },
 }
 
 _SOURCE_CHOICES = ("memory", "sessions")
+_PROPOSAL_KINDS = ("merge", "supersede", "promote", "retire")
 
 
 def default_settings() -> dict[str, Any]:
@@ -227,6 +237,12 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
 
 
 def _check_cross_fields(settings: dict[str, Any]) -> None:
+    for index, kind in enumerate(settings["memoryConsolidation"]["autoApply"]):
+        if kind not in _PROPOSAL_KINDS:
+            raise SettingsError(
+                f"settings.memoryConsolidation.autoApply[{index}]",
+                f"must be one of: {', '.join(_PROPOSAL_KINDS)}",
+            )
     for index, source in enumerate(settings["memorySearch"]["sources"]):
         if source not in _SOURCE_CHOICES:
             raise SettingsError(f"settings.memorySearch.sources[{index}]", "must be memory or sessions")
@@ -520,12 +536,22 @@ class MemorySearchSettings:
 
 
 @dataclass(frozen=True)
+class ConsolidationSettings:
+    """`memoryConsolidation`: whether the consolidation job runs nightly, and at which local hour."""
+
+    schedule: str = "nightly"
+    hour: int = 3
+    auto_apply: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AssistantSettings:
     """One assistant's settings, typed: what every module below the adapters reads."""
 
     compaction: CompactionSettings
     pruning: PruningSettings
     memory_search: MemorySearchSettings
+    consolidation: ConsolidationSettings = ConsolidationSettings()
 
 
 def parse_settings(document: Any) -> AssistantSettings:
@@ -538,6 +564,11 @@ def parse_settings(document: Any) -> AssistantSettings:
         compaction=_compaction(checked["compaction"]),
         pruning=_pruning(checked["contextPruning"]),
         memory_search=_memory_search(checked["memorySearch"]),
+        consolidation=ConsolidationSettings(
+            schedule=checked["memoryConsolidation"]["schedule"],
+            hour=checked["memoryConsolidation"]["hour"],
+            auto_apply=tuple(checked["memoryConsolidation"]["autoApply"]),
+        ),
     )
 
 

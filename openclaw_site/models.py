@@ -274,6 +274,7 @@ class UsagePurpose(models.TextChoices):
     FLUSH = "flush", "Memory flushes"
     COMPACTION = "compaction", "Compaction summaries"
     EMBEDDING = "embedding", "Embeddings"
+    CONSOLIDATION = "consolidation", "Memory consolidation"
 
 
 class ModelPrice(models.Model):

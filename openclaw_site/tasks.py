@@ -703,7 +703,14 @@ def report_progress(done: int, total: int | None, message: str = "") -> None:
 # listed (a new task nobody classified yet) needs `admin` until it is.
 TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
-        ("reindex", "reindex_document", "reindex_assistant", "refresh_indexes", "export_memory"),
+        (
+            "reindex",
+            "reindex_document",
+            "reindex_assistant",
+            "refresh_indexes",
+            "export_memory",
+            "consolidate",
+        ),
         (Scope.MEMORY_READ,),
     ),
     **dict.fromkeys(

@@ -24,6 +24,7 @@ from memory_app.documents import Provenance, append_to_document, daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
+from memory_app.trust import fetching_tools_seen
 from openclaw_site.assistant_settings import MemoryFlushSettings
 from openclaw_site.models import UsagePurpose, WorkspaceAccess
 from openclaw_site.usage import record_usage
@@ -233,6 +234,8 @@ class FlushToolbox:
     session: Session
     relative_path: str
     appended: list[dict[str, Any]] = field(default_factory=list)
+    # The flush saw a fetching tool's result: what it writes is untrusted (memory_app.trust).
+    untrusted: bool = False
 
     def run(self, name: str, arguments: dict[str, Any], *, message_pk: int) -> str:
         if name == "read":
@@ -266,7 +269,7 @@ class FlushToolbox:
             raise ToolFailure("write needs path and content")
         if normalise_flush_path(arguments.get("path")) != self.relative_path:
             raise ToolFailure(restricted_write_message(self.relative_path))
-        _, revision = append_to_document(
+        outcome = append_to_document(
             assistant=self.session.assistant,
             path=self.relative_path,
             addition=content,
@@ -275,9 +278,21 @@ class FlushToolbox:
                 session_pk=self.session.pk,
                 message_pk=message_pk,
                 note="pre-compaction memory flush",
+                untrusted=self.untrusted,
             ),
         )
-        self.appended.append({"path": self.relative_path, "revision": revision.pk, "chars": len(content)})
+        skipped = [f"{d.text.strip()} ({d.path}#L{d.line})" for d in outcome.duplicates]
+        if outcome.revision is None:
+            return "Nothing appended: memory already holds " + "; ".join(skipped) + "."
+        self.appended.append(
+            {"path": self.relative_path, "revision": outcome.revision.pk, "chars": len(content)}
+        )
+        if skipped:
+            return (
+                f"Appended content to {self.relative_path}; left out lines memory already holds: "
+                + "; ".join(skipped)
+                + "."
+            )
         return f"Appended content to {self.relative_path}."
 
 
@@ -418,7 +433,7 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
             status="flushed", reason=reason or "nothing to store", offline=True, path=plan.relative_path
         )
     last = Message.objects.filter(session=session, flush_turn=False).order_by("-seq").first()
-    _, revision = append_to_document(
+    outcome = append_to_document(
         assistant=session.assistant,
         path=plan.relative_path,
         addition="\n".join([OVERFLOW_FLUSH_MARKER if reason else OFFLINE_FLUSH_MARKER, *lines]) + "\n",
@@ -427,9 +442,14 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
             session_pk=session.pk,
             message_pk=last.pk if last else None,
             note=f"offline memory flush ({reason or 'no model configured'})",
+            untrusted=bool(fetching_tools_seen(context.view)),
         ),
     )
-    appended = ({"path": plan.relative_path, "revision": revision.pk, "lines": len(lines)},)
+    if outcome.revision is None:  # every line was already in memory
+        return FlushOutcome(
+            status="flushed", reason=reason or "nothing new to store", offline=True, path=plan.relative_path
+        )
+    appended = ({"path": plan.relative_path, "revision": outcome.revision.pk, "lines": len(lines)},)
     return FlushOutcome(
         status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended
     )
@@ -455,7 +475,11 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
     tools = flush_tool_specs(plan.relative_path)
     context = build_model_context(session, now=now)
     system_prompt = f"{context.system_prompt.text}\n\n{plan.system_prompt}"
-    toolbox = FlushToolbox(session=session, relative_path=plan.relative_path)
+    toolbox = FlushToolbox(
+        session=session,
+        relative_path=plan.relative_path,
+        untrusted=bool(fetching_tools_seen(context.agent_messages)),
+    )
     prompt = MessageInput(role="user", content=plan.prompt)
     turn: list[dict[str, Any]] = [{"role": "user", "content": plan.prompt, "timestamp": epoch_ms(now)}]
     stored: list[Message] = []

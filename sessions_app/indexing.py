@@ -29,6 +29,7 @@ from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
 from memory_app import config, debounce
+from memory_app.forgotten import is_forgotten_session
 from memory_app.index_status import register_index_job_kinds
 from memory_app.indexing import (
     Growth,
@@ -42,7 +43,7 @@ from memory_app.indexing import (
     remove_entry_rows,
     worth_a_helper,
 )
-from memory_app.models import IndexedSource, Source
+from memory_app.models import ForgottenSource, IndexedSource, Source
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.tasks import (
     WorkGone,
@@ -140,7 +141,8 @@ class SessionTranscripts:
     """The `ExternalSource` that lets a full reindex of memory_app cover transcripts."""
 
     def keys(self, assistant_id: int, *, changed_only: bool = False) -> list[str]:
-        sessions = Session.objects.filter(assistant_id=assistant_id)
+        forgotten = ForgottenSource.objects.filter(assistant_id=assistant_id, kind="session").values("key")
+        sessions = Session.objects.filter(assistant_id=assistant_id).exclude(pk__in=forgotten)
         if changed_only:
             # Transcripts only grow: one whose last seq was indexed has nothing new.
             indexed = IndexedSource.objects.filter(
@@ -152,6 +154,8 @@ class SessionTranscripts:
         return [str(pk) for pk in sessions.order_by("pk").values_list("pk", flat=True)]
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None:
+        if is_forgotten_session(int(key)):  # forgotten: never indexed again (memory_app.forget)
+            return None
         session = Session.objects.filter(assistant_id=assistant_id, pk=int(key)).first()
         return session_entry(session) if session is not None else None
 
@@ -177,7 +181,7 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
     no index to extend, or when ``force`` asks for it.
     """
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
-    if session is None:
+    if session is None or is_forgotten_session(session_id):  # forgotten: not indexed (memory_app.forget)
         return IndexOutcome()
     try:
         outcome = None if force else _extend_in_slices(session)

@@ -271,6 +271,9 @@ CHANGED: dict[str, Any] = {
     "memorySearch.cache.enabled": False,
     "memorySearch.cache.maxEntries": 1000,
     "memorySearch.citations": "off",
+    "memoryConsolidation.schedule": "off",
+    "memoryConsolidation.hour": 22,
+    "memoryConsolidation.autoApply": ["merge"],
 }
 
 

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.index_status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
+from memory_app.provenance import attach_provenance
 from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult
 from memory_app.search_service import search_memory
 from memory_app.snippets import SNIPPET_MODES
@@ -80,7 +81,8 @@ class SearchResultOutput(serializers.Serializer):
         required=False,
         help_text=(
             "With explain=1: vector_score (calibrated), cosine, text_score, decay_multiplier, mmr_position, text_rank, matched_terms, "
-            "chunk_id, chunk_lines, timestamp, weights (the fusion weights the query ran with; null unless hybrid)."
+            "chunk_id, chunk_lines, timestamp, weights (the fusion weights the query ran with; null unless hybrid); "
+            "for memory results, provenance: each shown line's origin, trust and time."
         ),
     )
 
@@ -148,7 +150,10 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
             response = search_memory(assistant=assistant, query=options.pop("q"), **options)
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
-    return _output(response, explain=options.get("explain", False))
+    payload = _output(response, explain=options.get("explain", False))
+    if options.get("explain"):  # each memory hit's lines: origin and trust (memory_app.provenance)
+        attach_provenance(assistant.pk, payload["results"])
+    return payload
 
 
 def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:

@@ -34,8 +34,17 @@ class DocumentSummaryOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+PROVENANCE_HELP = (
+    "With ?provenance=true: one entry per line, {line, text, origin: {kind, revision, author, user, "
+    "api_key, session, message, import, proposal, note}, trust: owner|agent|untrusted, at}."
+)
+
+
 class DocumentOutput(DocumentSummaryOutput):
     content = serializers.CharField()
+    provenance = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=PROVENANCE_HELP
+    )
 
 
 class DocumentWriteOutput(DocumentOutput):
@@ -52,6 +61,9 @@ class LineRangeOutput(serializers.Serializer):
     total_lines = serializers.IntegerField()
     content_hash = serializers.CharField()
     updated_at = serializers.DateTimeField()
+    provenance = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=PROVENANCE_HELP
+    )
 
 
 LineRangeOutput._declared_fields["from"] = serializers.IntegerField(

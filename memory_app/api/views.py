@@ -32,6 +32,7 @@ from memory_app.api.serializers import (
     RevisionOutput,
 )
 from memory_app.documents import (
+    Duplicate,
     Provenance,
     StaleWrite,
     agent_append_daily_note,
@@ -42,6 +43,7 @@ from memory_app.documents import (
 )
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
+from memory_app.provenance import line_provenance, lines_provenance
 from memory_app.selectors import document_get, document_list, revision_list
 from openclaw_site.api.base import (
     TeamApiView,
@@ -181,6 +183,8 @@ def memory_write_payload(
     or replace a document from the revision the agent read (docs/integrations.md, the tool table)."""
     check_size(content)
     revision: MemoryRevision | None
+    duplicates: tuple[Duplicate, ...] = ()
+    forgotten = 0
     if mode == "append":
         if path is not None or base_revision is not None:
             raise ApiError(
@@ -188,9 +192,11 @@ def memory_write_payload(
                 "append always writes today's daily note: leave out path and base_revision.",
                 details={"field": "path" if path is not None else "base_revision"},
             )
-        document, revision = agent_append_daily_note(
+        outcome = agent_append_daily_note(
             assistant=assistant, text=content, today=today, provenance=provenance
         )
+        document, revision, duplicates = outcome.document, outcome.revision, outcome.duplicates
+        forgotten = outcome.forgotten
     elif mode == "replace":
         if path is None:
             raise ApiError(
@@ -205,11 +211,15 @@ def memory_write_payload(
         )
     else:
         raise ApiError("invalid_parameter", "mode must be append or replace.", details={"field": "mode"})
-    return {
+    answer = {
         **summary_dict(document),
         "revision": revision.pk if revision else base_revision,
         "changed": revision is not None,
     }
+    if mode == "append":  # the lines memory already held, left out (memory_app.documents)
+        answer["duplicates"] = [duplicate.as_dict() for duplicate in duplicates]
+        answer["forgotten"] = forgotten  # lines of a forgotten source, left out (memory_app.forgotten)
+    return answer
 
 
 class MemoryApiView(TeamApiView):
@@ -220,7 +230,13 @@ class MemoryApiView(TeamApiView):
         """API writes are authored by "user": the signed-in user, or the API key named in the note."""
         key = self.team_context.api_key
         note = f"api key {key.name} ({key.prefix})" if key is not None else ""
-        return Provenance(author=Author.USER, user=self.acting_user(), note=note)
+        return Provenance(
+            author=Author.USER,
+            user=self.acting_user(),
+            note=note,
+            api_key_pk=key.pk if key is not None else None,
+            api_key_name=key.name if key is not None else "",
+        )
 
 
 class MemoryListCreateApi(MemoryApiView):
@@ -274,6 +290,11 @@ class MemoryDocumentApi(MemoryApiView):
             PATH_PARAMETER,
             OpenApiParameter("from", int, description="First line (1-based), like memory_get."),
             OpenApiParameter("lines", int, description="How many lines."),
+            OpenApiParameter(
+                "provenance",
+                bool,
+                description="Add `provenance`: per line its origin (kind, who, through what), trust and time.",
+            ),
         ],
         responses={
             200: PolymorphicProxySerializer(
@@ -289,20 +310,25 @@ class MemoryDocumentApi(MemoryApiView):
         document = document_get(assistant=assistant, path=checked_path(path))
         start = query_int(request, "from", minimum=1)
         count = query_int(request, "lines", minimum=1)
+        with_provenance = query_bool(request, "provenance", default=False)
         if start is None and count is None:
-            return Response(document_dict(document))
+            body = document_dict(document)
+            if with_provenance:
+                body["provenance"] = line_provenance(document)
+            return Response(body)
         text, first, returned, total = read_lines(document.content, start=start, count=count)
-        return Response(
-            {
-                "path": document.path,
-                "text": text,
-                "from": first,
-                "lines": returned,
-                "total_lines": total,
-                "content_hash": document.content_hash,
-                "updated_at": document.updated_at,
-            }
-        )
+        body = {
+            "path": document.path,
+            "text": text,
+            "from": first,
+            "lines": returned,
+            "total_lines": total,
+            "content_hash": document.content_hash,
+            "updated_at": document.updated_at,
+        }
+        if with_provenance:
+            body["provenance"] = lines_provenance(document, range(first, first + returned))
+        return Response(body)
 
     @extend_schema(
         operation_id="memory_put",

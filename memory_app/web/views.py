@@ -32,6 +32,7 @@ from memory_app.documents import (
 )
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
+from memory_app.provenance import line_provenance
 from memory_app.selectors import (
     deleted_document_list,
     document_find,
@@ -171,6 +172,7 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
     document = document_get(assistant=assistant, path=path)
     revisions = list(revision_list(assistant=assistant, path=path)[:50])
     highlight = _line_range(request)
+    blame = request.GET.get("view") == "provenance"
     return render_page(
         request,
         "memory/document.html",
@@ -179,8 +181,10 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
             "document": document,
             "lines": _numbered_lines(document.content, highlight),
             "highlight": highlight,
-            # Markdown is shown rendered; the raw lines (which citations point at) one click away.
+            # Markdown is shown rendered; the raw lines (which citations point at) one click away,
+            # and who wrote each line (memory_app.provenance) one click away too.
             "raw": bool(highlight) or request.GET.get("view") == "raw",
+            "provenance": [_blame_line(entry) for entry in line_provenance(document)] if blame else None,
             "revisions": revisions,
             "revision_links": revision_links(assistant, revisions),
             "tab": "memory",
@@ -188,6 +192,21 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
         },
         partial="document-body",
     )
+
+
+def _blame_line(entry: dict[str, Any]) -> dict[str, Any]:
+    """A provenance entry with a short label of its origin, for the document's "Who wrote it" view."""
+    origin = entry["origin"]
+    kind = origin.get("kind", "unknown")
+    who = {
+        "person": origin.get("user") or "a person",
+        "api_key": f"key {(origin.get('api_key') or {}).get('name', '')}",
+        "agent": f"agent{' · session ' + str(origin['session']) if origin.get('session') else ''}",
+        "flush": f"flush · session {origin.get('session')}",
+        "import": f"import {origin.get('import')}",
+        "proposal": f"proposal {origin.get('proposal')}",
+    }.get(kind, "unknown")
+    return {**entry, "label": who}
 
 
 class DocumentForm(forms.Form):

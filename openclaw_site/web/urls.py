@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from memory_app.web import review
 from memory_app.web import views as memory
 from openclaw_site.web import teams, usage
 from openclaw_site.web import views as site
@@ -35,6 +36,15 @@ urlpatterns = [
     path("assistants/<slug:slug>/memory/new/", memory.memory_new, name="memory-new"),
     path("assistants/<slug:slug>/memory/deleted/", memory.memory_deleted, name="memory-deleted"),
     path("assistants/<slug:slug>/memory/reindex/", memory.memory_reindex, name="memory-reindex"),
+    path("assistants/<slug:slug>/memory/review/", review.memory_review, name="memory-review"),
+    path("review/", review.team_review, name="team-review"),
+    path("review/decide/", review.team_review_decide, name="team-review-decide"),
+    path(
+        "assistants/<slug:slug>/memory/review/decide/",
+        review.memory_review_decide,
+        name="memory-review-decide",
+    ),
+    path("assistants/<slug:slug>/memory/consolidate/", review.memory_consolidate, name="memory-consolidate"),
     path("assistants/<slug:slug>/memory/doc/<path:path>", memory.memory_document, name="memory-document"),
     path(
         "assistants/<slug:slug>/memory/id/<int:pk>/", memory.memory_document_by_id, name="memory-document-id"

@@ -38,6 +38,7 @@ from sessions_app.api.views import SessionApiView
 from sessions_app.context import local_today, session_figures
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
+from sessions_app.provenance import recent_fetching_tools
 from sessions_app.selectors import session_by_key
 from sessions_app.services import check_session_key
 
@@ -323,7 +324,7 @@ class HostToolApi(TeamApiView):
                 content=_text_argument(arguments, "content"),
                 path=arguments.get("path"),
                 base_revision=arguments.get("base_revision"),
-                provenance=self.agent_provenance(key),
+                provenance=self.agent_provenance(assistant, key),
                 today=local_today(assistant, timezone.now()),
             )
         if name == "tool_result_get":
@@ -339,13 +340,24 @@ class HostToolApi(TeamApiView):
             return _tool_answer(lambda: tool_result_get(arguments, session=session))
         return dict(json.loads(run_memory_tool(name, arguments, assistant=assistant, session_key=key)))
 
-    def agent_provenance(self, key: str | None) -> Provenance:
-        """Writes through the plugin are the agent's; the note names the API key and the session."""
+    def agent_provenance(self, assistant: Assistant, key: str | None) -> Provenance:
+        """Writes through the plugin are the agent's; the note names the API key and the session.
+
+        After a fetching tool's result in that session the write is untrusted (sessions_app.provenance).
+        """
         api_key = self.team_context.api_key
         via = (
             f"openclaw plugin via api key {api_key.name} ({api_key.prefix})" if api_key else "openclaw plugin"
         )
-        return Provenance(author=Author.AGENT, note=f"{via}, session {key}" if key else via)
+        session = session_by_key(assistant=assistant, key=key) if key else None
+        return Provenance(
+            author=Author.AGENT,
+            note=f"{via}, session {key}" if key else via,
+            session_pk=session.pk if session else None,
+            api_key_pk=api_key.pk if api_key else None,
+            api_key_name=api_key.name if api_key else "",
+            untrusted=bool(session and recent_fetching_tools(session)),
+        )
 
 
 def _text_argument(arguments: dict[str, Any], name: str) -> str:

@@ -29,7 +29,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from memory_app.documents import Provenance, delete_document, write_document
-from memory_app.models import Author, MemoryDocument
+from memory_app.models import Author, MemoryDocument, MemoryImport
 from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
 from memory_app.signals import notifications_held
 from memory_app.tasks import queue_reindex
@@ -438,7 +438,9 @@ def _save_assistant(
 
 
 def _import_documents(assistant: Assistant, workspace: Workspace, report: ImportReport) -> None:
-    provenance = Provenance(author=Author.IMPORT, note=f"import_workspace {workspace.directory}")
+    label = f"import_workspace {workspace.directory}"
+    record = MemoryImport.objects.create(assistant=assistant, label=label[:255])
+    provenance = Provenance(author=Author.IMPORT, note=label, import_pk=record.pk)
     for document in MemoryDocument.objects.filter(assistant=assistant).exclude(
         path__in=list(workspace.documents)
     ):

@@ -21,6 +21,7 @@ TOOLS = {
     "memory_search": ("memory:read", {"query": "launch"}),
     "memory_get": ("memory:read", {"path": "MEMORY.md"}),
     "memory_write": ("memory:write", {"mode": "append", "content": "- a note"}),
+    "memory_propose": ("memory:write", {"kind": "retire", "sources": [{"path": "MEMORY.md", "line": 1}]}),
     "session_append": ("sessions:write", {"session_key": "chat-1", "messages": [m.user("hi")]}),
     "session_context": ("sessions:read", {"session_key": "chat-1"}),
 }
