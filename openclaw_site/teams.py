@@ -1,6 +1,6 @@
 """Teams and their people: creating a team, adding, re-roling and removing members (docs/design.md, Teams).
 
-Each function runs in one transaction and raises `ApiError` with a stable code when the request
+Each function runs in one transaction and raises a `DomainError` with a stable code when the request
 cannot be honoured, so a refused change writes nothing. A team always keeps at least one admin.
 A member added by an e-mail address that has no account yet gets one without a password, and a
 set-password link (Django's password-reset token) that is mailed through ``EMAIL_BACKEND`` and
@@ -22,7 +22,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django.utils.text import slugify
 
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Membership, Role, Team
 
 
@@ -47,9 +47,9 @@ def team_create(*, name: str, slug: str, creator: User) -> Team:
     return team
 
 
-def _slug_taken(slug: str) -> ApiError:
-    return ApiError(
-        "team_exists", f"A team {slug!r} exists already.", status_code=409, details={"field": "slug"}
+def _slug_taken(slug: str) -> DomainError:
+    return DomainError(
+        "team_exists", f"A team {slug!r} exists already.", status=409, details={"field": "slug"}
     )
 
 
@@ -64,17 +64,17 @@ def member_add(*, team: Team, identifier: str, role: str, site_url: str = "") ->
     created = False
     if user is None:
         if "@" not in identifier:
-            raise ApiError(
+            raise DomainError(
                 "no_such_user",
                 f"No user {identifier!r}. Give an e-mail address to invite someone new.",
                 details={"field": "identifier"},
             )
         user, created = _new_user(identifier), True
     if Membership.objects.filter(team=team, user=user).exists():
-        raise ApiError(
+        raise DomainError(
             "already_member",
             f"{user.get_username()} is in {team.name} already.",
-            status_code=409,
+            status=409,
             details={"field": "identifier"},
         )
     membership = Membership.objects.create(team=team, user=user, role=role)
@@ -140,10 +140,10 @@ def _keep_an_admin(membership: Membership) -> None:
     # Lock every admin row of the team so two concurrent demotions cannot both pass.
     admins = list(Membership.objects.select_for_update().filter(team_id=membership.team_id, role=Role.ADMIN))
     if len(admins) <= 1:
-        raise ApiError(
+        raise DomainError(
             "last_admin",
             "A team needs an admin: make someone else an admin first.",
-            status_code=409,
+            status=409,
         )
 
 

@@ -29,6 +29,7 @@ from django.utils import timezone as dj_timezone
 
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
+from openclaw_site.errors import DomainError
 from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.services import check_writable
@@ -39,8 +40,7 @@ from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
 from sessions_app.compaction import (
     CompactionBusy,
-    CompactionFailed,
-    CompactionRefused,
+    CompactionError,
     compact_session,
     wait_for_active_run,
 )
@@ -110,8 +110,12 @@ TOOL_RESULT_GET_SPEC: dict[str, Any] = {
 }
 
 
-class TurnError(Exception):
-    """A turn that could not produce a reply; what was stored is kept and listed."""
+class TurnError(DomainError):
+    """A turn that could not produce a reply; what was stored is kept and listed (``stored``).
+
+    Raised before anything is stored, it is a refusal every adapter renders like any domain error;
+    after, the adapters answer with its envelope and the stored messages in its details.
+    """
 
     def __init__(
         self,
@@ -122,9 +126,7 @@ class TurnError(Exception):
         details: dict[str, Any] | None = None,
         stored: list[Message] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
-        self.details = details or {}
+        super().__init__(code, message, status=status, details=details)
         self.stored = stored or []
 
 
@@ -591,7 +593,7 @@ class _Turn:
             run = compact_session(session_id=self.session_id, trigger="budget")
         except CompactionBusy:
             return  # a compaction is running: proceed on the pre-compaction view, nothing is lost
-        except (CompactionRefused, CompactionFailed) as error:
+        except CompactionError as error:
             logger.info("budget compaction of session %s did not run: %s", self.session_id, error)
             return
         if isinstance(run, CompactionRun):
@@ -668,7 +670,7 @@ class _Turn:
         except CompactionBusy:
             finished = wait_for_active_run(self.session_id, timeout_seconds=_wait_seconds())
             run = finished if finished is not None and finished.state == RunState.COMMITTED else None
-        except (CompactionRefused, CompactionFailed) as failure:
+        except CompactionError as failure:
             logger.info("overflow compaction of session %s did not run: %s", self.session_id, failure)
             return False
         if not isinstance(run, CompactionRun):

@@ -32,7 +32,7 @@ from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.models import Author, MemoryDocument
 from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
 from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from sessions_app.messages import MessageError, MessageInput, validate_message
@@ -267,7 +267,7 @@ def _check_key(key: Any) -> str:
         raise WorkspaceImportError(f"session key {key!r} must be 1 to {SESSION_KEY_MAX} characters")
     try:
         check_session_key(key)
-    except ApiError as error:
+    except DomainError as error:
         raise WorkspaceImportError(f"session key {key!r}: {error.message}") from None
     return key
 
