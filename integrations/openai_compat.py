@@ -309,9 +309,7 @@ def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
 
 
 def _turn(session: Session, chat: ChatRequest) -> Generator[TurnEvent, None, None]:
-    return stream_turn(
-        session_id=session.pk, inputs=chat.messages, client_tools=chat.tools, resent_history=True
-    )
+    return stream_turn(session=session, inputs=chat.messages, client_tools=chat.tools, resent_history=True)
 
 
 def _finished(opened: OpenedSession, chat: ChatRequest) -> TurnResult:

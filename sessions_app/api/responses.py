@@ -162,7 +162,7 @@ def respond_to_message(
 ) -> tuple[int, dict[str, Any]]:
     """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
     try:
-        result = run_turn(session_id=session.pk, message=message)
+        result = run_turn(session=session, message=message)
     except Session.DoesNotExist:  # deleted by another request while the turn ran
         raise NotFound("session") from None
     except TurnError as error:
@@ -200,7 +200,7 @@ def respond_events(
     stream ends with one of the two: a key revoked meanwhile (``watch``) and an unexpected fault
     end it with `error` too, after the turn has stored what it had.
     """
-    turn = stream_turn(session_id=session.pk, inputs=[message])
+    turn = stream_turn(session=session, inputs=[message])
     try:
         for event in turn:
             name, data = _event_data(event, stored_message_dict=stored_message_dict)

@@ -480,7 +480,7 @@ def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]
         yield ChatOutcome(error=error.message, status=413 if error.too_large else 422, stored=False)
         return
     try:
-        for event in stream_turn(session_id=session.pk, inputs=[message]):
+        for event in stream_turn(session=session, inputs=[message]):
             if isinstance(event, ReplyDelta):
                 yield event.text
             elif isinstance(event, TurnFinished):
@@ -499,7 +499,7 @@ def retry(*, session: Session) -> ChatOutcome:
     from sessions_app.agent import TurnError, retry_turn
 
     try:
-        result = retry_turn(session_id=session.pk)
+        result = retry_turn(session=session)
     except TurnError as error:
         return _turn_error(error, session.assistant)
     notice = "The assistant chose not to reply (NO_REPLY)." if result.silent else ""
