@@ -36,9 +36,9 @@ from memory_app.documents import (
 )
 from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
-from openclaw_site.api.base import not_found, validated
+from openclaw_site.api.base import validated
 from openclaw_site.auth import TeamContext, check_scope
-from openclaw_site.errors import ApiError, error_body
+from openclaw_site.errors import ApiError, DomainError
 from openclaw_site.idempotency import (
     MAX_KEY_LENGTH,
     StoredResponse,
@@ -47,7 +47,7 @@ from openclaw_site.idempotency import (
     run_idempotent,
 )
 from openclaw_site.models import Assistant, Scope
-from openclaw_site.selectors import NotFound, assistant_get
+from openclaw_site.selectors import assistant_get
 from openclaw_site.throttling import check_api_key_rate
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
@@ -85,9 +85,10 @@ def tool_result(payload: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
 
 
-def tool_error(error: ApiError) -> CallToolResult:
-    """Return an MCP tool error (``isError``) carrying our error envelope (code, message, details)."""
-    result = tool_result(error_body(error.code, error.message, error.details))
+def tool_error(error: DomainError) -> CallToolResult:
+    """Return an MCP tool error (``isError``) carrying our error envelope (code, message, details):
+    the MCP rendering of every domain error."""
+    result = tool_result(error.envelope())
     return result.model_copy(update={"is_error": True})
 
 
@@ -130,24 +131,23 @@ def run_sync(fn: Callable[[], T]) -> T:
         close_old_connections()
 
 
-def _as_api_error(error: Exception) -> ApiError:
-    if isinstance(error, NotFound):
-        return not_found(error.what)
+def _as_domain_error(error: Exception) -> DomainError:
+    """The memory writes' own exceptions in the vocabulary; any other refusal is one already."""
     if isinstance(error, StaleWrite):
-        return ApiError(
+        return DomainError(
             "stale_write",
             f"{error.path} changed since you read it: read it again (memory_get) and retry with its revision.",
-            status_code=409,
+            status=409,
             details={"path": error.path, "current_revision": error.current_revision},
         )
     if isinstance(error, WorkspaceNotWritable):
-        return ApiError(
+        return DomainError(
             "workspace_read_only",
             f"{error} Agents may not write its memory.",
-            status_code=403,
+            status=403,
             details={"workspace_access": error.access},
         )
-    assert isinstance(error, ApiError)
+    assert isinstance(error, DomainError)
     return error
 
 
@@ -173,8 +173,8 @@ async def call_tool(
 
     try:
         return tool_result(await sync_to_async(run_sync, thread_sensitive=False)(work))
-    except (ApiError, NotFound, StaleWrite, WorkspaceNotWritable) as error:
-        return tool_error(_as_api_error(error))
+    except (DomainError, StaleWrite, WorkspaceNotWritable) as error:  # refusals are tool errors
+        return tool_error(_as_domain_error(error))
 
 
 # --- the tools --------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from integrations.openai_format import (
     tool_call_dict,
 )
 from openclaw_site.auth import ApiKeyAuthentication, KeyWatch, TeamContext, api_key_context
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import ApiError, DomainError
 from openclaw_site.json_input import JsonInputError, loads_checked
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
@@ -85,9 +85,10 @@ class OpenedSession:
     session: Session
     created: bool
 
-    def discard_if_refused(self, error: TurnError) -> None:
+    def discard_if_refused(self, error: DomainError) -> None:
         """A turn refused before it stored anything leaves no session it created behind."""
-        if self.created and not error.stored:
+        stored = error.stored if isinstance(error, TurnError) else []
+        if self.created and not stored:
             session_discard_if_empty(session_id=self.session.pk)
 
 
@@ -146,7 +147,7 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
             )
         else:
             response = JsonResponse(_completion(_finished(opened, chat), reply=reply))
-    except (ApiError, TurnError, NotFound) as error:
+    except DomainError as error:
         return _error_response(error)
     response[SESSION_KEY_HEADER] = opened.session.key
     return response
@@ -158,7 +159,7 @@ def models(request: HttpRequest) -> HttpResponseBase:
     """List the team's assistants as models."""
     try:
         caller = _caller(request, Scope.SESSIONS_READ, Scope.SESSIONS_WRITE)
-    except ApiError as error:
+    except DomainError as error:
         return _error_response(error)
     data = [
         {
@@ -276,7 +277,7 @@ def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
 def _checked_session_key(key: str, *, source: str) -> str:
     try:
         check_session_key(key)
-    except ApiError:
+    except DomainError:
         raise ApiError(
             "invalid_session_key",
             f"The session key (from {source}) must be letters, digits and . _ : @ + = - only, up to "
@@ -308,15 +309,13 @@ def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
 
 
 def _turn(session: Session, chat: ChatRequest) -> Generator[TurnEvent, None, None]:
-    return stream_turn(
-        session_id=session.pk, inputs=chat.messages, client_tools=chat.tools, resent_history=True
-    )
+    return stream_turn(session=session, inputs=chat.messages, client_tools=chat.tools, resent_history=True)
 
 
 def _finished(opened: OpenedSession, chat: ChatRequest) -> TurnResult:
     try:
         return finished_turn(_turn(opened.session, chat))
-    except TurnError as error:
+    except DomainError as error:
         opened.discard_if_refused(error)
         raise
 
@@ -341,7 +340,7 @@ def _chunks(opened: OpenedSession, *, chat: ChatRequest, reply: Reply, watch: Ke
                 turn.close()  # the turn stores its cut reply, as for a client that went away
                 yield sse_event(error_payload(refusal.code, refusal.message, status=refusal.status_code))
                 break
-    except TurnError as error:
+    except DomainError as error:  # a refused or failed turn
         opened.discard_if_refused(error)
         yield sse_event(error_payload(error.code, error.message, status=error.status))
     except Session.DoesNotExist:
@@ -383,13 +382,11 @@ def _usage(result: TurnResult) -> dict[str, Any]:
     return openai_usage([row.usage for row in result.messages if row.role == "assistant" and row.usage])
 
 
-def _error_response(error: ApiError | TurnError | NotFound) -> JsonResponse:
-    if isinstance(error, NotFound):
-        return JsonResponse(error_payload("not_found", f"{error.what} not found.", status=404), status=404)
-    status = error.status_code if isinstance(error, ApiError) else error.status
+def _error_response(error: DomainError) -> JsonResponse:
+    """The /v1 rendering of every domain error: OpenAI's error shape, the field as its ``param``."""
     param = error.details.get("field") if isinstance(error.details.get("field"), str) else None
     response = JsonResponse(
-        error_payload(error.code, error.message, status=status, param=param), status=status
+        error_payload(error.code, error.message, status=error.status, param=param), status=error.status
     )
     if isinstance(error.details.get("retry_after"), int):
         response["Retry-After"] = str(error.details["retry_after"])

@@ -1,4 +1,14 @@
-"""One error shape everywhere under /api/: ``{"error": {"code", "message", "details"}}``."""
+"""The one error vocabulary (docs/architecture.md, Errors) and its REST rendering.
+
+A refusal or failure the domain names is a `DomainError`: a stable ``code``, a ``message`` for
+people, the HTTP ``status`` an adapter answers with, and ``details``. Services and domain code
+raise it (or a subclass that owns its code and message); each adapter renders it in one place:
+REST in `api_exception_handler` (``{"error": {"code", "message", "details"}}``), MCP in
+`integrations.mcp_server.call_tool`, `/v1` in `integrations.openai_compat._error_response`, the
+dashboard in `openclaw_site.web.base.team_view` and its pages' message helpers, tasks in their
+report. `ApiError` is the same error raised by the HTTP layer itself (authentication, request
+parsing, headers).
+"""
 
 from __future__ import annotations
 
@@ -65,17 +75,41 @@ def database_unavailable_body(exception: BaseException) -> dict[str, Any]:
     return error_body("database_unavailable", database_unavailable_message(exception))
 
 
-class ApiError(exceptions.APIException):
-    """A domain error with a stable code; raise it from services and views alike."""
+class DomainError(Exception):
+    """A refusal or failure with a stable code, a message, an HTTP status hint and details.
+
+    Nothing here is HTTP: ``status`` is what every adapter answers with (a 409 is a conflict on
+    REST, MCP and /v1 alike), so the code, the message and the status are said once, where the
+    error is raised. A subclass may compute ``details`` from what it carries (a compaction run).
+    """
+
+    def __init__(
+        self, code: str, message: str, *, status: int = 400, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self._details = details or {}
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return self._details
+
+    def envelope(self) -> dict[str, Any]:
+        """Return the error as the one JSON shape: ``{"error": {"code", "message", "details"}}``."""
+        return error_body(self.code, self.message, self.details)
+
+
+class ApiError(DomainError, exceptions.APIException):
+    """A DomainError of the HTTP layer itself (a header, a body, a key); services raise DomainError."""
 
     def __init__(
         self, code: str, message: str, *, status_code: int = 400, details: dict[str, Any] | None = None
-    ):
-        super().__init__(detail=message, code=code)
+    ) -> None:
+        DomainError.__init__(self, code, message, status=status_code, details=details)
+        exceptions.APIException.__init__(self, detail=message, code=code)
         self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.details = details or {}
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -105,12 +139,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return Response(
             error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
         )
-    if isinstance(exc, ApiError):
-        retry_after = exc.details.get("retry_after") if exc.status_code in (409, 429, 503) else None
+    if isinstance(exc, DomainError):  # the REST rendering of every domain error
+        retry_after = exc.details.get("retry_after") if exc.status in (409, 429, 503) else None
         headers = {"Retry-After": str(retry_after)} if isinstance(retry_after, int) else None
-        return Response(
-            error_body(exc.code, exc.message, exc.details), status=exc.status_code, headers=headers
-        )
+        return Response(exc.envelope(), status=exc.status, headers=headers)
     if is_transaction_conflict(exc):
         logger.warning("transaction conflict, answered 409: %s", exc)
         return Response(

@@ -3,8 +3,8 @@
 Every lookup a view makes by a name or id from the URL goes through a selector that filters by the
 caller's team, so tenancy is checked here and nowhere else. A selector that finds nothing raises
 `NotFound`, whether the object does not exist or belongs to another team (the two are never told
-apart): the dashboard turns it into its 404 page (`openclaw_site.web.base.team_view`), the REST API
-into its 404 error body (`openclaw_site.api.base.TeamApiView`).
+apart). It is a `DomainError` (404 ``not_found``): the dashboard turns it into its 404 page
+(`openclaw_site.web.base.team_view`), every API renders it as its own 404 error.
 """
 
 from __future__ import annotations
@@ -13,22 +13,25 @@ from datetime import date
 
 from django.db.models import QuerySet
 
+from openclaw_site.errors import DomainError
 from openclaw_site.models import ApiKey, Assistant, Membership, TaskRecord, Team, UsageRecord
 
 
-class NotFound(Exception):
+class NotFound(DomainError):
     """Nothing by that name where the caller may look: missing, or another team's.
 
     ``noun`` names the object as a sentence does ("assistant", "API key"), ``key`` is the name the
-    caller gave when the API error repeats it, ``within`` is where it was looked for.
+    caller gave when the error repeats it, ``within`` is where it was looked for. Its message is
+    the 404 every adapter answers ("Assistant 'helper' not found."); ``str()`` is the sentence a
+    page or a log says ("No such assistant in this team.").
     """
 
     def __init__(self, noun: str, *, key: str | None = None, within: str | None = "this team") -> None:
         self.noun = noun
         self.key = key
         self.within = within
-        message = f"No such {noun} in {within}." if within else f"No such {noun}."
-        super().__init__(message)
+        super().__init__("not_found", f"{self.what} not found.", status=404)
+        self.args = (f"No such {noun} in {within}." if within else f"No such {noun}.",)
 
     @property
     def what(self) -> str:

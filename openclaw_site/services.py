@@ -1,6 +1,6 @@
 """Services for assistants and API keys: the writes the REST API and the admin perform.
 
-Each takes keyword arguments, runs in one transaction and raises `ApiError` with a stable code
+Each takes keyword arguments, runs in one transaction and raises a `DomainError` with a stable code
 when the request cannot be honoured, so a rejected request changes nothing.
 """
 
@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import ApiKey, Assistant, Team
 
 DEFAULT_CONTEXT_WINDOW = int(Assistant._meta.get_field("context_window").default)
@@ -29,19 +29,19 @@ def check_writable(assistant: Assistant) -> None:
     same refusal; reads and exports never call it.
     """
     if assistant.archived_at is not None:
-        raise ApiError(
+        raise DomainError(
             "assistant_archived",
             f"Assistant {assistant.slug!r} is archived, so it is read-only: its sessions, memory and "
             "exports can be read, but nothing is written and no turn runs. Restore it (dashboard: the "
             "assistant's page, Restore from archive) to write to it again.",
-            status_code=409,
+            status=409,
             details={"assistant": assistant.slug},
         )
 
 
-def settings_api_error(error: SettingsError) -> ApiError:
+def settings_error(error: SettingsError) -> DomainError:
     """Turn a settings validation error into the 400 the API answers, naming the bad key's path."""
-    return ApiError("invalid_settings", f"{error.path}: {error.message}", details={"path": error.path})
+    return DomainError("invalid_settings", f"{error.path}: {error.message}", details={"path": error.path})
 
 
 def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> di
         base = validate_settings(current) if current is not None else None
         return validate_settings(patch, base=base)
     except SettingsError as error:
-        raise settings_api_error(error) from None
+        raise settings_error(error) from None
 
 
 def check_window(document: dict[str, Any], *, context_window: int) -> None:
@@ -59,7 +59,7 @@ def check_window(document: dict[str, Any], *, context_window: int) -> None:
     try:
         check_fits_window(document, context_window=context_window)
     except SettingsError as error:
-        raise settings_api_error(error) from None
+        raise settings_error(error) from None
 
 
 @transaction.atomic
@@ -81,11 +81,11 @@ def assistant_create(*, team: Team, slug: str, name: str, settings: Any = None, 
     return assistant
 
 
-def _assistant_exists(slug: str) -> ApiError:
-    return ApiError(
+def _assistant_exists(slug: str) -> DomainError:
+    return DomainError(
         "assistant_exists",
         f"The team already has an assistant {slug!r}.",
-        status_code=409,
+        status=409,
         details={"field": "slug"},
     )
 
@@ -127,7 +127,7 @@ def api_key_create(
 ) -> tuple[ApiKey, str]:
     """Create an API key and return it with its secret, which is shown once and never stored."""
     if expires_at is not None and expires_at <= timezone.now():
-        raise ApiError(
+        raise DomainError(
             "validation_error", "expires_at must be in the future.", details={"field": "expires_at"}
         )
     key, secret = ApiKey.generate(

@@ -1,6 +1,6 @@
 """Teams and their people: creating a team, adding, re-roling and removing members (docs/design.md, Teams).
 
-Each function runs in one transaction and raises `ApiError` with a stable code when the request
+Each function runs in one transaction and raises a `DomainError` with a stable code when the request
 cannot be honoured, so a refused change writes nothing. A team always keeps at least one admin.
 A member added by an e-mail address that has no account yet gets one without a password, and a
 set-password link (Django's password-reset token) that is mailed through ``EMAIL_BACKEND`` and
@@ -22,7 +22,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django.utils.text import slugify
 
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Membership, Role, Team
 
 
@@ -47,9 +47,9 @@ def team_create(*, name: str, slug: str, creator: User) -> Team:
     return team
 
 
-def _slug_taken(slug: str) -> ApiError:
-    return ApiError(
-        "team_exists", f"A team {slug!r} exists already.", status_code=409, details={"field": "slug"}
+def _slug_taken(slug: str) -> DomainError:
+    return DomainError(
+        "team_exists", f"A team {slug!r} exists already.", status=409, details={"field": "slug"}
     )
 
 
@@ -64,7 +64,7 @@ def member_add(*, team: Team, identifier: str, role: str, site_url: str = "") ->
     created = False
     if user is None:
         if "@" not in identifier:
-            raise ApiError(
+            raise DomainError(
                 "no_such_user",
                 f"No user {identifier!r}. Give an e-mail address to invite someone new.",
                 details={"field": "identifier"},
@@ -83,11 +83,11 @@ def member_add(*, team: Team, identifier: str, role: str, site_url: str = "") ->
     return AddedMember(membership=membership, created_user=created, set_password_path=link)
 
 
-def _already_member(user: User, team: Team) -> ApiError:
-    return ApiError(
+def _already_member(user: User, team: Team) -> DomainError:
+    return DomainError(
         "already_member",
         f"{user.get_username()} is in {team.name} already.",
-        status_code=409,
+        status=409,
         details={"field": "identifier"},
     )
 
@@ -154,10 +154,10 @@ def _lock_membership(membership: Membership) -> Membership:
     Team.objects.select_for_update(no_key=True).filter(pk=membership.team_id).first()
     locked = Membership.objects.select_for_update().filter(pk=membership.pk).first()
     if locked is None:
-        raise ApiError(
+        raise DomainError(
             "not_a_member",
             "That person is no longer in the team (someone removed them a moment ago); reload.",
-            status_code=409,
+            status=409,
         )
     return locked
 
@@ -166,10 +166,10 @@ def _keep_an_admin(membership: Membership) -> None:
     # The team row is locked (`_lock_membership`), so the count cannot change under us.
     admins = Membership.objects.filter(team_id=membership.team_id, role=Role.ADMIN).count()
     if admins <= 1:
-        raise ApiError(
+        raise DomainError(
             "last_admin",
             "A team needs an admin: make someone else an admin first.",
-            status_code=409,
+            status=409,
         )
 
 

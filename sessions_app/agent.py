@@ -29,8 +29,9 @@ from django.utils import timezone as dj_timezone
 
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
+from openclaw_site.errors import DomainError
 from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.models import Assistant, UsagePurpose
+from openclaw_site.models import UsagePurpose
 from openclaw_site.services import check_writable
 from openclaw_site.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.usage import record_usage
@@ -39,8 +40,7 @@ from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
 from sessions_app.compaction import (
     CompactionBusy,
-    CompactionFailed,
-    CompactionRefused,
+    CompactionError,
     compact_session,
     wait_for_active_run,
 )
@@ -110,8 +110,12 @@ TOOL_RESULT_GET_SPEC: dict[str, Any] = {
 }
 
 
-class TurnError(Exception):
-    """A turn that could not produce a reply; what was stored is kept and listed."""
+class TurnError(DomainError):
+    """A turn that could not produce a reply; what was stored is kept and listed (``stored``).
+
+    Raised before anything is stored, it is a refusal every adapter renders like any domain error;
+    after, the adapters answer with its envelope and the stored messages in its details.
+    """
 
     def __init__(
         self,
@@ -122,9 +126,7 @@ class TurnError(Exception):
         details: dict[str, Any] | None = None,
         stored: list[Message] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
-        self.details = details or {}
+        super().__init__(code, message, status=status, details=details)
         self.stored = stored or []
 
 
@@ -319,13 +321,16 @@ def maintenance_for(session: Session, figures: TokenFigures) -> dict[str, Any]:
 # --- the turn ---------------------------------------------------------------------------------
 
 
-def run_turn(*, session_id: int, message: MessageInput) -> TurnResult:
-    """Store a user message and run the assistant's turn on it; raise TurnError when it fails."""
+def run_turn(*, session: Session, message: MessageInput) -> TurnResult:
+    """Store a user message and run the assistant's turn on it; raise TurnError when it fails.
+
+    ``session`` is the caller's team-checked session (a selector's); see `stream_turn`.
+    """
     if message.role != "user":
         raise TurnError(
             "respond_needs_user_message", '"respond" runs a turn on a user message only.', status=400
         )
-    return finished_turn(stream_turn(session_id=session_id, inputs=[message]))
+    return finished_turn(stream_turn(session=session, inputs=[message]))
 
 
 def require_chat_model() -> ChatModel:
@@ -351,7 +356,7 @@ def finished_turn(events: Iterator[TurnEvent]) -> TurnResult:
 
 def stream_turn(
     *,
-    session_id: int,
+    session: Session,
     inputs: Sequence[MessageInput],
     client_tools: Sequence[dict[str, Any]] = (),
     resent_history: bool = False,
@@ -364,6 +369,13 @@ def stream_turn(
     With `resent_history`, `inputs` is a client's whole conversation: only what the session does
     not hold yet is stored (`sessions_app.history.held_history`, compared under the turn's lock),
     and a conversation the session answered already gets that answer again.
+
+    ``session`` is the caller's team-checked session (a selector's). The turn carries the row its
+    input's append locked and returned, and each later append's, down to the model calls, the
+    tools and the result; it reads the row again only after a compaction changed it. Writability
+    is checked once, under the turn's lock and before anything is stored or the model is asked:
+    by the input's append, or for a turn without new input on the row it reads
+    (`_writable_session`); the turn's own appends then store what it makes without asking again.
     """
     if inputs and inputs[-1].role not in ("user", "toolResult"):
         raise TurnError(
@@ -371,8 +383,8 @@ def stream_turn(
             "A turn runs on a user message or on tool results.",
             status=400,
         )
-    _check_writable(session_id)
     model = require_chat_model()
+    session_id = session.pk
     # One turn at a time per session, across processes: a second message waits for the first
     # reply so the transcript reads user, assistant, user, assistant (never interleaved).
     try:
@@ -380,15 +392,18 @@ def stream_turn(
             if resent_history:
                 held = held_history(session_id, inputs, server_tools=server_tool_names())
                 if held.answered_by is not None:
+                    check_writable(session.assistant)  # stores nothing, but refuses as a turn would
                     yield from _replayed_turn(held.answered_by)
                     return
                 inputs = held.unseen
+            # The append checks writability on the row it locks (the turn's one check).
             rows = store_messages(session_id, list(inputs), announce=False) if inputs else []
             turn: _Turn | None = None
             try:
                 yield TurnStarted(rows)
+                current = rows[-1].session if rows else _writable_session(session_id)
                 last = rows[-1] if rows else _unanswered_row(session_id)
-                turn = _Turn(session_id, model, last, client_tools=client_tools)
+                turn = _Turn(current, model, last, client_tools=client_tools)
                 yield from turn.events()
             finally:
                 _announce_turn([*rows, *(turn.result.messages if turn else [])])
@@ -467,22 +482,27 @@ def server_tool_names() -> set[str]:
     return {spec["name"] for spec in turn_tools()}
 
 
-def _check_writable(session_id: int) -> None:
-    """Refuse a turn of an archived assistant before the model is called (it could store nothing)."""
-    check_writable(Assistant.objects.get(sessions__pk=session_id))
+def _writable_session(session_id: int) -> Session:
+    """Read the session under the turn's lock and refuse a turn of an archived assistant: the check
+    of a turn that stores no input first, made before the model is called."""
+    session = read_session(session_id)
+    check_writable(session.assistant)
+    return session
 
 
-def retry_turn(*, session_id: int) -> TurnResult:
+def retry_turn(*, session: Session) -> TurnResult:
     """Run the turn again on the user message whose turn failed (the session's last visible row).
 
     Nothing new is stored for the user: the failed call's error message stays in the transcript
     as a record, and the model, which never sees error messages, answers the same prompt again.
+    ``session`` is the caller's team-checked session; the turn reads it once under its lock.
     """
-    _check_writable(session_id)
     model = require_chat_model()
+    session_id = session.pk
     try:
         with session_lock(f"turn:{session_id}", timeout_seconds=_wait_for_turn_seconds()):
-            return finished_turn(_Turn(session_id, model, _failed_turn_prompt(session_id)).events())
+            current = _writable_session(session_id)
+            return finished_turn(_Turn(current, model, _failed_turn_prompt(session_id)).events())
     except LockTimeout:
         raise TurnError("turn_in_progress", "Another turn is running in this session.", status=409) from None
 
@@ -506,13 +526,14 @@ class _Turn:
 
     def __init__(
         self,
-        session_id: int,
+        session: Session,
         model: ChatModel,
         user_row: Message,
         *,
         client_tools: Sequence[dict[str, Any]] = (),
     ) -> None:
-        self.session_id = session_id
+        self.session_id = session.pk
+        self._session: Session | None = session
         self.model = model
         self.client_tools = list(client_tools)
         self.client_tool_names = {tool["name"] for tool in self.client_tools}
@@ -520,12 +541,21 @@ class _Turn:
         self.overflow_attempts = 0
         self.skip_next_touch = False
         self.call_started_at = dj_timezone.now()
-        self._held_session: Session | None = None
 
     def session(self) -> Session:
-        """Return the session as stored now (the row `_before_first_call` just read, once)."""
-        held, self._held_session = self._held_session, None
-        return held or read_session(self.session_id)
+        """Return the session as the turn's last append locked and left it; after a compaction
+        changed the row (``_session`` None), read it once again."""
+        if self._session is None:
+            self._session = read_session(self.session_id)
+        return self._session
+
+    def _store(self, inputs: list[MessageInput]) -> list[Message]:
+        """Append what the turn made (writability was checked when the turn began) and carry on
+        with the session row the append locked and returned."""
+        rows = store_messages(self.session_id, inputs, announce=False, writable_checked=True)
+        if rows:
+            self._session = rows[-1].session
+        return rows
 
     def events(self) -> Iterator[TurnEvent]:
         self._before_first_call()
@@ -546,16 +576,14 @@ class _Turn:
             for call in completion.tool_calls:
                 yield ToolCalled(call, client=call in theirs)
             session = self.session()
-            results = store_messages(
-                self.session_id, [self._tool_result(call, session) for call in ours], announce=False
-            )
+            results = self._store([self._tool_result(call, session) for call in ours])
             self.result.messages += results
             for row in results:
                 yield ToolResultStored(row)
             if theirs:
                 self._hand_over(assistant_row, completion, theirs)
                 break
-        self.result.final_session = read_session(self.session_id)
+        self.result.final_session = self.session()
         self.result.figures = token_figures(self.result.final_session)
         after = maintenance_for(self.result.final_session, self.result.figures)
         self.result.scheduled = {
@@ -585,13 +613,13 @@ class _Turn:
         if not figures.compaction_due:
             if figures.flush_reason and skip_reason(session) is None:
                 self.result.scheduled = maintenance_for(session, figures)
-            self._held_session = session  # nothing changed it: the first call goes on with it
             return
+        self._session = None  # a compaction (or one running) changes the row: read it again
         try:
             run = compact_session(session_id=self.session_id, trigger="budget")
         except CompactionBusy:
             return  # a compaction is running: proceed on the pre-compaction view, nothing is lost
-        except (CompactionRefused, CompactionFailed) as error:
+        except CompactionError as error:
             logger.info("budget compaction of session %s did not run: %s", self.session_id, error)
             return
         if isinstance(run, CompactionRun):
@@ -645,11 +673,7 @@ class _Turn:
         """Store what the model generated before the listener left, with stopReason `aborted`."""
         cut = Completion(text=reply.text, tool_calls=(), usage=None, stop_reason="aborted", model=model_name)
         silent = not streamable_text(reply.text)  # nobody saw any of it
-        [row] = store_messages(
-            self.session_id,
-            [assistant_input(cut, silent=silent, started_at=self.call_started_at)],
-            announce=False,
-        )
+        [row] = self._store([assistant_input(cut, silent=silent, started_at=self.call_started_at)])
         self.result.messages.append(row)
 
     def _recover_from_overflow(self, error: ProviderError) -> bool:
@@ -659,6 +683,7 @@ class _Turn:
         ):
             return False
         self.overflow_attempts += 1
+        self._session = None  # a compaction (or one running) changes the row: read it again
         try:
             run = compact_session(
                 session_id=self.session_id,
@@ -668,7 +693,7 @@ class _Turn:
         except CompactionBusy:
             finished = wait_for_active_run(self.session_id, timeout_seconds=_wait_seconds())
             run = finished if finished is not None and finished.state == RunState.COMMITTED else None
-        except (CompactionRefused, CompactionFailed) as failure:
+        except CompactionError as failure:
             logger.info("overflow compaction of session %s did not run: %s", self.session_id, failure)
             return False
         if not isinstance(run, CompactionRun):
@@ -706,11 +731,7 @@ class _Turn:
     def _store_assistant(self, completion: Completion, *, final: bool) -> Message:
         visible = visible_reply_text(completion.text) if final and not completion.tool_calls else None
         silent = final and not completion.tool_calls and visible is None
-        [row] = store_messages(
-            self.session_id,
-            [assistant_input(completion, silent=silent, started_at=self.call_started_at)],
-            announce=False,
-        )
+        [row] = self._store([assistant_input(completion, silent=silent, started_at=self.call_started_at)])
         self.result.messages.append(row)
         if final:
             self.result.silent = silent
@@ -728,7 +749,7 @@ class _Turn:
             partial_text=partial_text,
             silent=bool(partial_text) and not streamable_text(partial_text),
         )
-        [row] = store_messages(self.session_id, [failed], announce=False)
+        [row] = self._store([failed])
         self.result.messages.append(row)
         # The Jobs page lists the failure (failures first), linked to the session, where it is retried.
         record_failure(

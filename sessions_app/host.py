@@ -20,7 +20,7 @@ from openclaw_site.models import Assistant
 from sessions_app.agent import schedule_maintenance
 from sessions_app.compaction import (
     CompactionBusy,
-    CompactionFailed,
+    CompactionError,
     CompactionRefused,
     compact_session,
     preview_compaction,
@@ -225,16 +225,23 @@ def compact_for_host(
     try:
         preview_compaction(session, trigger=trigger)
         run = compact_session(session_id=session.pk, trigger=trigger, instructions=instructions)
-    except CompactionRefused as refused:
-        return HostCompaction(ok=True, compacted=False, reason=refused.message)
     except CompactionBusy:
         finished = wait_for_active_run(session.pk, timeout_seconds=BUSY_WAIT_SECONDS)
         done = finished is not None and finished.entry_id is not None
         return HostCompaction(ok=done, compacted=done, reason=_run_reason(finished), run=finished)
-    except CompactionFailed as failed:
-        return HostCompaction(ok=False, compacted=False, reason=failed.run.reason, run=failed.run)
+    except CompactionError as error:
+        return host_outcome(error)
     assert run is not None  # only a threshold trigger answers None
     return HostCompaction(ok=True, compacted=True, reason="compacted", run=run)
+
+
+def host_outcome(error: CompactionError) -> HostCompaction:
+    """A compaction that did not happen, as OpenClaw's CompactResult: its reason is the error's
+    message; a refusal (nothing to compact, already compacted) is an answer, a failure is not ok."""
+    refused = isinstance(error, CompactionRefused)
+    return HostCompaction(
+        ok=refused, compacted=False, reason=error.message, run=None if refused else error.run
+    )
 
 
 def _run_reason(run: CompactionRun | None) -> str:

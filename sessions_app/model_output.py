@@ -97,12 +97,20 @@ def tool_result_input(call: ToolCall, text: str, *, is_error: bool) -> MessageIn
 
 
 def store_messages(
-    session_id: int, inputs: list[MessageInput], *, flush_turn: bool = False, announce: bool = True
+    session_id: int,
+    inputs: list[MessageInput],
+    *,
+    flush_turn: bool = False,
+    announce: bool = True,
+    writable_checked: bool = False,
 ) -> list[Message]:
     """Append messages (one transaction); flush-turn messages are stored silent and flagged.
 
-    ``announce``: as `append_messages`'s (a turn announces its change once, when it ends).
+    ``announce`` and ``writable_checked``: as `append_messages`'s (a turn announces its change
+    once, when it ends, and checks writability once, when it begins).
     """
     if not flush_turn:
-        return append_messages(session_id=session_id, messages=inputs, announce=announce)
+        return append_messages(
+            session_id=session_id, messages=inputs, announce=announce, writable_checked=writable_checked
+        )
     return append_messages(session_id=session_id, messages=inputs, flush_turn=True)

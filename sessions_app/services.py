@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Assistant
 from openclaw_site.services import check_writable
 from sessions_app.agent import schedule_maintenance
@@ -24,11 +24,11 @@ from sessions_app.transcript import append_messages
 SESSION_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}$")
 
 
-def _session_exists(key: str) -> ApiError:
-    return ApiError(
+def _session_exists(key: str) -> DomainError:
+    return DomainError(
         "session_exists",
         f"The assistant already has a session {key!r}.",
-        status_code=409,
+        status=409,
         details={"field": "key"},
     )
 
@@ -36,7 +36,7 @@ def _session_exists(key: str) -> ApiError:
 def check_session_key(key: str) -> None:
     """Refuse a key an export file could not be named by, with 400 ``validation_error``."""
     if not SESSION_KEY_PATTERN.match(key):
-        raise ApiError(
+        raise DomainError(
             "validation_error",
             "key: letters, digits and . _ : @ + = - only, up to 128 characters.",
             details={"field": "key"},

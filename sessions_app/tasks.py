@@ -8,9 +8,12 @@ rest; docs/design.md, Exports), so running one twice, late, or after a worker cr
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessions_app.workspace import exports
+
+if TYPE_CHECKING:
+    from sessions_app.compaction import CompactionError
 
 logger = logging.getLogger(__name__)
 
@@ -75,17 +78,26 @@ def memory_flush_task(session_id: int) -> dict[str, Any]:
 
 
 def compact_session_task(session_id: int, trigger: str = "threshold") -> dict[str, Any]:
-    """Compact a session through the one entry point; a busy or refused compaction is reported."""
-    from sessions_app.compaction import CompactionBusy, CompactionFailed, CompactionRefused, compact_session
+    """Compact a session through the one entry point; a busy, refused or failed compaction is reported."""
+    from sessions_app.compaction import CompactionError, compact_session
 
     try:
         run = compact_session(session_id=session_id, trigger=trigger)
-    except CompactionBusy as busy:
-        return {"status": "busy", "run": busy.run.pk}
-    except CompactionRefused as refused:
-        return {"status": "refused", "code": refused.code, "run": refused.run.pk if refused.run else None}
-    except CompactionFailed as failed:
-        return {"status": "failed", "reason": failed.run.reason, "run": failed.run.pk}
+    except CompactionError as error:  # the run (when there is one) records why; the task succeeded
+        return compaction_report(error)
     if run is None:
         return {"status": "not_due"}
     return {"status": run.state, "run": run.pk, "entry": run.entry.entry_id if run.entry else None}
+
+
+def compaction_report(error: CompactionError) -> dict[str, Any]:
+    """A compaction that did not happen, as a task's result says it (the Jobs page, `GET /tasks/`):
+    its outcome (busy, refused, failed), the error's code and message, its run and the run's reason."""
+    run = error.run
+    return {
+        "status": error.outcome,
+        "code": error.code,
+        "message": error.message,
+        "run": run.pk if run is not None else None,
+        "reason": run.reason if run is not None else "",
+    }

@@ -84,6 +84,7 @@ def append_messages(
     silent: bool = False,
     flush_turn: bool = False,
     announce: bool = True,
+    writable_checked: bool = False,
 ) -> list[Message]:
     """Append messages atomically (all or nothing) and return the stored rows.
 
@@ -91,9 +92,13 @@ def append_messages(
     the session's counters (docs/design.md §D11). ``flush_turn``: the rows are a memory flush
     turn's (silent, and outside the model's view). ``announce=False`` leaves queuing the export
     and the indexer (`after_transcript_change`) to the caller, which stores more first (a turn).
+    ``writable_checked``: a running turn's own output, whose turn checked the assistant writable
+    when it began (`sessions_app.agent.stream_turn`); every other append checks it here.
+    Each row's ``session`` is the locked session as the append left it (its counters current).
     """
     session = lock_session(session_id)
-    check_writable(session.assistant)
+    if not writable_checked:
+        check_writable(session.assistant)
     now = timezone.now()
     rows = [
         _build(session, item, now=now, silent=silent or flush_turn or item.silent, flush_turn=flush_turn)

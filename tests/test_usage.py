@@ -105,7 +105,7 @@ def test_turn_flush_and_compaction_each_record_their_tokens(llm, world, priced):
     llm.default_chat = router()
     compact_session(session_id=session.pk, trigger="manual")
     llm.queue(text_reply("hi there", usage={"prompt_tokens": 1200, "completion_tokens": 30}))
-    run_turn(session_id=session.pk, message=message_input(user("hello")))
+    run_turn(session=session, message=message_input(user("hello")))
     rows = {
         row.key: row
         for row in usage.breakdown(usage_records(team=world.acme, session_id=session.pk), "purpose")

@@ -1,8 +1,8 @@
 """What every API view shares: the team context, the request size limit, strict input, paging.
 
 Views subclass `TeamApiView`, read the caller's team from ``self.team`` and look objects up through
-the selectors with it, so another team's object is simply not found: `TeamApiView` turns the
-selector's `NotFound` into the 404 error body (never a leak).
+the selectors with it, so another team's object is simply not found: the selector's `NotFound` is
+a domain error the exception handler answers with the 404 error body (never a leak).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from openclaw_site.auth import TeamContext, request_team_context
 from openclaw_site.errors import ApiError
 from openclaw_site.json_input import unstorable_text
 from openclaw_site.models import Team
-from openclaw_site.selectors import NotFound
 
 
 def not_found(what: str) -> ApiError:
@@ -74,12 +73,6 @@ class TeamApiView(APIView):
     @property
     def team(self) -> Team:
         return self.team_context.team
-
-    def handle_exception(self, exc: Exception) -> Any:
-        """Answer a selector's NotFound with the 404 error body, like any other API error."""
-        if isinstance(exc, NotFound):
-            exc = not_found(exc.what)
-        return super().handle_exception(exc)
 
     def acting_user(self) -> User | None:
         """Return the signed-in user behind the request, or None for an API key."""

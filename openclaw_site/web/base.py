@@ -28,7 +28,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from openclaw_site.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Membership, Role, Team
 from openclaw_site.selectors import NotFound
 
@@ -113,10 +113,6 @@ def team_view(
         web_request.web = context
         try:
             return view(web_request, *args, **kwargs)
-        except ApiError as error:
-            if error.code != "assistant_archived":
-                raise
-            return _refused(web_request, error)
         except NotFound as missing:
             owner = _other_team_showing(view, web_request, args, kwargs)
             if owner is None:
@@ -124,11 +120,15 @@ def team_view(
             return render(
                 request, "404.html", {"switch_to": owner, "next": request.get_full_path()}, status=404
             )
+        except DomainError as error:  # the dashboard's rendering of a refusal no page handles itself
+            if error.code != "assistant_archived":
+                raise
+            return _refused(web_request, error)
 
     return wrapper
 
 
-def _refused(request: WebRequest, error: ApiError) -> HttpResponse:
+def _refused(request: WebRequest, error: DomainError) -> HttpResponse:
     """A write the service refused (an archived assistant): say why on the page the user came from."""
     messages.error(request, error.message)
     back = request.headers.get("referer", "")

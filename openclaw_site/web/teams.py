@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from openclaw_site import teams
 from openclaw_site.auth import TEAM_SESSION_KEY
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Membership, Role
 from openclaw_site.selectors import membership_get, membership_list
 from openclaw_site.web.base import (
@@ -82,7 +82,7 @@ def team_members(request: WebRequest) -> HttpResponse:
             role=form.cleaned_data["role"],
             site_url=request.build_absolute_uri("/").rstrip("/"),
         )
-    except ApiError as error:
+    except DomainError as error:
         form.add_error("identifier", error.message)
         return _members_page(request, form, status=UNPROCESSABLE)
     name = added.membership.user.get_username()
@@ -138,7 +138,7 @@ def member_remove(request: WebRequest, pk: int) -> HttpResponse:
 def _apply(request: WebRequest, change: Callable[[], object], done: str) -> None:
     try:
         change()
-    except ApiError as error:
+    except DomainError as error:
         messages.error(request, error.message)
     else:
         messages.success(request, done)
@@ -176,7 +176,7 @@ def team_new(request: HttpRequest) -> HttpResponse:
             team = teams.team_create(
                 name=form.cleaned_data["name"], slug=form.cleaned_data["slug"], creator=user
             )
-        except ApiError as error:
+        except DomainError as error:
             form.add_error("slug", error.message)
         else:
             membership = Membership.objects.get(team=team, user=user)

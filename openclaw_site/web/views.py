@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site import jobs, services
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
@@ -73,7 +73,7 @@ def assistant_create(request: WebRequest) -> HttpResponse:
                 assistant = services.assistant_create(
                     team=request.web.team, slug=form.cleaned_data["slug"], **fields
                 )
-            except ApiError as error:  # a concurrent create of the same slug
+            except DomainError as error:  # a concurrent create of the same slug
                 form.add_error(error.details.get("field"), error.message)
             else:
                 messages.success(request, f"Created {assistant.name}.")
@@ -143,7 +143,7 @@ def _save_settings(form: AssistantForm, settings_form: SettingsForm) -> bool:
     fields = {name: form.cleaned_data[name] for name in services.ASSISTANT_FIELDS}
     try:
         services.assistant_update(assistant=form.instance, settings=settings_form.document, **fields)
-    except ApiError as error:
+    except DomainError as error:
         settings_form.add_error(None, error.message)
         return False
     return True
@@ -276,7 +276,7 @@ def assistant_rename(request: WebRequest, slug: str) -> HttpResponse:
     else:
         try:
             services.assistant_update(assistant=assistant, name=form.cleaned_data["name"])
-        except ApiError as error:  # archived: read-only until restored
+        except DomainError as error:  # archived: read-only until restored
             messages.error(request, error.message)
         else:
             messages.success(request, f"Renamed to {form.cleaned_data['name']}.")

@@ -14,8 +14,6 @@ from sessions_app.api.responses import (
     CONTEXT_ALSO_NEEDS,
     compact_or_raise,
     context_payload_json,
-    entry_dict,
-    run_dict,
 )
 from sessions_app.api.serializers import (
     CompactedOutput,
@@ -24,7 +22,7 @@ from sessions_app.api.serializers import (
     ContextOutput,
 )
 from sessions_app.api.views import SessionApiView
-from sessions_app.compaction import CompactionPreview
+from sessions_app.compaction import CompactionPreview, entry_dict, run_dict
 from sessions_app.context import session_figures
 from sessions_app.models import Session
 from sessions_app.selectors import compaction_entry_list, compaction_run_list, session_get

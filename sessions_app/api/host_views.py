@@ -32,9 +32,9 @@ from sessions_app import host
 from sessions_app.agent import ToolFailure, tool_result_get
 from sessions_app.api.context_views import StrictBooleanField
 from sessions_app.api.payloads import message_api_error
-from sessions_app.api.responses import run_dict
 from sessions_app.api.serializers import SessionOutput
 from sessions_app.api.views import SessionApiView
+from sessions_app.compaction import run_dict
 from sessions_app.context import local_today, session_figures
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session

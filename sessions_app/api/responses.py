@@ -14,8 +14,9 @@ from typing import Any
 from rest_framework import status
 
 from openclaw_site.auth import KeyWatch
-from openclaw_site.errors import ApiError, error_body
+from openclaw_site.errors import DomainError, error_body
 from openclaw_site.models import Scope
+from openclaw_site.selectors import NotFound
 from openclaw_site.streaming import sse_event
 from sessions_app.agent import (
     ReplyDelta,
@@ -33,13 +34,11 @@ from sessions_app.agent import (
 )
 from sessions_app.compaction import (
     NOT_A_COMMAND,
-    CompactionBusy,
-    CompactionFailed,
     CompactionPreview,
-    CompactionRefused,
     compact_session,
     manual_reply_text,
     parse_compact_command,
+    run_dict,
 )
 from sessions_app.context import (
     ModelContext,
@@ -48,8 +47,7 @@ from sessions_app.context import (
     token_figures,
 )
 from sessions_app.messages import MessageInput, text_of
-from sessions_app.models import CompactionEntry, CompactionRun, Session
-from sessions_app.transcript import compaction_entry_dict
+from sessions_app.models import CompactionRun, Session
 from sessions_app.view_cache import encode_json
 
 logger = logging.getLogger(__name__)
@@ -61,37 +59,6 @@ STREAM_FAULT = (
 )
 
 # --- shapes -----------------------------------------------------------------------------------
-
-
-def run_dict(run: CompactionRun) -> dict[str, Any]:
-    """Return a CompactionRun receipt as the API shows it."""
-    return {
-        "id": run.pk,
-        "session": run.session_id,
-        "trigger": run.trigger,
-        "state": run.state,
-        "reason": run.reason,
-        "instructions": run.instructions,
-        "flush_outcome": run.flush_outcome,
-        "flush": run.flush_details,
-        "tokens_before": run.tokens_before,
-        "tokens_after": run.tokens_after,
-        "offline": run.offline,
-        "entry": entry_dict(run.entry) if run.entry is not None else None,
-        "created_at": run.created_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-    }
-
-
-def entry_dict(entry: CompactionEntry) -> dict[str, Any]:
-    """Return a compaction entry: the JSONL v3 fields plus ours (trigger, tokens after, offline)."""
-    return {
-        **compaction_entry_dict(entry),
-        "tokensAfter": entry.tokens_after,
-        "trigger": entry.trigger,
-        "offline": entry.offline,
-    }
 
 
 def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,54 +115,19 @@ def _context_parts(session: Session) -> tuple[ModelContext, dict[str, Any]]:
     }
 
 
-# --- domain calls with their API errors -------------------------------------------------------
+# --- domain calls ---------------------------------------------------------------------------
 
 
 def compact_or_raise(
     session: Session, *, instructions: str | None, dry_run: bool = False
 ) -> CompactionRun | CompactionPreview:
-    """Run a manual compaction; map busy/refused/failed to 409/422/502 ApiErrors."""
-    try:
-        result = compact_session(
-            session_id=session.pk, trigger="manual", instructions=instructions, dry_run=dry_run
-        )
-    except CompactionBusy as busy:
-        raise ApiError(
-            "compaction_in_progress",
-            "A compaction of this session is already running; try again when it has finished.",
-            status_code=409,
-            details={"run": busy.run.pk},
-        ) from None
-    except CompactionRefused as refused:
-        details = {"run": run_dict(refused.run)} if refused.run else {}
-        raise ApiError(refused.code, refused.message, status_code=refused.status, details=details) from None
-    except CompactionFailed as failed:
-        raise ApiError(
-            "compaction_failed",
-            compaction_failure_message(failed.run),
-            status_code=502,
-            details={"run": run_dict(failed.run), "flush": failed.run.flush_details or None},
-        ) from None
-    assert result is not None  # only a threshold trigger returns None
-    return result
-
-
-def compaction_failure_message(run: CompactionRun) -> str:
-    """Say what a failed compaction left behind: nothing, or what its memory flush wrote first."""
-    flush = run.flush_details or {}
-    stored, appended = flush.get("stored") or [], flush.get("appended") or []
-    if not stored and not appended:
-        return f"Compaction failed: {run.reason}. Nothing was written; the history is unchanged."
-    wrote = []
-    if stored:
-        wrote.append(f"stored {len(stored)} silent flush message(s) ({', '.join(stored)})")
-    if appended:
-        paths = sorted({item.get("path", "") for item in appended})
-        wrote.append(f"appended to {', '.join(paths)}")
-    return (
-        f"Compaction failed: {run.reason}. No summary was written, so the model still sees the whole "
-        f"history; the memory flush before it {' and '.join(wrote)}."
+    """Run a manual compaction; busy, refused and failed are domain errors the API renders (409/422/502)."""
+    result = compact_session(
+        session_id=session.pk, trigger="manual", instructions=instructions, dry_run=dry_run
     )
+    if result is None:  # only a threshold trigger returns None
+        raise RuntimeError(f"A manual compaction of session {session.pk} returned no run.")
+    return result
 
 
 def compact_command_text(payload: Any) -> str | None:
@@ -230,14 +162,12 @@ def respond_to_message(
 ) -> tuple[int, dict[str, Any]]:
     """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
     try:
-        result = run_turn(session_id=session.pk, message=message)
+        result = run_turn(session=session, message=message)
     except Session.DoesNotExist:  # deleted by another request while the turn ran
-        raise ApiError("not_found", "Session not found.", status_code=404) from None
+        raise NotFound("session") from None
     except TurnError as error:
         if not error.stored:
-            raise ApiError(
-                error.code, error.message, status_code=error.status, details=error.details
-            ) from None
+            raise  # a refusal: the API renders it like any domain error
         return error.status, turn_error_body(error, stored_message_dict=stored_message_dict)
     return status.HTTP_201_CREATED, turn_body(result, stored_message_dict=stored_message_dict)
 
@@ -270,7 +200,7 @@ def respond_events(
     stream ends with one of the two: a key revoked meanwhile (``watch``) and an unexpected fault
     end it with `error` too, after the turn has stored what it had.
     """
-    turn = stream_turn(session_id=session.pk, inputs=[message])
+    turn = stream_turn(session=session, inputs=[message])
     try:
         for event in turn:
             name, data = _event_data(event, stored_message_dict=stored_message_dict)
@@ -282,6 +212,8 @@ def respond_events(
                 return
     except TurnError as error:
         yield sse_event(turn_error_body(error, stored_message_dict=stored_message_dict), event="error")
+    except DomainError as error:  # a refusal from within the turn (an archived assistant)
+        yield sse_event(error.envelope(), event="error")
     except Session.DoesNotExist:  # deleted by another request while the turn ran
         yield sse_event(error_body("not_found", "Session not found."), event="error")
     except Exception:

@@ -149,7 +149,7 @@ def _objects(**kwargs: Any) -> serializers.ListField:
 
 
 class CompactionRunOutput(serializers.Serializer):
-    """Documentation of `responses.run_dict`: one compaction run receipt."""
+    """Documentation of `compaction.run_dict`: one compaction run receipt."""
 
     id = serializers.IntegerField()
     session = serializers.IntegerField()

@@ -39,7 +39,7 @@ from openclaw_site.models import Scope
 from openclaw_site.selectors import assistant_get
 from openclaw_site.streaming import EVENT_STREAM, streaming_response
 from sessions_app import services
-from sessions_app.agent import TurnError, require_chat_model
+from sessions_app.agent import require_chat_model
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.api.responses import (
     compact_command_text,
@@ -231,12 +231,7 @@ class SessionMessagesApi(SessionApiView):
                 "A streamed reply cannot be replayed: send Idempotency-Key without stream.",
                 details={"field": "stream"},
             )
-        try:
-            require_chat_model()
-        except TurnError as error:
-            raise ApiError(
-                error.code, error.message, status_code=error.status, details=error.details
-            ) from None
+        require_chat_model()  # no model: a refusal before the stream starts
         message = payload.messages[0]
         watch = KeyWatch(self.team_context.api_key)  # a key revoked meanwhile ends the stream
         return streaming_response(

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings as django_settings
 
 from openclaw_site.models import Assistant
 from sessions_app.models import CompactionRun, Session
+
+if TYPE_CHECKING:
+    from sessions_app.compaction import CompactionError
 
 # --- sessions ---------------------------------------------------------------------------------
 
@@ -321,14 +324,14 @@ class Preview:
 
 def compaction_preview(*, session: Session, instructions: str) -> Preview:
     """Return what a manual compaction would do now, writing nothing (the API's dry run)."""
-    from sessions_app.compaction import CompactionRefused, compact_session
+    from sessions_app.compaction import CompactionError, compact_session
 
     try:
         preview = compact_session(
             session_id=session.pk, trigger="manual", instructions=instructions or None, dry_run=True
         )
-    except CompactionRefused as refused:
-        return Preview(ok=False, message=refusal_text(session, refused))
+    except CompactionError as refused:
+        return Preview(ok=False, message=compaction_error_text(session, refused))
     from sessions_app.models import Message
 
     first_kept_seq = (
@@ -354,8 +357,9 @@ def compaction_preview(*, session: Session, instructions: str) -> Preview:
     )
 
 
-def refusal_text(session: Session, refused: Any) -> str:
-    """Say why /compact has nothing to do, and for a small session how far it is from having some.
+def compaction_error_text(session: Session, error: CompactionError) -> str:
+    """The dashboard's words for a compaction that did not happen: the error's own message, and
+    for nothing to compact, how far a small session is from having something.
 
     Compaction keeps the most recent keepRecentTokens verbatim (docs/openclaw-behaviour.md §1.1), so
     it has something to summarise once the session's messages pass that many tokens.
@@ -363,8 +367,8 @@ def refusal_text(session: Session, refused: Any) -> str:
     from sessions_app.compaction import format_token_count as count
     from sessions_app.context import token_figures
 
-    if refused.code != "nothing_to_compact":
-        return str(refused.message)
+    if error.code != "nothing_to_compact":
+        return error.message
     figures = token_figures(session)
     keep, now = session.assistant.config.compaction.keep_recent_tokens, figures.context_tokens
     head = (
@@ -390,31 +394,14 @@ class CompactResult:
 
 def compact(*, session: Session, instructions: str) -> CompactResult:
     """Compact now through the one entry point; a refusal or failure changes nothing."""
-    from sessions_app.compaction import (
-        CompactionBusy,
-        CompactionFailed,
-        CompactionRefused,
-        compact_session,
-        manual_reply_text,
-    )
+    from sessions_app.compaction import CompactionError, compact_session, manual_reply_text
 
-    # A session too small to compact is told so by a dry run, which records no failed run.
     try:
+        # A session too small to compact is told so by a dry run, which records no failed run.
         compact_session(session_id=session.pk, trigger="manual", dry_run=True)
-    except CompactionRefused as refused:
-        return CompactResult(False, refusal_text(session, refused))
-    try:
         run = compact_session(session_id=session.pk, trigger="manual", instructions=instructions or None)
-    except CompactionBusy as busy:
-        return CompactResult(
-            False, f"A compaction of this session is already {busy.run.state}; wait for it.", busy.run
-        )
-    except CompactionRefused as refused:
-        return CompactResult(False, refused.message, refused.run)
-    except CompactionFailed as failed:
-        return CompactResult(
-            False, f"Compaction failed and nothing was changed: {failed.run.reason}", failed.run
-        )
+    except CompactionError as error:
+        return CompactResult(False, compaction_error_text(session, error), error.run)
     if run is None:  # only a threshold trigger that is no longer due returns no run
         raise RuntimeError(f"A manual compaction of session {session.pk} returned no run.")
     return CompactResult(True, manual_reply_text(run, context_window=session.context_window), run)
@@ -493,7 +480,7 @@ def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]
         yield ChatOutcome(error=error.message, status=413 if error.too_large else 422, stored=False)
         return
     try:
-        for event in stream_turn(session_id=session.pk, inputs=[message]):
+        for event in stream_turn(session=session, inputs=[message]):
             if isinstance(event, ReplyDelta):
                 yield event.text
             elif isinstance(event, TurnFinished):
@@ -512,7 +499,7 @@ def retry(*, session: Session) -> ChatOutcome:
     from sessions_app.agent import TurnError, retry_turn
 
     try:
-        result = retry_turn(session_id=session.pk)
+        result = retry_turn(session=session)
     except TurnError as error:
         return _turn_error(error, session.assistant)
     notice = "The assistant chose not to reply (NO_REPLY)." if result.silent else ""

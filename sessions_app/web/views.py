@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site import usage
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get, usage_records
 from openclaw_site.streaming import sse_event, streaming_response
@@ -71,7 +71,7 @@ def session_list(request: WebRequest, slug: str) -> HttpResponse:
                     key=form.cleaned_data["key"] or None,
                     title=form.cleaned_data["title"],
                 )
-            except ApiError as error:  # key taken or malformed
+            except DomainError as error:  # key taken or malformed
                 form.add_error("key", error.message)
             else:
                 return _redirect(request, reverse("session", args=[session.pk]))

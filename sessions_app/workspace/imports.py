@@ -34,7 +34,7 @@ from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate
 from memory_app.signals import notifications_held
 from memory_app.tasks import queue_reindex
 from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from openclaw_site.tasks import TaskOwner, enqueue
@@ -270,7 +270,7 @@ def _check_key(key: Any) -> str:
         raise WorkspaceImportError(f"session key {key!r} must be 1 to {SESSION_KEY_MAX} characters")
     try:
         check_session_key(key)
-    except ApiError as error:
+    except DomainError as error:
         raise WorkspaceImportError(f"session key {key!r}: {error.message}") from None
     return key
 

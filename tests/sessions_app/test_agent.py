@@ -37,7 +37,7 @@ def session(world):
 
 
 def turn(session, text: str = "hello"):
-    return run_turn(session_id=session.pk, message=message_input(user(text)))
+    return run_turn(session=session, message=message_input(user(text)))
 
 
 def parsed(row: Message) -> dict:

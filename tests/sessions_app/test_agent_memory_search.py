@@ -30,7 +30,7 @@ def test_the_model_searches_memory_and_reads_the_hit(llm, fake_embeddings, world
         text_reply("It is heron-db."),
     )
 
-    result = run_turn(session_id=session.pk, message=message_input(user("which staging db?")))
+    result = run_turn(session=session, message=message_input(user("which staging db?")))
 
     assert result.reply_text == "It is heron-db."
     [tool_row] = Message.objects.filter(session=session, role="toolResult")
@@ -48,7 +48,7 @@ def test_group_sessions_get_results_without_citations(llm, fake_embeddings, worl
     session = factories.make_session(world.assistant, key="slack:group:eng")
     llm.queue(tool_call_reply([("memory_search", {"query": "when are standups"})]), text_reply("9:30"))
 
-    run_turn(session_id=session.pk, message=message_input(user("when is standup?")))
+    run_turn(session=session, message=message_input(user("when is standup?")))
 
     payload = json.loads(Message.objects.get(session=session, role="toolResult").content[0]["text"])
     assert payload["citations"] == "off" and "citation" not in payload["results"][0]

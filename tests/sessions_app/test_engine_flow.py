@@ -41,15 +41,15 @@ def test_turns_flush_at_176000_then_compact_above_180000(llm, world):
         flush=flush, chat=lambda request: text_reply("ok", usage=reported(next(chat_usage)))
     )
 
-    first = run_turn(session_id=session.pk, message=message_input(user("one")))
+    first = run_turn(session=session, message=message_input(user("one")))
     assert first.scheduled == {"compaction": False, "flush": False}  # 170000 + 500 < 176000
-    second = run_turn(session_id=session.pk, message=message_input(user("two")))
+    second = run_turn(session=session, message=message_input(user("two")))
     assert second.scheduled == {"compaction": False, "flush": True}  # 175600 + 500 >= 176000
     assert MemoryDocument.objects.get(path=f"memory/{today}.md").content == "- User likes tea."
     assert Session.objects.get(pk=session.pk).memory_flush_compaction_count == 0
     flush_count = len(flushes)
 
-    third = run_turn(session_id=session.pk, message=message_input(user("three")))
+    third = run_turn(session=session, message=message_input(user("three")))
     assert third.scheduled["compaction"] is True  # 181000 + 500 > 180000
     entry = CompactionEntry.objects.get(session=session)
     assert entry.trigger == "threshold" and entry.run.flush_outcome == "flush_skipped(already-flushed)"
@@ -57,7 +57,7 @@ def test_turns_flush_at_176000_then_compact_above_180000(llm, world):
     session.refresh_from_db()
     assert session.compaction_count == 1 and session.total_tokens == entry.tokens_after
 
-    fourth = run_turn(session_id=session.pk, message=message_input(user("four")))
+    fourth = run_turn(session=session, message=message_input(user("four")))
     assert fourth.reply_text == "ok" and fourth.scheduled == {"compaction": False, "flush": False}
     sent = llm.chat_requests[-1]["messages"]
     assert sent[1]["content"].startswith("The conversation history before this point was compacted")
