@@ -84,6 +84,10 @@ HELP: dict[str, str] = {
     "memorySearch.cache.enabled": "Cache embeddings by text hash so unchanged text is never embedded twice.",
     "memorySearch.cache.maxEntries": "Cap on cached embeddings (empty: no cap).",
     "memorySearch.citations": "Whether search results carry path#Lx-Ly citations.",
+    "memoryConsolidation.schedule": "Whether the consolidation job proposes changes by itself each night.",
+    "memoryConsolidation.hour": "The hour of the night it runs, in the assistant's time zone (0-23).",
+    "memoryConsolidation.autoApply": "Kinds of proposal applied without a review (merge, supersede, "
+    "promote, retire; empty: a person reviews every one). Never one resting on an untrusted line.",
 }
 
 # The settings page in words: a human label for each setting (the OpenClaw key is shown small
@@ -147,6 +151,9 @@ LABELS: dict[str, str] = {
     "memorySearch.cache.enabled": "Remember embeddings of unchanged text",
     "memorySearch.cache.maxEntries": "Most embeddings remembered",
     "memorySearch.citations": "Cite sources in results",
+    "memoryConsolidation.schedule": "Propose tidy-ups nightly",
+    "memoryConsolidation.hour": "At this hour",
+    "memoryConsolidation.autoApply": "Apply without review",
 }
 
 
@@ -227,6 +234,12 @@ SECTIONS: tuple[Section, ...] = (
             for path in LABELS
             if path.startswith(("memorySearch.chunking.", "memorySearch.sync.", "memorySearch.cache."))
         ),
+        open=False,
+    ),
+    Section(
+        "Keeping memory tidy",
+        "The job that proposes merging duplicates and retiring stale facts, for a person to review.",
+        ("memoryConsolidation.schedule", "memoryConsolidation.hour", "memoryConsolidation.autoApply"),
         open=False,
     ),
 )
