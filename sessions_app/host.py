@@ -139,6 +139,8 @@ class HostContext:
     memory_files: tuple[str, ...]
     dropped_messages: int
     compacted: bool
+    # ``messages`` as a JSON array, each of the view's own messages encoded once per process.
+    messages_json: str
 
 
 def host_context(session: Session, *, token_budget: int) -> HostContext:
@@ -147,19 +149,24 @@ def host_context(session: Session, *, token_budget: int) -> HostContext:
     session = record_token_budget(session, token_budget)
     context = build_model_context(session)
     messages = [_host_shape(message) for message in context.agent_messages]
-    budget = token_budget - _tokens(messages[:1]) if _is_summary(messages) else token_budget
-    kept, dropped = fit_turns(messages[1:] if _is_summary(messages) else messages, budget=budget)
-    if _is_summary(messages):
-        kept = [messages[0], *kept]
+    # The build's memo knows each view message's stored estimate, so no message is counted again
+    # here (docs/benchmarks.md, OpenClaw plugin overhead: where the time goes).
+    with context.estimates.active():
+        budget = token_budget - _tokens(messages[:1]) if _is_summary(messages) else token_budget
+        kept, dropped = fit_turns(messages[1:] if _is_summary(messages) else messages, budget=budget)
+        if _is_summary(messages):
+            kept = [messages[0], *kept]
+        estimated = _tokens(kept)
     addition = memory_prompt(session.assistant, now=context.now, tool_names=HOST_TOOL_NAMES)
     return HostContext(
         session=session,
         messages=kept,
-        estimated_tokens=_tokens(kept),
+        estimated_tokens=estimated,
         system_prompt_addition=addition.text,
         memory_files=addition.memory_paths,
         dropped_messages=dropped,
         compacted=_is_summary(messages),
+        messages_json=context.view_memo.json_array(kept, slot="host-json"),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -40,6 +41,7 @@ from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
 from sessions_app.selectors import session_by_key
 from sessions_app.services import check_session_key
+from sessions_app.view_cache import encode_json
 
 MAX_TOKEN_BUDGET = 10_000_000
 
@@ -228,15 +230,14 @@ class HostContextApi(HostSessionApiView):
             },
         ),
     )
-    def post(self, request: Request, slug: str, key: str) -> Response:
+    def post(self, request: Request, slug: str, key: str) -> HttpResponse:
         check_scope(self.team_context, (Scope.MEMORY_READ,))
         session = self.existing(slug, key)
         data = validated(HostContextInput, self.json_object())
         context = host.host_context(session, token_budget=data["token_budget"])
-        return Response(
+        head = encode_json(
             {
                 "session": session.pk,
-                "messages": context.messages,
                 "estimated_tokens": context.estimated_tokens,
                 "system_prompt_addition": context.system_prompt_addition,
                 "memory_files": list(context.memory_files),
@@ -245,6 +246,9 @@ class HostContextApi(HostSessionApiView):
                 "tokens": session_figures(context.session),
             }
         )
+        # The messages are most of the answer; the view keeps their JSON (as GET /context/ does).
+        text = f'{head[:-1]},"messages":{context.messages_json}}}'
+        return HttpResponse(text.encode(), content_type="application/json")
 
 
 class HostCompactApi(HostSessionApiView):
