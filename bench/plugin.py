@@ -71,8 +71,9 @@ from tests.fake_openai import FakeOpenAI  # noqa: E402
 
 NODE = ROOT / "var" / "openclaw" / "node24" / "bin" / "node"  # make openclaw-deps
 DRIVER = ROOT / "bench" / "plugin_turns.mjs"
-POSTMASTER_PID = ROOT / "var" / "pgdata" / "postmaster.pid"  # the embedded PostgreSQL's
-SERVER_LOG = ROOT / "var" / "bench" / "plugin-server.log"  # the server's output, kept for a failed run
+VAR = Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var")  # as embedded_database_url has it
+POSTMASTER_PID = VAR / "pgdata" / "postmaster.pid"  # the embedded PostgreSQL's
+SERVER_LOG = VAR / "bench" / "plugin-server.log"  # the server's output, kept for a failed run
 TOKEN_BUDGET = 200_000  # OpenClaw's tokenBudget for a model with a 200k-token window
 LONG_BUDGET = 1_000_000  # the uncompacted case: a 1M-token window
 BATCH = 500  # the server's most messages per request (MAX_BATCH_MESSAGES)
@@ -179,7 +180,8 @@ def compact_now(api: Api, slug: str, key: str, budget: int) -> None:
     compaction right after one is refused; so one turn goes in first (as OpenClaw commits it).
     """
     path = f"/assistants/{slug}/sessions/by-key/{key}"
-    turn = history(2)
+    now = int(time.time() * 1000)
+    turn = [{**message, "timestamp": now + i} for i, message in enumerate(history(2))]
     api.ok("POST", f"{path}/turns/", {"advancement_key": "bench-before-compaction", "messages": turn})
     answer, _ = api.ok("POST", f"{path}/compact/", {"token_budget": budget, "reason": "manual"})
     if not answer["compacted"]:
