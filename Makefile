@@ -115,6 +115,11 @@ bench-streams: dev-setup migrate
 bench-neighbours: dev-setup migrate
 	$(PY) bench/neighbours.py $(BENCH_ARGS)
 
+# What the OpenClaw plugin adds to a turn (assemble + commitTurn under Node 24, loopback, gunicorn)
+# at 100 and 5,000 stored messages. Prints each figure beside its target.
+bench-plugin: dev-setup migrate openclaw-deps
+	$(PY) bench/plugin.py $(BENCH_ARGS)
+
 # Development sets only (docs/evaluation.md): LoCoMo dev, then InsuranceQA-zh valid.
 eval: dev-setup migrate
 	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json

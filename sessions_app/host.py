@@ -29,7 +29,7 @@ from sessions_app.compaction import (
 from sessions_app.context import build_model_context, memory_prompt
 from sessions_app.cutpoint import summary_message_text
 from sessions_app.messages import MESSAGE_FIELDS, MessageInput
-from sessions_app.models import CompactionRun, Session, TurnCommit
+from sessions_app.models import CompactionRun, Message, Session, TurnCommit
 from sessions_app.services import session_get_or_create
 from sessions_app.transcript import append_messages, lock_session
 
@@ -93,17 +93,29 @@ def bootstrap_session(
 ) -> BootstrapResult:
     """Import a session's earlier history the first time the server sees it; later calls do nothing.
 
-    A long history comes in batches: each imports only while the session ends at ``after_seq``
-    (0 for the first), so a batch sent twice or a commit that came first stops the import.
+    A long history comes in batches: each imports only while the session's messages end at
+    ``after_seq`` (0 for the first), so a batch sent twice or a commit that came first stops the
+    import. What the server itself wrote since (a compaction or a memory flush the earlier batches
+    called for) does not (docs/integrations.md, OpenClaw plugin).
     """
     session, _ = session_get_or_create(assistant=assistant, key=key)
     with transaction.atomic():
         locked = lock_session(session.pk)
-        if not messages or locked.last_seq != after_seq:
+        if not messages or not _messages_end_at(locked, after_seq):
             return BootstrapResult(locked, False, 0)
         rows = append_messages(session_id=session.pk, messages=messages)
     schedule_maintenance(session.pk, session=rows[0].session)
     return BootstrapResult(rows[0].session, True, len(rows))
+
+
+def _messages_end_at(session: Session, seq: int) -> bool:
+    """Tell whether nothing but the server's own entries (compaction entries, flush turns) follows
+    ``seq``, the last seq an import batch answered; a new session ends at 0."""
+    if session.last_seq == seq:
+        return True
+    if seq == 0 or seq > session.last_seq:
+        return False
+    return not Message.objects.filter(session_id=session.pk, seq__gt=seq, flush_turn=False).exists()
 
 
 def record_token_budget(session: Session, token_budget: int) -> Session:
@@ -127,6 +139,8 @@ class HostContext:
     memory_files: tuple[str, ...]
     dropped_messages: int
     compacted: bool
+    # ``messages`` as a JSON array, each of the view's own messages encoded once per process.
+    messages_json: str
 
 
 def host_context(session: Session, *, token_budget: int) -> HostContext:
@@ -135,19 +149,24 @@ def host_context(session: Session, *, token_budget: int) -> HostContext:
     session = record_token_budget(session, token_budget)
     context = build_model_context(session)
     messages = [_host_shape(message) for message in context.agent_messages]
-    budget = token_budget - _tokens(messages[:1]) if _is_summary(messages) else token_budget
-    kept, dropped = fit_turns(messages[1:] if _is_summary(messages) else messages, budget=budget)
-    if _is_summary(messages):
-        kept = [messages[0], *kept]
+    # The build's memo knows each view message's stored estimate, so no message is counted again
+    # here (docs/benchmarks.md, OpenClaw plugin overhead: where the time goes).
+    with context.estimates.active():
+        budget = token_budget - _tokens(messages[:1]) if _is_summary(messages) else token_budget
+        kept, dropped = fit_turns(messages[1:] if _is_summary(messages) else messages, budget=budget)
+        if _is_summary(messages):
+            kept = [messages[0], *kept]
+        estimated = _tokens(kept)
     addition = memory_prompt(session.assistant, now=context.now, tool_names=HOST_TOOL_NAMES)
     return HostContext(
         session=session,
         messages=kept,
-        estimated_tokens=_tokens(kept),
+        estimated_tokens=estimated,
         system_prompt_addition=addition.text,
         memory_files=addition.memory_paths,
         dropped_messages=dropped,
         compacted=_is_summary(messages),
+        messages_json=context.view_memo.json_array(kept, slot="host-json"),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -41,6 +42,7 @@ from sessions_app.models import Session
 from sessions_app.provenance import recent_fetching_tools
 from sessions_app.selectors import session_by_key
 from sessions_app.services import check_session_key
+from sessions_app.view_cache import encode_json
 
 MAX_TOKEN_BUDGET = 10_000_000
 
@@ -124,9 +126,10 @@ class BootstrappedOutput(serializers.Serializer):
     last_seq = serializers.IntegerField(source="session.last_seq")
 
 
-class HostContextOutput(serializers.Serializer):
+class HostContextHeadOutput(serializers.Serializer):
+    """The context answer but its messages, which are spliced in as the view's kept JSON."""
+
     session = serializers.IntegerField(source="session.pk")
-    messages = serializers.ListField(child=serializers.JSONField())
     estimated_tokens = serializers.IntegerField()
     system_prompt_addition = serializers.CharField()
     memory_files = serializers.ListField(child=serializers.CharField())
@@ -136,6 +139,12 @@ class HostContextOutput(serializers.Serializer):
 
     def get_tokens(self, context: host.HostContext) -> dict[str, Any]:
         return session_figures(context.session)
+
+
+class HostContextOutput(HostContextHeadOutput):
+    """The whole context answer (its schema): the head and the messages."""
+
+    messages = serializers.ListField(child=serializers.JSONField())
 
 
 class HostCompactedOutput(serializers.Serializer):
@@ -243,12 +252,15 @@ class HostContextApi(HostSessionApiView):
         request=HostContextInput,
         responses=HostContextOutput,
     )
-    def post(self, request: Request, slug: str, key: str) -> Response:
+    def post(self, request: Request, slug: str, key: str) -> HttpResponse:
         check_scope(self.team_context, (Scope.MEMORY_READ,))
         session = self.existing(slug, key)
         data = validated(HostContextInput, self.json_object())
         context = host.host_context(session, token_budget=data["token_budget"])
-        return Response(HostContextOutput(context).data)
+        # The messages are most of the answer; the view keeps their JSON (as GET /context/ does).
+        head = encode_json(HostContextHeadOutput(context).data)
+        text = f'{head[:-1]},"messages":{context.messages_json}}}'
+        return HttpResponse(text.encode(), content_type="application/json")
 
 
 class HostCompactApi(HostSessionApiView):

@@ -115,6 +115,22 @@ def test_bootstrap_imports_history_once(api, world):
     assert (replay["bootstrapped"], replay["imported_messages"], replay["last_seq"]) == (False, 0, 3)
 
 
+def test_a_compaction_between_import_batches_does_not_stop_the_import(api, world, no_llm):
+    first = api.post(f"{BY_KEY}/bootstrap/", {"messages": chatter(40, words=200)}, format="json").json()
+    compacted = api.post(f"{BY_KEY}/compact/", {"token_budget": 30000}, format="json").json()
+    assert compacted["compacted"]
+    more = api.post(
+        f"{BY_KEY}/bootstrap/", {"messages": [user("more")], "after_seq": first["last_seq"]}, format="json"
+    ).json()
+    assert (more["bootstrapped"], more["imported_messages"], more["last_seq"]) == (True, 1, 82)
+    assert commit(api).status_code == 201
+    late = api.post(
+        f"{BY_KEY}/bootstrap/", {"messages": [user("late")], "after_seq": more["last_seq"]}, format="json"
+    ).json()
+    assert (late["bootstrapped"], late["imported_messages"]) == (False, 0)
+    assert Message.objects.filter(session__key=KEY, content="late").count() == 0
+
+
 def test_context_follows_the_hosts_budget(api, world):
     session = factories.make_session(world.assistant, KEY)
     factories.add_messages(session, *chatter(3, words=300))
