@@ -52,10 +52,14 @@ def test_two_admins_demoting_each_other_leave_one_admin_and_no_error(world):
             return response.status_code, [str(m) for m in get_messages(response.wsgi_request)]
 
         outcomes = run_in_threads(2, demote)
-        assert [status for status, _ in outcomes] == [302, 302], outcomes
+        statuses = sorted(status for status, _ in outcomes)
+        # Whichever demotion lands second finds its author no longer an admin (403 at the door) or
+        # finds the team down to one admin (refused with a message): never a 5xx.
+        assert statuses in ([302, 302], [302, 403]), outcomes
         said = sorted(text for _, texts in outcomes for text in texts)
-        assert any("needs an admin" in text for text in said), said
         assert any("is now member" in text for text in said), said
+        if statuses == [302, 302]:
+            assert any("needs an admin" in text for text in said), said
         assert Membership.objects.filter(pk__in=targets, role="admin").count() == 1
 
 
