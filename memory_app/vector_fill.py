@@ -13,6 +13,7 @@ time; `backlog` says how many rows still wait.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -38,10 +39,15 @@ class FillOutcome:
 
 
 def fill_waiting(
-    *, assistant_id: int | None = None, budget_seconds: float | None = None, batch: int = CLAIM_BATCH
+    *,
+    assistant_id: int | None = None,
+    budget_seconds: float | None = None,
+    batch: int = CLAIM_BATCH,
+    progress: Callable[[int], None] | None = None,
 ) -> FillOutcome:
     """Claim and fill batches of waiting rows (one assistant's, or anyone's) until none is left
-    or ``budget_seconds`` have passed; safe to run in any number of processes at once."""
+    or ``budget_seconds`` have passed; safe to run in any number of processes at once.
+    ``progress`` hears the rows filled so far after each batch."""
     embedder = get_embedder()
     if embedder is None:
         return FillOutcome(0, 0, more=False)
@@ -49,6 +55,8 @@ def fill_waiting(
     while True:
         done, error = claim_and_fill(embedder, assistant_id=assistant_id, batch=batch)
         filled, batches = filled + done, batches + (1 if done else 0)
+        if progress is not None and done:
+            progress(filled)
         if error is not None or done < batch:
             return FillOutcome(filled, batches, more=error is None and done == batch, error=error)
         if budget_seconds is not None and time.monotonic() - started >= budget_seconds:

@@ -121,8 +121,8 @@ def _text_only(assistant, count: int) -> list[int]:
             end_line=1,
             line_numbers=[1],
             text=f"burst note {n}: {TOPICS[n % len(TOPICS)]}",
-            hash=f"{n:064d}",
-            source_hash=f"{n:064d}",
+            hash=f"{assistant.pk}-{n}",
+            source_hash=f"{assistant.pk}-{n}",
             model=FTS_ONLY_MODEL,
         )
         for n in range(count)
@@ -178,3 +178,14 @@ def test_a_second_worker_skips_the_rows_another_has_claimed(world, fake_embeddin
     embedded = set(MemoryChunk.objects.exclude(model=FTS_ONLY_MODEL).values_list("pk", flat=True))
     assert embedded == set(ids) - set(claimed)
     assert set(MemoryChunk.objects.filter(model=FTS_ONLY_MODEL).values_list("pk", flat=True)) == set(claimed)
+
+
+def test_the_fill_job_reports_its_progress_and_fills_every_row(world, fake_embeddings) -> None:
+    from memory_app.tasks import fill_vectors
+
+    _text_only(world.assistant, 40)
+    _text_only(world.other_assistant, 3)
+
+    assert fill_vectors(world.assistant.pk) == {"filled": 40, "batches": 2, "more": False, "error": None}
+    assert backlog(world.assistant.pk) == 0
+    assert backlog(world.other_assistant.pk) == 3  # another team's rows are its own job's
