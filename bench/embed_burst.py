@@ -4,7 +4,8 @@
     .venv/bin/python bench/embed_burst.py [--messages 4000] [--processes 1,2,4] [--json]
 
 In a database of its own (`openclaw_burst`, migrated, dropped at the end): a burst of
-``--messages`` real messages (LoCoMo turns, 4 to a chunk, over 8 transcripts of one assistant)
+``--messages`` real messages (bench/search.py's real texts: LoCoMo turns and notes, 4 to a chunk, over 8 transcripts of
+one assistant)
 stored as a burst leaves them, text first and without vectors (`model = 'fts-only'`). Then, for
 each count N of ``--processes``: the OpenAI-compatible embedding service of bench/embed_server.py
 with N e5 processes, and N workers running `memory_app.vector_fill.fill_waiting` against it
@@ -53,18 +54,11 @@ SESSIONS = 8
 
 
 def burst_messages(count: int) -> list[str]:
+    """Return ``count`` distinct real messages: bench/search.py's texts (LoCoMo turns and notes)."""
+    import search as search_bench
     from scale import locomo_path
 
-    data = json.loads(locomo_path().read_text(encoding="utf-8"))
-    lines: list[str] = []
-    for sample in data:
-        conversation = sample["conversation"]
-        for key, turns in conversation.items():
-            if key.startswith("session_") and isinstance(turns, list):
-                lines += [f"{t.get('speaker')}: {' '.join(str(t.get('text', '')).split())}" for t in turns]
-    if len(lines) < count:
-        raise SystemExit(f"only {len(lines)} messages in the LoCoMo file; need {count}")
-    return lines[:count]
+    return search_bench.real_texts(locomo_path(), count, seed=17)
 
 
 def store_burst(assistant: Assistant, messages: list[str]) -> int:
