@@ -619,7 +619,8 @@ def table(report: dict[str, Any]) -> str:
         for n, figures in report["burst"]["runs"].items():
             lines.append(
                 f"Burst of {report['burst']['messages']} messages, {n} embedding process(es): vectors caught up "
-                f"in {figures['catch_up_s']} s ({figures['chunks']} chunks, {figures['per_s']}/s)"
+                f"in {figures['catch_up_s']} s ({figures['chunks']} chunks, {figures['per_s']}/s; "
+                f"the service embedded {figures['texts_embedded_by_service']} texts, target = chunks)"
             )
     return "\n".join(lines)
 
@@ -648,6 +649,9 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     }
     if "burst" in report:
         out["burst_catch_up_s"] = {n: r["catch_up_s"] for n, r in report["burst"]["runs"].items()}
+        out["burst_texts_embedded"] = {
+            n: r["texts_embedded_by_service"] for n, r in report["burst"]["runs"].items()
+        }
     return out
 
 
