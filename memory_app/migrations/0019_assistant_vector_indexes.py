@@ -61,7 +61,7 @@ def join(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory_app", "0012_session_line_indexes"),
+        ("memory_app", "0018_consolidation_schedule"),
     ]
 
     operations = [migrations.RunPython(split, join)]
