@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 # The kind every queued reindex of an assistant is recorded as (the jobs page, `GET /tasks/{id}/`).
 REINDEX_KIND = "reindex"
 # The kinds of memory_app's index jobs; `memory_app.index_status` counts those queued or running.
-INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document")
+INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document", "fill_vectors")
 
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:

@@ -189,3 +189,40 @@ def test_the_fill_job_reports_its_progress_and_fills_every_row(world, fake_embed
     assert fill_vectors(world.assistant.pk) == {"filled": 40, "batches": 2, "more": False, "error": None}
     assert backlog(world.assistant.pk) == 0
     assert backlog(world.other_assistant.pk) == 3  # another team's rows are its own job's
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queued_fill_jobs_make_the_index_state_indexing_until_they_ran(
+    world, api, fake_embeddings, monkeypatch
+):
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    from memory_app.indexing import index_text_now
+    from memory_app.tasks import schedule_vector_fill
+    from openclaw_site.models import TaskRecord
+    from openclaw_site.tasks import TaskQueue
+    from tests.task_brokers import drain
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # to the ORM broker, run below as a worker would
+    for n in range(3):
+        write_document(
+            assistant=world.assistant,
+            path=f"memory/burst-{n}.md",
+            content=f"burst note {n}: {TOPICS[n]}",
+            provenance=Provenance(author="import"),
+        )
+    assert index_text_now(world.assistant, limit=3) == 3  # text rows first, vectors to come
+    OrmQ.objects.all().delete()  # the documents' own jobs: gone, so only the fill jobs are at it
+    TaskRecord.objects.all().delete()
+    index = f"/api/v1/assistants/{world.assistant.slug}/index/"
+    assert api.get(index).json()["state"] == "stale"
+
+    schedule_vector_fill(world.assistant.pk)
+
+    body = api.get(index).json()
+    assert (body["state"], body["chunks_without_vector"]) == ("indexing", 3)
+    while drain(TaskQueue.DEFAULT.cluster):
+        pass
+    body = api.get(index).json()
+    assert (body["state"], body["chunks_without_vector"]) == ("current", 0)
