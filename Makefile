@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # that points nowhere keeps the embedded server off.
 PURE_ENV := DATABASE_URL=postgres://pure-tests-use-no-database@127.0.0.1:1/none
 
-.PHONY: setup dev-setup run stop test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-neighbours bench-plugin eval clean-db
+.PHONY: setup dev-setup run stop test test-fast test-pure test-plugin lint format browser-deps redis-deps openclaw-deps migrate bench bench-sessions bench-streams bench-neighbours bench-plugin bench-scale eval clean-db
 
 # The published OpenClaw the plugin is tested against, with the Node 24 it needs, both from npm and
 # cached under var/openclaw (docs/integrations.md, OpenClaw plugin).
@@ -119,6 +119,13 @@ bench-neighbours: dev-setup migrate
 # at 100 and 5,000 stored messages. Prints each figure beside its target.
 bench-plugin: dev-setup migrate openclaw-deps
 	$(PY) bench/plugin.py $(BENCH_ARGS)
+
+# Search at a million chunks over 10 assistants in 3 teams (the corpus is built once and kept in
+# the embedded PostgreSQL; --rebuild starts over), then vector catch-up after a 4,000-message burst
+# with 1, 2 and 4 embedding processes. Prints each figure beside its target and a JSON last line.
+# BENCH_ARGS="--chunks 100000" for a quicker run.
+bench-scale: dev-setup migrate
+	$(PY) bench/scale.py $(BENCH_ARGS)
 
 # Development sets only (docs/evaluation.md): LoCoMo dev, then InsuranceQA-zh valid.
 eval: dev-setup migrate

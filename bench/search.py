@@ -209,7 +209,7 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
     """Insert one chunk row per (text, vector) with COPY, drop and rebuild the HNSW index."""
     dims = vectors.shape[1]
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {index_name(dims)}")
+        cursor.execute(f"DROP INDEX IF EXISTS {index_name(dims, assistant.pk)}")
         cursor.execute(
             "CREATE TEMP TABLE bench_stage (n int, path text, body text, itext text, hash text, emb text)"
         )
@@ -242,7 +242,7 @@ def bulk_load(assistant: Assistant, texts: Sequence[str], vectors: np.ndarray, *
         )
         cursor.execute("DROP TABLE bench_stage")
         cursor.execute("SET maintenance_work_mem = '1GB'")
-        cursor.execute(create_index_sql(dims))
+        cursor.execute(create_index_sql(dims, assistant.pk))
         cursor.execute("RESET maintenance_work_mem")
         # What autovacuum would do next (and would otherwise do while the searches are timed).
         cursor.execute("VACUUM (ANALYZE) memory_app_memorychunk")

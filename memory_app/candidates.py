@@ -1,7 +1,8 @@
 """The candidates of a hybrid search (`search`, steps 1-2): one statement for both sides.
 
-1. Vector side: the query embedding against the active generation's chunks through the partial
-   HNSW index of its dimension (same cast and predicate as the index, `memory_app.vectors`).
+1. Vector side: the query embedding against the active generation's chunks through the
+   assistant's own partial HNSW index of its dimension, or exactly when the assistant is small
+   (same cast and predicate as the index, `memory_app.vectors`).
 2. Keyword side: the chunks that hold the query's terms (`textsearch.query_terms`). Ranking
    every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word like
    "her" is in a third of them), so the rows to rank are chosen first: chunks holding the rarest
@@ -34,7 +35,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from memory_app.textsearch import TS_CONFIG, to_tsquery_text
-from memory_app.vectors import distance_sql, vector_type
+from memory_app.vectors import assistant_literal, distance_sql, vector_type
 
 # A term in more than this share of chunks never selects alone (`_selecting_query`).
 COMMON_TERM_SHARE = 0.05
@@ -348,12 +349,13 @@ def fetch_candidates(
         dims = len(query_vector.values)
         distance = distance_sql(dims, "(SELECT v FROM qv)")
         ctes.append(f"qv AS (SELECT %s::{vector_type(dims)} AS v)")
+        # The assistant as a literal: its own partial HNSW index matches only then (`vectors`).
         ctes.append(
             f"near AS (SELECT m.id FROM memory_app_memorychunk m WHERE m.dims = {dims} "
-            "AND m.assistant_id = %s AND m.generation = %s AND m.source = ANY(%s) AND m.model = %s "
-            f"ORDER BY {distance} LIMIT %s)"
+            f"AND m.assistant_id = {assistant_literal(scope.assistant_id)} AND m.generation = %s "
+            f"AND m.source = ANY(%s) AND m.model = %s ORDER BY {distance} LIMIT %s)"
         )
-        params += [query_vector.literal, *_scope_params(scope), query_vector.model, limit]
+        params += [query_vector.literal, *_scope_params(scope)[1:], query_vector.model, limit]
         picks.append("SELECT id FROM near")
     if terms is not None:
         n = len(terms.queries)

@@ -530,7 +530,7 @@ def start_build(assistant: Assistant, current: dict[str, Any]) -> IndexState:
         state.progress = {"phase": "scheduled", "generation": state.building_generation}
         state.save()
     if current.get("dims"):
-        ensure_vector_index(int(current["dims"]))
+        ensure_vector_index(int(current["dims"]), assistant.pk)
     return state
 
 
@@ -599,7 +599,7 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
         outcome.full_reindex_scheduled = True
         return outcome
     if current.get("dims"):
-        ensure_vector_index(int(current["dims"]))
+        ensure_vector_index(int(current["dims"]), assistant.pk)
     return index_entries(
         assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
     )
@@ -1094,7 +1094,7 @@ def _incremental(
     state = get_state(assistant, current)
     generations = target_generations(state, current)
     if current.get("dims"):
-        ensure_vector_index(int(current["dims"]))
+        ensure_vector_index(int(current["dims"]), assistant.pk)
     handed_over = [s for s in current["sources"] if s in _external_sources] if queue_external else []
     outcome = _run(
         assistant,

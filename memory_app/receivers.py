@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django_q.signals import post_spawn
 
@@ -18,6 +20,8 @@ from memory_app import debounce
 from memory_app.indexing import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
+from memory_app.vectors import drop_assistant_indexes
+from openclaw_site.models import Assistant
 from openclaw_site.tasks import TaskOwner, TaskQueue, enqueue
 from providers.embeddings import preload_embedder
 
@@ -56,3 +60,14 @@ def schedule_document_index(
         # (docs/design.md, Background work).
         queue=TaskQueue.URGENT,
     )
+
+
+@receiver(post_delete, sender=Assistant, dispatch_uid="memory_app.drop_assistant_vector_indexes")
+def drop_vector_indexes(sender: Any, instance: Assistant, **kwargs: Any) -> None:
+    """Drop a deleted assistant's own HNSW indexes once the deletion commits.
+
+    Nothing else is rebuilt: every other assistant's graph is its own (docs/design.md, "Search
+    at a million chunks"). After the commit the drop runs CONCURRENTLY, so it waits for no one.
+    """
+    assistant_id = instance.pk
+    transaction.on_commit(lambda: drop_assistant_indexes(assistant_id))

@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
-from memory_app import debounce, indexing
+from memory_app import debounce, indexing, vector_fill
 from memory_app.model_consolidation import consolidate, due_for_consolidation
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.models import Assistant, TaskRecord
@@ -20,7 +21,7 @@ logger = logging.getLogger(__name__)
 # The kind every queued reindex of an assistant is recorded as (the jobs page, `GET /tasks/{id}/`).
 REINDEX_KIND = "reindex"
 # The kinds of memory_app's index jobs; `memory_app.index_status` counts those queued or running.
-INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document")
+INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document", "fill_vectors")
 
 
 def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
@@ -115,8 +116,63 @@ def refresh_indexes() -> dict[str, Any]:
     for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
         try:
             totals.add(indexing.reindex_assistant(assistant_id, queue_external=True))
+            if vector_fill.backlog(assistant_id):
+                schedule_vector_fill(assistant_id)
         except WorkGone:  # deleted while the refresh was at it: nothing left to catch up
             continue
         except Exception:  # one broken assistant must not stop the others
             logger.exception("index refresh of assistant %s failed", assistant_id)
     return totals.as_dict()
+
+
+# How long one vector-fill job embeds before it hands over to a fresh job (others may wait).
+FILL_BUDGET_SECONDS = 60.0
+
+
+def schedule_vector_fill(assistant_id: int) -> None:
+    """Queue `EMBEDDING_FILL_WORKERS` vector-fill jobs for the assistant (one per slot, coalesced).
+
+    Each claims its own batches (`memory_app.vector_fill`), so they run side by side on as many
+    workers as are free, against the local embedder or the embedding service.
+    """
+    assistant = Assistant.objects.filter(pk=assistant_id).first()
+    if assistant is None:
+        return
+    for slot in range(settings.EMBEDDING_FILL_WORKERS):
+        _enqueue_fill(TaskOwner.for_assistant(assistant), assistant_id, slot)
+
+
+def _enqueue_fill(owner: TaskOwner, assistant_id: int, slot: int) -> None:
+    enqueue(
+        "memory_app.tasks.fill_vectors",
+        assistant_id,
+        slot,
+        owner=owner,
+        task_name=f"vectors-{assistant_id}-{slot}",
+        coalesce_key=f"fill-vectors:{assistant_id}:{slot}",
+    )
+
+
+def fill_vectors(assistant_id: int, slot: int = 0) -> dict[str, Any]:
+    """Give the assistant's waiting rows their vectors, batch by batch, for `FILL_BUDGET_SECONDS`.
+
+    The jobs page shows the rows filled against those that waited when the job started; with
+    rows still waiting, the slot's next job is queued.
+    """
+    waiting = vector_fill.backlog(assistant_id)
+    report_progress(0, waiting, "vectors")
+    outcome = vector_fill.fill_waiting(
+        assistant_id=assistant_id,
+        budget_seconds=FILL_BUDGET_SECONDS,
+        progress=lambda filled: report_progress(filled, max(waiting, filled), "vectors"),
+    )
+    if outcome.more:
+        assistant = Assistant.objects.filter(pk=assistant_id).first()
+        if assistant is not None:
+            _enqueue_fill(TaskOwner.for_assistant(assistant), assistant_id, slot)
+    return {
+        "filled": outcome.filled,
+        "batches": outcome.batches,
+        "more": outcome.more,
+        "error": outcome.error,
+    }

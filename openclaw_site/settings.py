@@ -68,6 +68,10 @@ try:
     EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or "text-embedding-3-small"
     EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 0, minimum=0)
     EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64, minimum=1)
+    # Vector-fill jobs queued per assistant with rows waiting for a vector: each claims its own
+    # batches, so raise it to the embedding capacity (workers, or the embedding service's
+    # processes) a team has (docs/deployment.md).
+    EMBEDDING_FILL_WORKERS = env_int("EMBEDDING_FILL_WORKERS", 1, minimum=1)
     # OpenMP threads of the local e5 engine per process (0: all cores; providers/e5_embeddings.py).
     EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1, minimum=0)
     # How the remote endpoint tells queries from documents: a prefix before each text (e5:

@@ -306,40 +306,52 @@ def test_a_job_with_nothing_pending_runs(world) -> None:
     assert debounce.take_turn(**key) is None  # no row: a forced index, or the request was taken
 
 
-def test_the_vector_query_uses_the_partial_hnsw_index(
-    world, fake_embeddings, django_capture_on_commit_callbacks
+def test_the_vector_query_uses_the_assistants_own_hnsw_index(
+    world, fake_embeddings, django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
-    from memory_app.vectors import distance_sql
+    from memory_app import vectors
+    from memory_app.vectors import assistant_literal, distance_sql
 
+    monkeypatch.setattr(vectors, "OWN_INDEX_MIN_ROWS", 1)
+    monkeypatch.setattr(vectors, "BELOW_THRESHOLD_SECONDS", 0.0)
     write(world.assistant, "MEMORY.md", NOTES, capture=django_capture_on_commit_callbacks)
+    assert vectors.ensure_vector_index(384, world.assistant.pk) is True
     literal = "[" + ",".join(["0.05"] * 384) + "]"
     with connection.cursor() as cursor:
         # On a table this small the planner prefers any scan plus a sort; with both priced out,
-        # the plan shows whether the partial HNSW index can serve the query at all.
+        # the plan shows whether the assistant's partial HNSW index can serve the query at all.
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute(
-            f"EXPLAIN SELECT id FROM memory_app_memorychunk m WHERE m.dims = 384 AND m.assistant_id = %s "
+            f"EXPLAIN SELECT id FROM memory_app_memorychunk m WHERE m.dims = 384 "
+            f"AND m.assistant_id = {assistant_literal(world.assistant.pk)} "
             f"AND m.generation = 1 ORDER BY {distance_sql(384)} LIMIT 24",
-            [world.assistant.pk, literal],
+            [literal],
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "Index Scan using memchunk_hnsw_384" in plan
+    assert f"Index Scan using memchunk_hnsw_384_a{world.assistant.pk}" in plan
 
 
 def test_a_new_dimension_gets_its_own_index(
-    world, fake_embeddings, settings, django_capture_on_commit_callbacks
+    world, fake_embeddings, settings, django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
+    from memory_app import vectors
     from providers.embeddings import reset_embedders
 
+    monkeypatch.setattr(vectors, "OWN_INDEX_MIN_ROWS", 1)
+    monkeypatch.setattr(vectors, "BELOW_THRESHOLD_SECONDS", 0.0)
     settings.EMBEDDING_DIMENSIONS = 64
     reset_embedders()
     write(world.assistant, "MEMORY.md", "small vectors", capture=django_capture_on_commit_callbacks)
     indexing.reindex_assistant(world.assistant.pk)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'memchunk_hnsw_64'")
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+            [f"memchunk_hnsw_64_a{world.assistant.pk}"],
+        )
         (definition,) = cursor.fetchone()
-    assert "vector(64)" in definition and "WHERE (dims = 64)" in definition
+    assert "vector(64)" in definition
+    assert f"WHERE ((assistant_id = {world.assistant.pk}) AND (dims = 64))" in definition
     assert MemoryChunk.objects.get(assistant=world.assistant).dims == 64
     assert [r.path for r in hybrid_search(assistant=world.assistant, query="small vectors").results] == [
         "MEMORY.md"
