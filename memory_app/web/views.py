@@ -45,6 +45,7 @@ from memory_app.selectors import (
 )
 from memory_app.tasks import queue_reindex
 from memory_app.web.highlight import highlight_html
+from memory_app.web.sessions import session_links
 from openclaw_site.errors import ApiError
 from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Role
@@ -142,15 +143,12 @@ def _numbered_lines(content: str, highlight: tuple[int, int] | None) -> list[dic
 
 def revision_links(assistant: Assistant, revisions: list[MemoryRevision]) -> dict[int, str]:
     """Map revision id to the URL of the session message that caused it (flush and agent writes)."""
-    from sessions_app.models import Message  # sessions_app sits above memory_app; only the view joins them
-
-    message_pks = {r.message_pk for r in revisions if r.message_pk}
-    found = {m.pk: m for m in Message.objects.filter(pk__in=message_pks, session__assistant=assistant)}
+    messages = session_links().message_urls(assistant, (r.message_pk for r in revisions if r.message_pk))
     links = {}
     for revision in revisions:
-        message = found.get(revision.message_pk) if revision.message_pk is not None else None
-        if message is not None:
-            links[revision.pk] = reverse("session-message", args=[message.session_id, message.seq])
+        url = messages.get(revision.message_pk) if revision.message_pk is not None else None
+        if url is not None:
+            links[revision.pk] = url
         elif revision.session_pk:
             links[revision.pk] = reverse("session", args=[revision.session_pk])
     return links
@@ -598,10 +596,7 @@ def _result_url(assistant: Assistant, result: Any) -> str:
 
 
 def _session_titles(assistant: Assistant, results: list[Any]) -> dict[int, str]:
-    from sessions_app.models import Session  # sessions sit above memory; only the view joins them
-
-    ids = {r.session_id for r in results if r.session_id}
-    return {s.pk: s.title or s.key for s in Session.objects.filter(assistant=assistant, pk__in=ids)}
+    return session_links().titles(assistant, (r.session_id for r in results if r.session_id))
 
 
 @require_GET
