@@ -157,6 +157,11 @@ LABELS: dict[str, str] = {
 }
 
 
+def _labelled_under(*prefixes: str) -> tuple[str, ...]:
+    """The labelled settings under these prefixes, in label order (a section's paths)."""
+    return tuple(path for path in LABELS if path.startswith(prefixes))
+
+
 @dataclass(frozen=True)
 class Section:
     """One group of the settings page: what its settings do, and which they are."""
@@ -197,7 +202,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Notes saved before compacting",
         "A silent turn in which the assistant writes what to remember into today's daily note.",
-        tuple(path for path in LABELS if path.startswith("compaction.memoryFlush.")),
+        _labelled_under("compaction.memoryFlush."),
         open=False,
     ),
     Section(
@@ -217,23 +222,19 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Trimming old tool output",
         "Long tool results are shortened or cleared before a model call; the transcript keeps them whole.",
-        tuple(path for path in LABELS if path.startswith("contextPruning.")),
+        _labelled_under("contextPruning."),
         open=False,
     ),
     Section(
         "Search ranking",
         "How meaning and keyword matches are weighed, varied and aged.",
-        tuple(path for path in LABELS if path.startswith("memorySearch.query.hybrid.")),
+        _labelled_under("memorySearch.query.hybrid."),
         open=False,
     ),
     Section(
         "Indexing",
         "How memory and sessions are cut into pieces and kept up to date for search.",
-        tuple(
-            path
-            for path in LABELS
-            if path.startswith(("memorySearch.chunking.", "memorySearch.sync.", "memorySearch.cache."))
-        ),
+        _labelled_under("memorySearch.chunking.", "memorySearch.sync.", "memorySearch.cache."),
         open=False,
     ),
     Section(
