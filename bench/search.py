@@ -44,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # The benchmark calls the indexer itself; nothing may wait for a worker.
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 

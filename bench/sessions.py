@@ -70,7 +70,7 @@ from tests.fake_openai import FakeOpenAI, Reply, text_reply  # noqa: E402
 
 BENCH_DB = "openclaw_bench_sessions"
 # django-q2's Redis broker keeps each cluster's queue in the list django_q:<cluster name>:q; the two
-# clusters are Q_CLUSTER["name"] and Q_URGENT_CLUSTER (openclaw_site/settings.py).
+# clusters are Q_CLUSTER["name"] and Q_URGENT_CLUSTER (config/settings.py).
 REDIS_QUEUES = ("django_q:openclaw:q", "django_q:openclaw-urgent:q")
 TAG = "[bench-{}] "  # starts every message the bench posts (integrity: lost or duplicated messages)
 PYTHON = sys.executable
@@ -128,7 +128,7 @@ def manage(env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,)) -> str:
 
 def embedded_database_url() -> str:
     """Create the bench database on the embedded server and return its URL (unix socket)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from openclaw_site.db import embedded_database
 
     var = Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var")

@@ -4,7 +4,7 @@
     .venv/bin/python bench/streams.py [--streams 50] [--reply-seconds 10]      (make bench-streams)
 
 It starts the server as production runs it (`manage.py runall` with DEBUG off: gunicorn with
-uvicorn workers serving openclaw_site.asgi) on the bench database of the embedded PostgreSQL,
+uvicorn workers serving config.asgi) on the bench database of the embedded PostgreSQL,
 with the scripted OpenAI-compatible model of tests/fake_openai.py streaming every reply over
 `--reply-seconds` (docs/design.md, Streaming). It measures `GET /healthz` and a memory search
 from one sequential client, first on an idle server and then while `--streams` clients each

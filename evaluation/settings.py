@@ -7,7 +7,7 @@ requirements-dev.txt) are not needed to run the server. `make eval` passes
 
 from __future__ import annotations
 
-from openclaw_site.settings import *
-from openclaw_site.settings import INSTALLED_APPS
+from config.settings import *
+from config.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "evaluation"]

@@ -1,6 +1,6 @@
 """The MCP endpoint over Streamable HTTP: ``/mcp/`` and ``/mcp/<assistant>/`` (docs/design.md, MCP).
 
-`McpApplication` is the ASGI app `openclaw_site.asgi` sends those paths to. Before any of the body
+`McpApplication` is the ASGI app `config.asgi` sends those paths to. Before any of the body
 is read it refuses a Content-Length over `OPENCLAW_MAX_REQUEST_BYTES` (413) and authenticates the
 bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a bad one: 401; a URL naming no
 assistant of the key's team: 404); then it reads the body with that limit as a cap (a chunked body

@@ -205,7 +205,7 @@ _preload_lock = threading.Lock()
 def preload_embedder() -> threading.Thread:
     """Build the configured embedder in a background thread, once per process.
 
-    The web process (openclaw_site/wsgi.py, asgi.py) and each task worker (django-q2's
+    The web process (config/wsgi.py, asgi.py) and each task worker (django-q2's
     `post_spawn`, memory_app/receivers.py) call this at start, so the first search does not wait
     for a model to load; /healthz reports ``ready`` when it is done.
     """

@@ -1,6 +1,6 @@
 """The project's ASGI application served by uvicorn on 127.0.0.1, in a thread, on the test database.
 
-Django's `live_server` fixture serves WSGI; what production runs (`openclaw_site.asgi`, under
+Django's `live_server` fixture serves WSGI; what production runs (`config.asgi`, under
 uvicorn) is tested through `asgi_live_server`, which yields the server's base URL. The test
 database is the one pytest-django set up, so tests that use it see committed data only: they run
 with `transactional_db` (the fixture asks for it).
@@ -50,8 +50,8 @@ def _close_server_connections() -> None:
 def asgi_live_server(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[AsgiServer]:
     import uvicorn
 
+    from config.asgi import application
     from openclaw_site import asgi_django
-    from openclaw_site.asgi import application
 
     # Request threads of this server's own: their connections end with them, so the next test
     # (which may switch the connection pool on or off) finds none left over from this one.

@@ -17,8 +17,8 @@ os.environ.setdefault("OPENCLAW_API_KEY_RATE_PER_MINUTE", "1000000")
 # explicitly, so the rest of the suite does not load torch for every document it writes.
 os.environ.setdefault("EMBEDDING_PROVIDER", "none")
 
-from openclaw_site.settings import *
-from openclaw_site.settings import VAR_DIR
+from config.settings import *
+from config.settings import VAR_DIR
 
 EXPORT_ROOT = VAR_DIR / "test-exports"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

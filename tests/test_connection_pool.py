@@ -102,7 +102,7 @@ def database_settings(**env: str) -> dict[str, Any]:
         "d = settings.DATABASES['default']; "
         "print(json.dumps({k: d[k] for k in ('CONN_MAX_AGE', 'CONN_HEALTH_CHECKS', 'OPTIONS')}))"
     )
-    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "openclaw_site.settings", **env}
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env}
     done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 

@@ -64,9 +64,7 @@ queue.error("Failed 'openclaw_site.tasks.run_tracked' (export-session-2) - boom"
 
 def test_the_log_has_one_line_per_request_no_static_files_and_no_queue_chatter():
     env = {key: value for key, value in os.environ.items() if key not in ("LOG_LEVEL", "DJANGO_DEBUG")}
-    env.update(
-        DJANGO_SETTINGS_MODULE="openclaw_site.settings", DATABASE_URL="postgres://log@127.0.0.1:1/none"
-    )
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL="postgres://log@127.0.0.1:1/none")
     done = subprocess.run(
         [sys.executable, "-c", EMITTER],
         cwd=settings.BASE_DIR,

@@ -50,7 +50,7 @@ def server_env(var_dir: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(test_only)}
     env.update(
         OPENCLAW_VAR_DIR=str(var_dir),
-        DJANGO_SETTINGS_MODULE="openclaw_site.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         Q_WORKERS="1",
         PYTHONUNBUFFERED="1",
     )

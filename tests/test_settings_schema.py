@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from config.env import EnvError, env_bool, env_int, load_dotenv
 from openclaw_site.assistant_settings import (
     SCHEMA,
     AssistantSettings,
@@ -36,7 +37,6 @@ from openclaw_site.assistant_settings import (
     parse_settings,
     validate_settings,
 )
-from openclaw_site.env import EnvError, env_bool, env_int, load_dotenv
 
 
 def test_defaults_are_openclaws():

@@ -96,7 +96,7 @@ def test_a_due_compaction_is_taken_by_the_urgent_cluster_ahead_of_an_export_back
 def test_a_cluster_process_takes_its_queue_from_q_cluster_name(tmp_path):
     def conf_of(cluster: str | None) -> list[str]:
         env = {key: value for key, value in os.environ.items() if key != "Q_CLUSTER_NAME"}
-        env.update(DJANGO_SETTINGS_MODULE="openclaw_site.settings", Q_URGENT_WORKERS="3", Q_WORKERS="2")
+        env.update(DJANGO_SETTINGS_MODULE="config.settings", Q_URGENT_WORKERS="3", Q_WORKERS="2")
         env["DATABASE_URL"] = "postgres://no-database-needed@127.0.0.1:1/none"
         if cluster is not None:
             env["Q_CLUSTER_NAME"] = cluster
@@ -121,7 +121,7 @@ def _cluster(name: str | None, *, redis_url: str, export_root: Path, log: Path) 
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENCLAW_", "PYTEST"))}
     env.pop("Q_CLUSTER_NAME", None)
     env.update(
-        DJANGO_SETTINGS_MODULE="openclaw_site.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=f"postgresql://{db['USER']}@{quote(db['HOST'], safe='')}/{db['NAME']}",
         REDIS_URL=redis_url,
         EXPORT_ROOT=str(export_root),

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from openclaw_site.urls import urlpatterns as real_urlpatterns
+from config.urls import urlpatterns as real_urlpatterns
 
 
 class BrokenApi(APIView):

@@ -1,7 +1,7 @@
 """The OpenAI-compatible endpoint with the official `openai` SDK against the ASGI server.
 
 The assistant's model is the scripted server (tests/fake_openai.py); the SDK under test talks to
-`asgi_live_server` (openclaw_site.asgi under uvicorn) with a team API key.
+`asgi_live_server` (config.asgi under uvicorn) with a team API key.
 """
 
 from __future__ import annotations

@@ -415,9 +415,9 @@ def test_the_web_process_preloads_when_its_application_is_built(
 ) -> None:
     import importlib
 
-    import openclaw_site.wsgi
+    import config.wsgi
 
-    importlib.reload(openclaw_site.wsgi)
+    importlib.reload(config.wsgi)
     preload_embedder().join(timeout=30)
     assert counting_backend.built == 1 and embedder_status()["ready"] is True
 
@@ -491,7 +491,7 @@ print("started")
 def _start_without_minilm(**env: str) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "openclaw_site.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         # Nowhere: the settings must refuse before any database is needed.
         "DATABASE_URL": "postgres://no-database@127.0.0.1:1/none",
         "EMBEDDING_BACKEND": "",

@@ -21,7 +21,7 @@ def test_asgi_application_serves_health_and_api_on_the_test_database(asgi_live_s
 def test_the_asgi_process_hands_the_interpreter_lock_on_every_millisecond():
     import sys
 
-    from openclaw_site import asgi
+    from config import asgi
 
     assert sys.getswitchinterval() == asgi.SWITCH_INTERVAL_SECONDS == 0.001
 

@@ -15,7 +15,7 @@ def test_development_serves_asgi_under_uvicorn() -> None:
 
 def test_production_serves_asgi_with_uvicorn_workers() -> None:
     command = web_command("0.0.0.0:80", debug=False)
-    assert ASGI_APPLICATION == "openclaw_site.asgi:application" and ASGI_APPLICATION in command
+    assert ASGI_APPLICATION == "config.asgi:application" and ASGI_APPLICATION in command
     if importlib.util.find_spec("uvicorn.workers") is not None:
         assert command[1:3] == ["-m", "gunicorn"]
         assert "uvicorn.workers.UvicornWorker" in command

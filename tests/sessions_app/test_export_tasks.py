@@ -92,7 +92,7 @@ def _cluster_env(export_root: Path) -> dict[str, str]:
     url = f"postgresql://{db['USER']}@{quote(db['HOST'], safe='')}/{db['NAME']}"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENCLAW_", "PYTEST"))}
     env.update(
-        DJANGO_SETTINGS_MODULE="openclaw_site.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=url,
         EXPORT_ROOT=str(export_root),
         OPENCLAW_TASKS_SYNC="0",

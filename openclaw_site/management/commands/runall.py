@@ -1,6 +1,6 @@
 """`make run`: migrate, create demo data on an empty database, run the task clusters and the web server.
 
-The web server serves `openclaw_site.asgi:application` (ASGI, so streamed replies hold no worker,
+The web server serves `config.asgi:application` (ASGI, so streamed replies hold no worker,
 docs/design.md, Streaming): uvicorn in development; gunicorn with uvicorn workers when DEBUG is
 off (uvicorn's own `--workers` where this uvicorn has no `uvicorn.workers`). Its database
 connections come from a pool (DB_POOL_SIZE, default 100 per process): under ASGI each request
@@ -126,7 +126,7 @@ class Command(BaseCommand):
             child.process.wait()
 
 
-ASGI_APPLICATION = "openclaw_site.asgi:application"
+ASGI_APPLICATION = "config.asgi:application"
 WEB_WORKERS = "2"
 
 

@@ -24,6 +24,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("openclaw_site.web.urls")),
+    path("", include("memory_app.web.urls")),
+    path("", include("sessions_app.web.urls")),
 ]
 # DEBUG only (empty otherwise): uvicorn, unlike runserver, serves no static files itself.
 urlpatterns += staticfiles_urlpatterns()

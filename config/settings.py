@@ -1,7 +1,7 @@
 """Django settings, every value from an environment variable with a development default.
 
 README.md and .env.example list the variables. Bad values fail at start-up with the variable's
-name (see openclaw_site/env.py), never later at request time.
+name (see config/env.py), never later at request time.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from openclaw_site.env import (
+from config.env import (
     EnvError,
     env_bool,
     env_choice,
@@ -190,9 +190,9 @@ AXES_CLIENT_IP_CALLABLE = "openclaw_site.login_limits.client_ip"
 AXES_LOCKOUT_CALLABLE = "openclaw_site.login_limits.lockout_response"
 AXES_VERBOSE = False
 
-ROOT_URLCONF = "openclaw_site.urls"
-WSGI_APPLICATION = "openclaw_site.wsgi.application"
-ASGI_APPLICATION = "openclaw_site.asgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {

@@ -22,7 +22,7 @@ from starlette.types import Receive
 SWITCH_INTERVAL_SECONDS = 0.001
 sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openclaw_site.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup(set_prefix=False)
 
 # Imported once Django is set up: the handler reads the settings, the MCP tools import the models.
