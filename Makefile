@@ -75,7 +75,7 @@ run: setup
 # PostgreSQL; also the embedded PostgreSQL when it runs with nothing connected.
 stop:
 	@test -x $(PY) || { echo "Nothing to stop: no $(VENV) yet."; exit 0; }
-	$(PY) -m openclaw_site.stop
+	$(PY) -m openclaw_site.platform.stop
 
 test: dev-setup browser-deps redis-deps openclaw-deps test-plugin
 	$(PY) -m pytest

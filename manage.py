@@ -20,10 +20,10 @@ def main() -> None:
 def release_embedded_database() -> None:
     """Stop the embedded PostgreSQL if this command started it and nobody else uses it.
 
-    The settings start it on demand (openclaw_site/db.py); `create_api_key` run while the server is
+    The settings start it on demand (openclaw_site/platform/db.py); `create_api_key` run while the server is
     down must not leave it running.
     """
-    db = sys.modules.get("openclaw_site.db")
+    db = sys.modules.get("openclaw_site.platform.db")
     if db is None:  # the settings never needed the embedded database
         return
     from django.db import connections

@@ -129,7 +129,7 @@ def manage(env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,)) -> str:
 def embedded_database_url() -> str:
     """Create the bench database on the embedded server and return its URL (unix socket)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from openclaw_site.db import embedded_database
+    from openclaw_site.platform.db import embedded_database
 
     var = Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var")
     entry = embedded_database(var / "pgdata", name=BENCH_DB)
@@ -1025,7 +1025,7 @@ def main() -> None:
 def drop_embedded_database() -> None:
     import psycopg
 
-    from openclaw_site.db import embedded_database
+    from openclaw_site.platform.db import embedded_database
 
     host = embedded_database(Path(os.environ.get("OPENCLAW_VAR_DIR") or ROOT / "var") / "pgdata")["HOST"]
     with psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True) as connection:

@@ -1,6 +1,6 @@
 """ASGI entry point: the MCP endpoint under /mcp/ (integrations.mcp_http), Django for everything else.
 
-Django runs each request in one thread hop (openclaw_site/asgi_django.py).
+Django runs each request in one thread hop (openclaw_site/platform/asgi_handler.py).
 
 The ASGI lifespan goes to the MCP app, whose session manager runs for it; Django has none.
 The process hands the interpreter lock on every millisecond instead of every 5 (docs/design.md,
@@ -27,7 +27,7 @@ django.setup(set_prefix=False)
 
 # Imported once Django is set up: the handler reads the settings, the MCP tools import the models.
 from integrations.mcp_http import is_mcp_path, mcp_application  # noqa: E402
-from openclaw_site.asgi_django import ThreadedASGIHandler  # noqa: E402
+from openclaw_site.platform.asgi_handler import ThreadedASGIHandler  # noqa: E402
 from providers.embeddings import preload_embedder  # noqa: E402
 
 django_application = ThreadedASGIHandler()

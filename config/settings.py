@@ -52,9 +52,9 @@ try:
     LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0, minimum=0.1)
     LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
     LLM_MAX_TOOL_ROUNDS = env_int("LLM_MAX_TOOL_ROUNDS", 8, minimum=1)
-    # Threads that run streamed turns under ASGI (openclaw_site/streaming.py): one per open stream.
+    # Threads that run streamed turns under ASGI (openclaw_site/platform/streaming.py): one per open stream.
     STREAM_WORKERS = env_int("STREAM_WORKERS", 64, minimum=1)
-    # Threads that handle requests under ASGI (openclaw_site/asgi_django.py): requests handled at once.
+    # Threads that handle requests under ASGI (openclaw_site/platform/asgi_handler.py): requests handled at once.
     REQUEST_THREADS = env_int("REQUEST_THREADS", 32, minimum=1)
 
     # Embeddings: auto = the local model, else the remote endpoint, else text-only.
@@ -102,7 +102,7 @@ try:
     # no longer than this (same section).
     SESSION_INDEX_RUN_SECONDS = env_float("SESSION_INDEX_RUN_SECONDS", 20.0, minimum=0)
     # A session's export and index check run this long after the first change of a batch, so the
-    # changes of that time share one run (openclaw_site.tasks: a coalescing job's delay).
+    # changes of that time share one run (openclaw_site.jobs.tasks: a coalescing job's delay).
     SESSION_JOB_DELAY_SECONDS = env_float("SESSION_JOB_DELAY_SECONDS", 1.0, minimum=0)
     # Messages of recently used sessions' views each process keeps (sessions_app.view_cache); 0: off.
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
@@ -116,7 +116,7 @@ try:
     # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
     # failed sign-ins per username or address before a pause of LOGIN_COOLOFF_MINUTES.
     API_KEY_RATE_PER_MINUTE = env_int("OPENCLAW_API_KEY_RATE_PER_MINUTE", 600, minimum=0)
-    # Fair sharing (openclaw_site.fair_share): a team's searches and imports running at once.
+    # Fair sharing (openclaw_site.usage.fair_share): a team's searches and imports running at once.
     TEAM_SEARCH_SLOTS = env_int("OPENCLAW_TEAM_SEARCH_SLOTS", 4, minimum=0)
     TEAM_IMPORT_SLOTS = env_int("OPENCLAW_TEAM_IMPORT_SLOTS", 1, minimum=0)
     LOGIN_FAILURE_LIMIT = env_int("OPENCLAW_LOGIN_FAILURE_LIMIT", 5, minimum=1)
@@ -165,8 +165,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "openclaw_site.security.ContentSecurityPolicyMiddleware",
-    "openclaw_site.body_limits.BodyGuardMiddleware",  # before anything reads the body
+    "openclaw_site.guards.security.ContentSecurityPolicyMiddleware",
+    "openclaw_site.guards.body_limits.BodyGuardMiddleware",  # before anything reads the body
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -186,8 +186,8 @@ AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = LOGIN_COOLOFF_MINUTES / 60  # hours
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "openclaw_site.login_limits.client_ip"
-AXES_LOCKOUT_CALLABLE = "openclaw_site.login_limits.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "openclaw_site.guards.login_limits.client_ip"
+AXES_LOCKOUT_CALLABLE = "openclaw_site.guards.login_limits.lockout_response"
 AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
@@ -231,7 +231,7 @@ def _database() -> dict[str, Any]:
 
         parsed: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL))
     else:
-        from openclaw_site.db import embedded_database
+        from openclaw_site.platform.db import embedded_database
 
         parsed = embedded_database(VAR_DIR / "pgdata")
     options: dict[str, Any] = dict(parsed.get("OPTIONS", {}))
@@ -302,15 +302,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "openclaw_site.auth.ApiKeyAuthentication",
+        "openclaw_site.guards.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["openclaw_site.auth.IsTeamMember"],
+    "DEFAULT_PERMISSION_CLASSES": ["openclaw_site.guards.auth.IsTeamMember"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "openclaw_site.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["openclaw_site.parsers.CheckedJSONParser"],
-    "DEFAULT_THROTTLE_CLASSES": ["openclaw_site.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_PARSER_CLASSES": ["openclaw_site.guards.parsers.CheckedJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["openclaw_site.guards.throttling.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -358,7 +358,7 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-    Q_CLUSTER["broker_class"] = "openclaw_site.tasks.OrderedORM"
+    Q_CLUSTER["broker_class"] = "openclaw_site.jobs.tasks.OrderedORM"
 
 # One line per request at most (the access log, without static files), task outcomes only when
 # they fail or take long, each message once (docs/design.md, The log). LOG_LEVEL=DEBUG shows it all.
@@ -367,9 +367,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "skip_static": {"()": "openclaw_site.log_filters.SkipStaticAccess"},
-        "skip_answered": {"()": "openclaw_site.log_filters.SkipAnsweredStatus"},
-        "skip_queue_chatter": {"()": "openclaw_site.log_filters.SkipQueueChatter"},
+        "skip_static": {"()": "openclaw_site.platform.log_filters.SkipStaticAccess"},
+        "skip_answered": {"()": "openclaw_site.platform.log_filters.SkipAnsweredStatus"},
+        "skip_queue_chatter": {"()": "openclaw_site.platform.log_filters.SkipQueueChatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler"},

@@ -7,7 +7,7 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from openclaw_site import health
+from openclaw_site.platform import health
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include("openclaw_site.api.urls")),

@@ -41,8 +41,8 @@ from memory_app.candidates import forget_lexeme_stats
 from memory_app.indexing import reindex_assistant
 from memory_app.models import MemoryChunk
 from memory_app.search import resolve_options
-from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant, Team
+from openclaw_site.teams.assistant_settings import validate_settings
 from providers.embeddings import Embedder
 from sessions_app.indexing import index_session_transcript, session_path, transcript_lines
 from sessions_app.messages import MessageInput

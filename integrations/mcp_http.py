@@ -2,11 +2,11 @@
 
 `McpApplication` is the ASGI app `config.asgi` sends those paths to. Before any of the body
 is read it refuses a Content-Length over `OPENCLAW_MAX_REQUEST_BYTES` (413) and authenticates the
-bearer API key with `openclaw_site.auth.bearer_api_key` (no key or a bad one: 401; a URL naming no
+bearer API key with `openclaw_site.guards.auth.bearer_api_key` (no key or a bad one: 401; a URL naming no
 assistant of the key's team: 404); then it reads the body with that limit as a cap (a chunked body
 is cut off there) and puts an `integrations.mcp_server.McpCaller` (the key's team and scopes, the
 URL's assistant) on the scope's state, where the tools read it. A body the REST API's JSON guards
-would refuse (`openclaw_site.json_input`: too deep, a NUL or a lone surrogate anywhere) is refused
+would refuse (`openclaw_site.guards.json_input`: too deep, a NUL or a lone surrogate anywhere) is refused
 here, with the request's id, before the SDK parses it. Its refusals are JSON-RPC errors
 (what the official client raises with their message), our error envelope's object in ``data``.
 
@@ -30,10 +30,10 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, server
-from openclaw_site.auth import api_key_context, bearer_api_key
-from openclaw_site.body_limits import BodyGuard, Refusal, too_large
 from openclaw_site.errors import ApiError, error_body
-from openclaw_site.json_input import MAX_JSON_DEPTH, JsonInputError, check_json_value
+from openclaw_site.guards.auth import api_key_context, bearer_api_key
+from openclaw_site.guards.body_limits import BodyGuard, Refusal, too_large
+from openclaw_site.guards.json_input import MAX_JSON_DEPTH, JsonInputError, check_json_value
 from openclaw_site.selectors import NotFound, assistant_get
 
 MCP_PATH_PREFIX = "/mcp"

@@ -1,6 +1,6 @@
 """The MCP server's tools: memory search, reads and writes, session ingest and context (docs/design.md, MCP).
 
-Each tool is a thin adapter: it checks the caller's scope (`openclaw_site.auth.check_scope`, the
+Each tool is a thin adapter: it checks the caller's scope (`openclaw_site.guards.auth.check_scope`, the
 REST API's check), looks the assistant up in the caller's team (`openclaw_site.selectors`), calls
 the function the REST endpoint calls, and returns the same shape. A refusal is an MCP tool error
 (``isError``) whose text is our error envelope ``{"error": {"code", "message", "details"}}``.
@@ -37,18 +37,18 @@ from memory_app.documents import (
 from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
 from openclaw_site.api.base import validated
-from openclaw_site.auth import TeamContext, check_scope
 from openclaw_site.errors import ApiError, DomainError
-from openclaw_site.idempotency import (
+from openclaw_site.guards.auth import TeamContext, check_scope
+from openclaw_site.guards.idempotency import (
     MAX_KEY_LENGTH,
     StoredResponse,
     check_key,
     request_fingerprint,
     run_idempotent,
 )
+from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
-from openclaw_site.throttling import check_api_key_rate
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
 from sessions_app.api.serializers import stored_message_dict
@@ -161,7 +161,7 @@ async def call_tool(
     """Check the key's rate and scope, resolve the assistant in the caller's team, run ``action``.
 
     Refusals are tool errors; the rate is the key's one budget across REST, `/v1/` and MCP
-    (`openclaw_site.throttling`).
+    (`openclaw_site.guards.throttling`).
     """
     caller = caller_of(ctx)
 

@@ -33,13 +33,13 @@ from integrations.openai_format import (
     openai_usage,
     tool_call_dict,
 )
-from openclaw_site.auth import ApiKeyAuthentication, KeyWatch, TeamContext, api_key_context
 from openclaw_site.errors import ApiError, DomainError
-from openclaw_site.json_input import JsonInputError, loads_checked
+from openclaw_site.guards.auth import ApiKeyAuthentication, KeyWatch, TeamContext, api_key_context
+from openclaw_site.guards.json_input import JsonInputError, loads_checked
+from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
+from openclaw_site.platform.streaming import sse_event, streaming_response
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
-from openclaw_site.streaming import sse_event, streaming_response
-from openclaw_site.throttling import check_api_key_rate
 from sessions_app.agent import (
     ReplyDelta,
     ToolCalled,
@@ -184,7 +184,7 @@ def _caller(request: HttpRequest, *scopes: str) -> TeamContext:
             "not_authenticated", "Send 'Authorization: Bearer <api key>' (a team API key).", status_code=401
         )
     key = authenticated[1]
-    check_api_key_rate(key)  # one budget per key with REST and MCP (openclaw_site/throttling.py)
+    check_api_key_rate(key)  # one budget per key with REST and MCP (openclaw_site/guards/throttling.py)
     context = api_key_context(key)
     if not any(context.has_scope(scope) for scope in scopes):
         raise ApiError(

@@ -11,8 +11,8 @@ from typing import Any
 from memory_app.calibration import profile_for
 from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
 from memory_app.models import FTS_ONLY_MODEL, Source
-from openclaw_site.assistant_settings import MemorySearchSettings
 from openclaw_site.models import Assistant
+from openclaw_site.teams.assistant_settings import MemorySearchSettings
 from providers.embeddings import Embedder
 
 # Bump when the stored rows change meaning (chunk text, tsvector input): forces a full reindex.

@@ -36,7 +36,7 @@ from memory_app.models import (
 from memory_app.paths import ROOT_FILES
 from memory_app.provenance import latest_revision, revision_origins
 from openclaw_site.models import Assistant, UsagePurpose
-from openclaw_site.usage import record_usage
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import Usage
 from providers.embeddings import get_embedder
 

@@ -31,7 +31,7 @@ from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed, notifications_are_held
 from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, WorkspaceAccess
-from openclaw_site.services import check_writable
+from openclaw_site.teams.services import check_writable
 
 
 class StaleWrite(Exception):

@@ -48,11 +48,11 @@ from memory_app.snippets import chunk_line_numbers
 from memory_app.textsearch import TS_CONFIG, index_text
 from memory_app.tokens import estimate_text_tokens
 from memory_app.vectors import ensure_vector_index
-from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.jobs.tasks import WorkGone
 from openclaw_site.models import Assistant, UsagePurpose
-from openclaw_site.row_sql import partial_index_condition
-from openclaw_site.tasks import WorkGone
-from openclaw_site.usage import record_usage
+from openclaw_site.platform.locks import LockTimeout, session_lock
+from openclaw_site.platform.row_sql import partial_index_condition
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import Usage
 from providers.embeddings import Embedder, embed_documents_counted, get_embedder
 from providers.errors import ProviderError
@@ -665,7 +665,7 @@ def _text_only() -> RawSQL:
     """Filter for the rows still waiting for a vector, stated as their partial indexes' condition.
 
     `model = 'fts-only'` in literals: a prepared statement's generic plan uses the partial
-    indexes only then (`openclaw_site.row_sql.partial_index_condition`).
+    indexes only then (`openclaw_site.platform.row_sql.partial_index_condition`).
     """
     return partial_index_condition(MemoryChunk, "memchunk_text_only")
 

@@ -34,7 +34,7 @@ from memory_app.lines import is_entry, similarity, split_lines
 from memory_app.models import MemoryDocument, Proposal
 from memory_app.paths import InvalidPath, validate_memory_path
 from openclaw_site.models import Assistant, UsagePurpose
-from openclaw_site.usage import record_usage
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, get_chat_model
 from providers.errors import ProviderError
 

@@ -21,8 +21,8 @@ from memory_app.indexing import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
 from memory_app.vectors import drop_assistant_indexes
+from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue
 from openclaw_site.models import Assistant
-from openclaw_site.tasks import TaskOwner, TaskQueue, enqueue
 from providers.embeddings import preload_embedder
 
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 from memory_app import debounce, indexing, vector_fill
 from memory_app.model_consolidation import consolidate, due_for_consolidation
 from memory_app.models import MemoryDocument, Source
+from openclaw_site.jobs.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
 from openclaw_site.models import Assistant, TaskRecord
-from openclaw_site.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from openclaw_site import services
-from openclaw_site.assistant_settings import SettingsError, validate_settings
 from openclaw_site.models import (
     API_KEY_PREFIX,
     ApiKey,
@@ -24,6 +22,8 @@ from openclaw_site.models import (
     Team,
     UsageRecord,
 )
+from openclaw_site.teams import services
+from openclaw_site.teams.assistant_settings import SettingsError, validate_settings
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -182,7 +182,7 @@ class TaskRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
-    """Prices per million tokens; a change applies to calls from then on (openclaw_site.usage)."""
+    """Prices per million tokens; a change applies to calls from then on (openclaw_site.usage.ledger)."""
 
     list_display = [
         "model",

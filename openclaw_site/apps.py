@@ -10,7 +10,7 @@ class OpenclawSiteConfig(AppConfig):
 
     def ready(self) -> None:
         from openclaw_site.models import ModelPrice
-        from openclaw_site.usage import forget_prices
+        from openclaw_site.usage.ledger import forget_prices
 
         post_save.connect(forget_prices, sender=ModelPrice, dispatch_uid="forget-prices-saved")
         post_delete.connect(forget_prices, sender=ModelPrice, dispatch_uid="forget-prices-deleted")

@@ -14,7 +14,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from openclaw_site.assistant_settings import (
+from openclaw_site.teams.assistant_settings import (
     AssistantSettings,
     SettingsError,
     default_settings,
@@ -198,11 +198,11 @@ class TaskState(models.TextChoices):
 
 
 class TaskRecord(models.Model):
-    """A background task and whose it is, written when it is queued (`openclaw_site.tasks.enqueue`).
+    """A background task and whose it is, written when it is queued (`openclaw_site.jobs.tasks.enqueue`).
 
     django-q2's own rows carry no team, so the jobs page and ``GET /tasks/{id}/`` read these: a task
     id that is unknown or belongs to another team is a 404. The worker keeps the state, times,
-    progress and error here (`openclaw_site.tasks.run_tracked`). A coalescing task (an export or an
+    progress and error here (`openclaw_site.jobs.tasks.run_tracked`). A coalescing task (an export or an
     index of one object) has a ``coalesce_key``: at most one record per key is queued, and newer
     changes fold into it, counted in ``coalesced``.
     """
@@ -243,7 +243,7 @@ class TaskRecord(models.Model):
                 condition=models.Q(finished_at__isnull=False),
             ),
             # The live records, a bounded few: a sliced run asks between slices whether others
-            # are queued or running (`openclaw_site.tasks.others_waiting` and its neighbours),
+            # are queued or running (`openclaw_site.jobs.tasks.others_waiting` and its neighbours),
             # which without this read every record the retention keeps.
             models.Index(
                 fields=["state", "coalesce_key"],
@@ -255,7 +255,7 @@ class TaskRecord(models.Model):
             models.CheckConstraint(
                 condition=models.Q(state__in=TaskState.values), name="taskrecord_state_valid"
             ),
-            # One pending job per key: the conflict target of the fold in `openclaw_site.tasks`.
+            # One pending job per key: the conflict target of the fold in `openclaw_site.jobs.tasks`.
             models.UniqueConstraint(
                 fields=["coalesce_key"],
                 condition=models.Q(state=TaskState.QUEUED),
@@ -302,7 +302,7 @@ class ModelPrice(models.Model):
 class UsageRecord(models.Model):
     """The tokens of one model call (or one embedding pass) and what they cost when they were spent.
 
-    Written through `openclaw_site.usage.record_usage` only. The session is an id, not a foreign
+    Written through `openclaw_site.usage.ledger.record_usage` only. The session is an id, not a foreign
     key: this layer knows nothing of sessions (docs/architecture.md, Layers), and a deleted
     session's or assistant's spending stays in the team's totals.
     """

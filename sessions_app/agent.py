@@ -30,11 +30,11 @@ from django.utils import timezone as dj_timezone
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from openclaw_site.errors import DomainError
-from openclaw_site.locks import LockTimeout, session_lock
+from openclaw_site.jobs.tasks import TaskQueue, enqueue, record_failure
 from openclaw_site.models import UsagePurpose
-from openclaw_site.services import check_writable
-from openclaw_site.tasks import TaskQueue, enqueue, record_failure
-from openclaw_site.usage import record_usage
+from openclaw_site.platform.locks import LockTimeout, session_lock
+from openclaw_site.teams.services import check_writable
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens

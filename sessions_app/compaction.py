@@ -27,10 +27,10 @@ from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from openclaw_site.errors import DomainError
-from openclaw_site.locks import LockTimeout, session_lock
 from openclaw_site.models import UsagePurpose
-from openclaw_site.services import check_writable
-from openclaw_site.usage import record_usage
+from openclaw_site.platform.locks import LockTimeout, session_lock
+from openclaw_site.teams.services import check_writable
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
 from sessions_app.context import (
@@ -249,7 +249,7 @@ def compaction_lock_name(session_id: int) -> str:
 def hold_compaction_lock(stack: ExitStack, session: Session) -> None:
     """Take the session's compaction lock for the life of ``stack``; raise CompactionBusy if held.
 
-    A Postgres session-level advisory lock on a connection of its own (openclaw_site.locks): a
+    A Postgres session-level advisory lock on a connection of its own (openclaw_site.platform.locks): a
     worker that dies, however it dies, ends that connection and the lock with it, so a retry can
     start at once instead of waiting for a stale timeout (docs/design.md, Limits and refusals).
     """

@@ -35,9 +35,9 @@ from memory_app.tokens import (
     estimate_messages_tokens,
     estimate_text_tokens,
 )
-from openclaw_site.assistant_settings import PruningSettings
 from openclaw_site.models import Assistant
-from openclaw_site.row_sql import RowRead
+from openclaw_site.platform.row_sql import RowRead
+from openclaw_site.teams.assistant_settings import PruningSettings
 from providers.chat import get_chat_model
 from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages, tool_flags_of
 from sessions_app import view_cache

@@ -25,9 +25,9 @@ from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
 from memory_app.trust import fetching_tools_seen
-from openclaw_site.assistant_settings import MemoryFlushSettings
 from openclaw_site.models import UsagePurpose, WorkspaceAccess
-from openclaw_site.usage import record_usage
+from openclaw_site.teams.assistant_settings import MemoryFlushSettings
+from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.openai_chat import to_openai_messages

@@ -44,8 +44,7 @@ from memory_app.indexing import (
     worth_a_helper,
 )
 from memory_app.models import ForgottenSource, IndexedSource, Source
-from openclaw_site.locks import LockTimeout, session_lock
-from openclaw_site.tasks import (
+from openclaw_site.jobs.tasks import (
     WorkGone,
     defer_until,
     enqueue,
@@ -56,6 +55,7 @@ from openclaw_site.tasks import (
     queued_or_running,
     report_progress,
 )
+from openclaw_site.platform.locks import LockTimeout, session_lock
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text
 from sessions_app.selectors import session_owner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from openclaw_site.usage import openclaw_cost
+from openclaw_site.usage.ledger import openclaw_cost
 from providers.chat import Completion, ToolCall
 from providers.errors import ProviderError
 from sessions_app.messages import MAX_USAGE_FIGURE, MessageInput

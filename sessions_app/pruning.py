@@ -6,7 +6,7 @@ model can read it back with `tool_result_get`, and besides `cache-ttl` there is 
 
 Pure module: no Django, no database. Storage is never touched; the input list is never mutated.
 The caller passes `PruningSettings` from the assistant's typed settings
-(`openclaw_site.assistant_settings`); nothing here reads or defaults a setting.
+(`openclaw_site.teams.assistant_settings`); nothing here reads or defaults a setting.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_head, utf16_len, utf16_tail
-from openclaw_site.assistant_settings import PruningSettings, SoftTrim, ToolMatch
+from openclaw_site.teams.assistant_settings import PruningSettings, SoftTrim, ToolMatch
 
 PruneAction = Literal["trimmed", "cleared", "images_removed"]
 Message = dict[str, Any]

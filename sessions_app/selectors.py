@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from django.db.models import Count, QuerySet
 
+from openclaw_site.jobs.tasks import TaskOwner
 from openclaw_site.models import Assistant, Team
-from openclaw_site.row_sql import RowRead
+from openclaw_site.platform.row_sql import RowRead
 from openclaw_site.selectors import NotFound
-from openclaw_site.tasks import TaskOwner
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 
 # Every request on a session starts here (docs/design.md, Request cost).

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from openclaw_site.errors import DomainError
 from openclaw_site.models import Assistant
-from openclaw_site.services import check_writable
+from openclaw_site.teams.services import check_writable
 from sessions_app.agent import schedule_maintenance
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session, new_session_key

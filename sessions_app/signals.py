@@ -1,6 +1,6 @@
 """Keep the export mirror in step with every change, whoever makes it (API, admin, dashboard, import).
 
-Receivers only enqueue; `openclaw_site.tasks.enqueue` sends after the commit, so a rolled-back
+Receivers only enqueue; `openclaw_site.jobs.tasks.enqueue` sends after the commit, so a rolled-back
 change exports nothing and a worker never reads data that is not committed yet.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Assistant
-from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.models import CompactionEntry, Session
 from sessions_app.selectors import session_owner
 from sessions_app.workspace.exports import queue_sessions_index

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from openclaw_site.assistant_settings import CompactionSettings
+from openclaw_site.teams.assistant_settings import CompactionSettings
 
 FlushReason = Literal["tokens", "transcript_bytes"]
 

@@ -16,9 +16,9 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from memory_app.tokens import estimate_message_tokens
-from openclaw_site.row_sql import RowInsert, RowRead
-from openclaw_site.services import check_writable
-from openclaw_site.tasks import coalesced, enqueue_coalesced
+from openclaw_site.jobs.tasks import coalesced, enqueue_coalesced
+from openclaw_site.platform.row_sql import RowInsert, RowRead
+from openclaw_site.teams.services import check_writable
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 from sessions_app.selectors import session_owner

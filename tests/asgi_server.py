@@ -51,7 +51,7 @@ def asgi_live_server(transactional_db: None, monkeypatch: pytest.MonkeyPatch) ->
     import uvicorn
 
     from config.asgi import application
-    from openclaw_site import asgi_django
+    from openclaw_site.platform import asgi_handler as asgi_django
 
     # Request threads of this server's own: their connections end with them, so the next test
     # (which may switch the connection pool on or off) finds none left over from this one.

@@ -47,7 +47,7 @@ pytest_plugins = [
 @pytest.fixture(autouse=True)
 def fresh_process_copies() -> None:
     """Price and calibrate each test's calls from its own database: a rollback clears no process copy."""
-    from openclaw_site.usage import forget_prices
+    from openclaw_site.usage.ledger import forget_prices
     from sessions_app.context import forget_calibrations
 
     forget_prices()
@@ -164,7 +164,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """
     import sys
 
-    db = sys.modules.get("openclaw_site.db")
+    db = sys.modules.get("openclaw_site.platform.db")
     if db is None:  # the settings used DATABASE_URL, or Django was never set up (pure tests)
         return
     from django.conf import settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from openclaw_site.assistant_settings import default_settings
 from openclaw_site.models import Assistant
+from openclaw_site.teams.assistant_settings import default_settings
 from sessions_app.models import Session
 from tests import factories
 from tests.api_support import API, assert_error, snapshot

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from openclaw_site.jobs.tasks import record_task
 from openclaw_site.models import Scope
-from openclaw_site.tasks import record_task
 from tests import factories
 from tests.api_support import API, assert_error, login_client, snapshot
 from tests.conftest import ALL_SCOPES, bearer_client

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from openclaw_site import services
+from openclaw_site.teams import services
 from tests import factories
 from tests.api_support import API, assert_error, snapshot
 from tests.fake_openai import text_reply

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from openclaw_site.assistant_settings import (
+from openclaw_site.models import Assistant
+from openclaw_site.teams.assistant_settings import (
     SettingsError,
     check_fits_window,
     default_settings,
@@ -14,7 +15,6 @@ from openclaw_site.assistant_settings import (
     smallest_window,
     validate_settings,
 )
-from openclaw_site.models import Assistant
 
 
 def test_config_is_the_parsed_settings_and_parsed_once():

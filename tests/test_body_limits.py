@@ -20,7 +20,7 @@ import pytest
 from django.utils import timezone
 from mcp.shared.exceptions import MCPError
 
-from openclaw_site.body_limits import PREAUTH_BODY_BYTES
+from openclaw_site.guards.body_limits import PREAUTH_BODY_BYTES
 from tests import factories
 from tests.mcp_client import call_tool, mcp_url
 

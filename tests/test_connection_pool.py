@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from django.db import connection
 
-from openclaw_site.locks import session_lock
+from openclaw_site.platform.locks import session_lock
 from tests import messages as m
 from tests.db_support import other_connection
 

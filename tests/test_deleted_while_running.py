@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from memory_app.models import EmbeddingCache, MemoryChunk
 from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant, TaskRecord
-from openclaw_site.services import assistant_delete
+from openclaw_site.teams.services import assistant_delete
 from sessions_app import services
 from sessions_app.compaction import CompactionRefused, compact_session
 from sessions_app.indexing import schedule_session_index
@@ -37,7 +37,7 @@ WAIT_SECONDS = 60  # a bound on waiting for the other thread, never a timing und
 
 
 def long_session(world: Any) -> Session:
-    from openclaw_site.assistant_settings import validate_settings
+    from openclaw_site.teams.assistant_settings import validate_settings
 
     world.assistant.settings = validate_settings({"compaction": {"keepRecentTokens": 300}})
     world.assistant.save()

@@ -18,10 +18,10 @@ import pytest
 from django.conf import settings
 
 from memory_app.models import MemoryChunk, MemoryDocument
-from openclaw_site import tasks
-from openclaw_site.fair_share import TeamWork
+from openclaw_site.jobs import tasks
+from openclaw_site.jobs.tasks import TaskQueue
 from openclaw_site.models import Assistant, Membership, TaskRecord
-from openclaw_site.tasks import TaskQueue
+from openclaw_site.usage.fair_share import TeamWork
 from sessions_app.workspace.imports import import_workspace
 from tests import factories
 from tests.api_support import API, assert_error

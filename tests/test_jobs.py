@@ -1,12 +1,12 @@
-"""Background tasks know their team from the record written when they are queued (openclaw_site.tasks)."""
+"""Background tasks know their team from the record written when they are queued (openclaw_site.jobs.tasks)."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection, transaction
 
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import TaskRecord
-from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.selectors import session_owner
 from tests import factories
 from tests.api_support import API

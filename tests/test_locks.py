@@ -1,4 +1,4 @@
-"""Advisory locks by name (openclaw_site.locks): who holds one, seen from another connection."""
+"""Advisory locks by name (openclaw_site.platform.locks): who holds one, seen from another connection."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import pytest
 from django.db import connection
 
-from openclaw_site.locks import held, session_lock
+from openclaw_site.platform.locks import held, session_lock
 from tests.db_support import other_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)

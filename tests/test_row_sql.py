@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from openclaw_site.models import ApiKey
-from openclaw_site.row_sql import RowRead
+from openclaw_site.platform.row_sql import RowRead
 from sessions_app.models import Session
 from tests import factories
 
@@ -67,7 +67,7 @@ def test_a_path_that_is_not_a_foreign_key_is_refused(db):
 def test_an_insert_stores_what_the_orm_would_and_skips_rows_that_clash(world):
     from django.db import IntegrityError, transaction
 
-    from openclaw_site.row_sql import RowInsert
+    from openclaw_site.platform.row_sql import RowInsert
     from sessions_app.models import Message
 
     session = factories.make_session(world.assistant)
@@ -104,7 +104,7 @@ def test_an_insert_stores_what_the_orm_would_and_skips_rows_that_clash(world):
 
 
 def test_an_insert_returns_what_postgres_made_of_each_inserted_row(world):
-    from openclaw_site.row_sql import RowInsert
+    from openclaw_site.platform.row_sql import RowInsert
     from sessions_app.models import Message
 
     session = factories.make_session(world.assistant)
@@ -132,7 +132,7 @@ def test_an_insert_keeps_every_value_through_its_json_parameter(world):
     from datetime import timedelta
     from datetime import timezone as tz
 
-    from openclaw_site.row_sql import RowInsert
+    from openclaw_site.platform.row_sql import RowInsert
     from sessions_app.models import Message
 
     session = factories.make_session(world.assistant)
@@ -163,7 +163,7 @@ def test_an_insert_keeps_every_value_through_its_json_parameter(world):
 
 
 def test_a_built_row_is_the_row_the_keyword_constructor_makes(world):
-    from openclaw_site.row_sql import RowInsert
+    from openclaw_site.platform.row_sql import RowInsert
     from sessions_app.models import Message
 
     session = factories.make_session(world.assistant)
@@ -194,7 +194,7 @@ def generic_plan(queryset) -> str:
 def test_a_partial_index_condition_keeps_its_index_for_a_plan_made_for_any_values(world):
     from memory_app.models import FTS_ONLY_MODEL, MemoryChunk
     from openclaw_site.models import TaskRecord
-    from openclaw_site.row_sql import partial_index_condition
+    from openclaw_site.platform.row_sql import partial_index_condition
 
     TaskRecord.objects.bulk_create(
         TaskRecord(task_id=f"done-{i}", team=world.acme, kind="export_session", state="succeeded")

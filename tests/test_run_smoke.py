@@ -207,6 +207,6 @@ def test_runall_serves_health_and_api_then_stops_on_ctrl_c(tmp_path):
         for child in children:
             if child.is_running():
                 child.kill()
-        from openclaw_site.db import stop_embedded_database
+        from openclaw_site.platform.db import stop_embedded_database
 
         stop_embedded_database(var_dir / "pgdata")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from openclaw_site.security import CONTENT_SECURITY_POLICY
+from openclaw_site.guards.security import CONTENT_SECURITY_POLICY
 
 pytestmark = pytest.mark.django_db
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from openclaw_site.jobs.tasks import record_task
 from openclaw_site.selectors import (
     NotFound,
     api_key_get,
@@ -13,7 +14,6 @@ from openclaw_site.selectors import (
     task_record_get,
     task_record_list,
 )
-from openclaw_site.tasks import record_task
 from tests import factories
 from tests.api_support import API, assert_error
 from tests.views_support import signed_in

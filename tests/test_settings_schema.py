@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from config.env import EnvError, env_bool, env_int, load_dotenv
-from openclaw_site.assistant_settings import (
+from openclaw_site.teams.assistant_settings import (
     SCHEMA,
     AssistantSettings,
     ChunkingSettings,

@@ -37,7 +37,7 @@ def test_the_embedded_server_sizes_its_buffer_cache():
     from django.conf import settings
     from django.db import connection
 
-    from openclaw_site.db import shared_buffers_mb
+    from openclaw_site.platform.db import shared_buffers_mb
 
     if settings.DATABASE_URL or "pgdata" not in connection.settings_dict["HOST"]:
         pytest.skip("an external PostgreSQL keeps its own configuration")

@@ -1,4 +1,4 @@
-"""One pending job per object: newer changes fold into it (openclaw_site.tasks, coalescing enqueue).
+"""One pending job per object: newer changes fold into it (openclaw_site.jobs.tasks, coalescing enqueue).
 
 Here tasks go through a broker instead of running inline, so they wait in the queue as they do in
 production, and a worker runs them (tests/task_brokers.py).
@@ -21,9 +21,9 @@ from django.utils import timezone
 from django_q.models import Task
 
 from memory_app.models import Source
-from openclaw_site import tasks
+from openclaw_site.jobs import tasks
+from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue, purge_task_records, run_tracked
 from openclaw_site.models import TaskRecord
-from openclaw_site.tasks import TaskOwner, TaskQueue, enqueue, purge_task_records, run_tracked
 from sessions_app.indexing import schedule_session_index
 from tests import factories
 from tests.task_brokers import TaskBroker, drain, tracked_func
@@ -363,7 +363,7 @@ def test_the_purge_runs_from_its_own_schedule():
 
     schedule = Schedule.objects.get(name="task-records-purge")
     assert (schedule.func, schedule.minutes, schedule.repeats) == (
-        "openclaw_site.tasks.purge_task_records",
+        "openclaw_site.jobs.tasks.purge_task_records",
         10,
         -1,
     )

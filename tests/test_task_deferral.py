@@ -1,4 +1,4 @@
-"""A job started before it is due waits in the queue, not in a worker (openclaw_site.tasks.Deferred).
+"""A job started before it is due waits in the queue, not in a worker (openclaw_site.jobs.tasks.Deferred).
 
 Tasks go through the ORM broker and a real Redis (tests/task_brokers.py); `clock` moves time
 forward instead of waiting.
@@ -16,8 +16,8 @@ from django_q.brokers import get_broker
 from django_q.signing import SignedPackage
 
 from memory_app.models import MemoryChunk
+from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, defer_until, enqueue, task_status
 from openclaw_site.models import TaskRecord
-from openclaw_site.tasks import TaskOwner, TaskQueue, defer_until, enqueue, task_status
 from tests import factories
 from tests.messages import user
 from tests.task_brokers import Clock, TaskBroker, drain, tracked_func, work_one

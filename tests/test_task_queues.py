@@ -18,9 +18,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.jobs.tasks import TaskQueue
 from openclaw_site.models import TaskRecord
-from openclaw_site.tasks import TaskQueue
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.agent import schedule_maintenance
 from sessions_app.models import CompactionEntry, Session
 from tests import factories

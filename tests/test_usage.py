@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from memory_app.indexing import index_document
 from memory_app.tokens import estimate_text_tokens
-from openclaw_site import usage
 from openclaw_site.models import ModelPrice, UsagePurpose, UsageRecord
 from openclaw_site.selectors import usage_records
+from openclaw_site.usage import ledger as usage
 from providers.chat import Usage
 from sessions_app.agent import run_turn
 from sessions_app.compaction import compact_session

@@ -7,10 +7,10 @@ import re
 import pytest
 from django.test import Client
 
-from openclaw_site.auth import TEAM_SESSION_KEY, authenticate_api_key
 from openclaw_site.errors import ApiError
+from openclaw_site.guards.auth import TEAM_SESSION_KEY, authenticate_api_key
+from openclaw_site.jobs.tasks import enqueue
 from openclaw_site.models import ApiKey, Assistant, Membership, TaskRecord
-from openclaw_site.tasks import enqueue
 from sessions_app.selectors import session_owner
 from tests import factories
 from tests.views_support import HX, is_full_page, signed_in

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core import mail
 
-from openclaw_site.auth import TEAM_SESSION_KEY
+from openclaw_site.guards.auth import TEAM_SESSION_KEY
 from openclaw_site.models import Membership, Team
 from tests import factories
 from tests.browser.conftest import PASSWORD

@@ -18,9 +18,9 @@ from memory_app.consolidation import ProposalDecided, ProposalStale, approve_pro
 from memory_app.documents import Provenance, StaleWrite
 from memory_app.models import Author, Proposal
 from memory_app.selectors import proposal_list, team_proposal_list
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Role
 from openclaw_site.selectors import assistant_get
-from openclaw_site.tasks import TaskOwner, enqueue
 from openclaw_site.web.base import WebRequest, render_page, team_view
 
 STATES = [(state.value, state.label) for state in Proposal.State]

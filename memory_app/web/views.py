@@ -47,9 +47,9 @@ from memory_app.tasks import queue_reindex
 from memory_app.web.highlight import highlight_html
 from memory_app.web.sessions import session_links
 from openclaw_site.errors import ApiError
-from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import assistant_get
+from openclaw_site.usage.fair_share import TeamWork, team_slot
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 
 UNPROCESSABLE = 422
@@ -623,7 +623,7 @@ def search(request: WebRequest, slug: str) -> HttpResponse:
                 )
         except SearchOptionError as problem:
             error = str(problem)
-        except ApiError as busy:  # the team's searches take every slot (openclaw_site.fair_share)
+        except ApiError as busy:  # the team's searches take every slot (openclaw_site.usage.fair_share)
             error, status = busy.message, busy.status_code
         if response is not None:
             titles = _session_titles(assistant, response.results)

@@ -17,9 +17,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from openclaw_site.auth import TeamContext, request_team_context
 from openclaw_site.errors import ApiError
-from openclaw_site.json_input import unstorable_text
+from openclaw_site.guards.auth import TeamContext, request_team_context
+from openclaw_site.guards.json_input import unstorable_text
 from openclaw_site.models import Team
 
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, Team, WorkspaceAccess
-from openclaw_site.usage import GROUPINGS
+from openclaw_site.usage.ledger import GROUPINGS
 
 
 def _check_timezone(value: str) -> None:

@@ -7,7 +7,6 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from openclaw_site import services, usage
 from openclaw_site.api import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
 from openclaw_site.api.base import TeamApiView, validated
 from openclaw_site.api.serializers import (
@@ -21,7 +20,8 @@ from openclaw_site.api.serializers import (
     UsageFiguresOutput,
     UsageQueryInput,
 )
-from openclaw_site.auth import check_scope
+from openclaw_site.guards.auth import check_scope
+from openclaw_site.jobs.tasks import task_read_scopes, task_status
 from openclaw_site.models import Scope
 from openclaw_site.selectors import (
     api_key_get,
@@ -31,7 +31,8 @@ from openclaw_site.selectors import (
     task_record_get,
     usage_records,
 )
-from openclaw_site.tasks import task_read_scopes, task_status
+from openclaw_site.teams import services
+from openclaw_site.usage import ledger as usage
 
 ASSISTANT_READ_SCOPES = (Scope.SESSIONS_READ, Scope.MEMORY_READ)
 
@@ -125,7 +126,7 @@ class ApiKeyRevokeApi(TeamApiView):
 class TaskDetailApi(TeamApiView):
     """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team.
 
-    The caller needs the read scope of what the task works on (`openclaw_site.tasks.TASK_KIND_SCOPES`).
+    The caller needs the read scope of what the task works on (`openclaw_site.jobs.tasks.TASK_KIND_SCOPES`).
     """
 
     @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)

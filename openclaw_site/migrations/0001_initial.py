@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import openclaw_site.assistant_settings
+import openclaw_site.teams.assistant_settings
 from django.conf import settings
 from django.db import migrations, models
 from pgvector.django import VectorExtension
@@ -175,7 +175,10 @@ class Migration(migrations.Migration):
                         max_length=8,
                     ),
                 ),
-                ("settings", models.JSONField(default=openclaw_site.assistant_settings.default_settings)),
+                (
+                    "settings",
+                    models.JSONField(default=openclaw_site.teams.assistant_settings.default_settings),
+                ),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 (

@@ -115,8 +115,8 @@ def model_name(assistant: Any) -> str:
 
 @register.filter
 def markdown(text: str) -> SafeString:
-    """Render Markdown as sanitized HTML (openclaw_site.markdown: nothing executable survives)."""
-    from openclaw_site.markdown import render_markdown
+    """Render Markdown as sanitized HTML (openclaw_site.platform.markdown: nothing executable survives)."""
+    from openclaw_site.platform.markdown import render_markdown
 
     return mark_safe(render_markdown(text))
 

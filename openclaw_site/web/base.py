@@ -1,7 +1,7 @@
 """Shared plumbing of the htmx dashboard: the signed-in user's team, their role, and rendering.
 
 Every dashboard view is wrapped in `team_view`, which resolves the active team the same way the
-REST API does (`openclaw_site.auth.resolve_user_team`, with the switcher's `TEAM_SESSION_KEY`).
+REST API does (`openclaw_site.guards.auth.resolve_user_team`, with the switcher's `TEAM_SESSION_KEY`).
 Views take a `WebRequest` and look objects up through the selectors with ``request.web.team``;
 another team's object is then simply not found, and `team_view` turns the selector's `NotFound`
 into the 404 page.
@@ -27,8 +27,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from openclaw_site.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
 from openclaw_site.errors import DomainError
+from openclaw_site.guards.auth import TEAM_SESSION_KEY, memberships_of, resolve_user_team
 from openclaw_site.models import Membership, Role, Team
 from openclaw_site.selectors import NotFound
 

@@ -17,7 +17,8 @@ from django import forms
 from django.utils import timezone
 from django.utils.text import slugify
 
-from openclaw_site.assistant_settings import (
+from openclaw_site.models import Assistant, Scope
+from openclaw_site.teams.assistant_settings import (
     SCHEMA,
     Field,
     SettingsError,
@@ -25,7 +26,6 @@ from openclaw_site.assistant_settings import (
     smallest_window,
     validate_settings,
 )
-from openclaw_site.models import Assistant, Scope
 
 # What each setting does, in a sentence (docs/openclaw-behaviour.md §1.3, §2.1, §3.1, §4.1).
 HELP: dict[str, str] = {

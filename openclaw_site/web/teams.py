@@ -1,6 +1,6 @@
 """Dashboard pages for teams and their people: the members page, a new team, switching teams.
 
-Thin: forms are parsed here, the writes are `openclaw_site.teams`, reads go through the selectors.
+Thin: forms are parsed here, the writes are `openclaw_site.teams.members`, reads go through the selectors.
 Team admins add, re-role and remove members; everyone sees who is in the team.
 """
 
@@ -21,11 +21,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from openclaw_site import teams
-from openclaw_site.auth import TEAM_SESSION_KEY
 from openclaw_site.errors import DomainError
+from openclaw_site.guards.auth import TEAM_SESSION_KEY
 from openclaw_site.models import Membership, Role
 from openclaw_site.selectors import membership_get, membership_list
+from openclaw_site.teams import members as teams
 from openclaw_site.web.base import (
     Confirmation,
     WebRequest,

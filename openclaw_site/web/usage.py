@@ -1,7 +1,7 @@
 """The dashboard's usage and cost page: the team's ledger totalled, broken down, charted, exported.
 
 Thin like every dashboard view: the filter form is parsed here, the figures come from
-`openclaw_site.usage` over the team-scoped records of `selectors.usage_records`.
+`openclaw_site.usage.ledger` over the team-scoped records of `selectors.usage_records`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from openclaw_site import usage
 from openclaw_site.models import Assistant, UsageRecord
 from openclaw_site.selectors import assistant_get, assistant_list, usage_records
+from openclaw_site.usage import ledger as usage
 from openclaw_site.web.base import WebRequest, render_page, team_view
 
 PERIODS = [(7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days")]

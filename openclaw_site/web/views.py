@@ -18,10 +18,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from openclaw_site import jobs, services
 from openclaw_site.errors import DomainError
+from openclaw_site.jobs import listing as jobs
 from openclaw_site.models import Assistant, Role, TaskState, Team
 from openclaw_site.selectors import api_key_get, api_key_list, assistant_get, assistant_list
+from openclaw_site.teams import services
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 from openclaw_site.web.connection import connection
 from openclaw_site.web.forms import ApiKeyForm, AssistantCreateForm, AssistantForm, CreatedKey, SettingsForm

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
-from openclaw_site.auth import check_scope
+from openclaw_site.guards.auth import check_scope
 from sessions_app.api.responses import (
     CONTEXT_ALSO_NEEDS,
     compact_or_raise,

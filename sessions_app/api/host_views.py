@@ -25,8 +25,8 @@ from memory_app.documents import Provenance
 from memory_app.models import Author
 from memory_app.tools import run_memory_tool
 from openclaw_site.api.base import StrictCharField, StrictSerializer, TeamApiView, not_found, validated
-from openclaw_site.auth import check_scope
 from openclaw_site.errors import ApiError
+from openclaw_site.guards.auth import check_scope
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 from sessions_app import host

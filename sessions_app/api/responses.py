@@ -13,11 +13,11 @@ from typing import Any
 
 from rest_framework import status
 
-from openclaw_site.auth import KeyWatch
 from openclaw_site.errors import DomainError, error_body
+from openclaw_site.guards.auth import KeyWatch
 from openclaw_site.models import Scope
+from openclaw_site.platform.streaming import sse_event
 from openclaw_site.selectors import NotFound
-from openclaw_site.streaming import sse_event
 from sessions_app.agent import (
     ReplyDelta,
     ToolCalled,

@@ -26,9 +26,9 @@ from openclaw_site.api.base import (
     query_int,
     validated,
 )
-from openclaw_site.auth import KeyWatch
 from openclaw_site.errors import ApiError
-from openclaw_site.idempotency import (
+from openclaw_site.guards.auth import KeyWatch
+from openclaw_site.guards.idempotency import (
     StoredResponse,
     check_key,
     request_fingerprint,
@@ -36,8 +36,8 @@ from openclaw_site.idempotency import (
     run_idempotent_outside_transaction,
 )
 from openclaw_site.models import Scope
+from openclaw_site.platform.streaming import EVENT_STREAM, streaming_response
 from openclaw_site.selectors import assistant_get
-from openclaw_site.streaming import EVENT_STREAM, streaming_response
 from sessions_app import services
 from sessions_app.agent import require_chat_model
 from sessions_app.api.payloads import MessagePayload, parse_message_payload

@@ -7,7 +7,7 @@ sent), `instructions`, `serialisation` (the request, the real-conversation test,
 pruning), `identifiers` (extraction, survival, the 16000-char cap), `pipeline`
 (`summarize_session`) and `offline` (the deterministic summariser and flush extractor), all on top
 of `content` (reading message blocks). The summariser's knobs come in as
-`openclaw_site.assistant_settings.SummarySettings`, part of the assistant's typed settings.
+`openclaw_site.teams.assistant_settings.SummarySettings`, part of the assistant's typed settings.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from openclaw_site.assistant_settings import SummarySettings
+from openclaw_site.teams.assistant_settings import SummarySettings
 from sessions_app.summary.prompts import (
     COMPACT_CONTEXT_LABEL,
     CUSTOM_IDENTIFIER_POLICY_LABEL,

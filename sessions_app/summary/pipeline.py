@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_app.tokens import estimate_messages_tokens
-from openclaw_site.assistant_settings import SummarySettings
+from openclaw_site.teams.assistant_settings import SummarySettings
 from sessions_app.summary.content import Message
 from sessions_app.summary.identifiers import (
     extract_identifiers,

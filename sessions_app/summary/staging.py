@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from memory_app.tokens import estimate_message_tokens, estimate_messages_tokens
-from openclaw_site.assistant_settings import SummarySettings
+from openclaw_site.teams.assistant_settings import SummarySettings
 from sessions_app.summary.content import Message, drop_orphan_tool_results, tool_call_ids
 from sessions_app.summary.instructions import build_summarization_instructions
 from sessions_app.summary.prompts import DEFAULT_SUMMARY_FALLBACK, MERGE_SUMMARIES_INSTRUCTIONS

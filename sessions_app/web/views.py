@@ -23,11 +23,11 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from openclaw_site import usage
 from openclaw_site.errors import DomainError
 from openclaw_site.models import Role
+from openclaw_site.platform.streaming import sse_event, streaming_response
 from openclaw_site.selectors import assistant_get, usage_records
-from openclaw_site.streaming import sse_event, streaming_response
+from openclaw_site.usage import ledger as usage
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 from sessions_app import selectors, services
 from sessions_app.models import CompactionRun, Message, Session

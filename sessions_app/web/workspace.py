@@ -19,9 +19,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from openclaw_site.errors import ApiError
-from openclaw_site.fair_share import TeamWork, team_slot
 from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import NotFound, assistant_get
+from openclaw_site.usage.fair_share import TeamWork, team_slot
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
 from sessions_app.workspace.archives import import_zip, stage_upload, take_staged_upload, workspace_zip
 from sessions_app.workspace.imports import WorkspaceImportError
@@ -94,7 +94,7 @@ def workspace_import(request: WebRequest) -> HttpResponse:
                         )
             except WorkspaceImportError as error:
                 form.add_error(None, f"Nothing was imported: {error}.")
-            except ApiError as busy:  # another import of the team runs (openclaw_site.fair_share)
+            except ApiError as busy:  # another import of the team runs (openclaw_site.usage.fair_share)
                 form.add_error(None, busy.message)
                 response = render_page(
                     request, "sessions/import.html", {"form": form}, partial="import-form", status=429

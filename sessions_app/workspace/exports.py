@@ -45,9 +45,9 @@ from django.utils import timezone
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import ROOT_FILES, validate_memory_path
-from openclaw_site.locks import xact_lock
+from openclaw_site.jobs.tasks import TaskOwner, coalesced, enqueue_coalesced
 from openclaw_site.models import Assistant
-from openclaw_site.tasks import TaskOwner, coalesced, enqueue_coalesced
+from openclaw_site.platform.locks import xact_lock
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, SessionExport
 from sessions_app.workspace.openclaw_jsonl import (

@@ -33,11 +33,11 @@ from memory_app.models import Author, MemoryDocument, MemoryImport
 from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
 from memory_app.signals import notifications_held
 from memory_app.tasks import queue_reindex
-from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.errors import DomainError
-from openclaw_site.json_input import JsonInputError, loads_checked, unstorable_text
+from openclaw_site.guards.json_input import JsonInputError, loads_checked, unstorable_text
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
-from openclaw_site.tasks import TaskOwner, enqueue
+from openclaw_site.teams.assistant_settings import SettingsError, check_fits_window, validate_settings
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.services import check_session_key

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from openclaw_site.json_input import JsonInputError, loads_checked
+from openclaw_site.guards.json_input import JsonInputError, loads_checked
 from sessions_app.messages import MESSAGE_FIELDS, MessageError, epoch_ms, parse_timestamp, text_of
 from sessions_app.silent import is_silent_reply_text
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from openclaw_site import usage
 from openclaw_site.models import Membership, TaskRecord
+from openclaw_site.usage import ledger as usage
 from providers.chat import Usage
 from tests import factories
 from tests.browser.conftest import SCREENSHOTS

@@ -18,7 +18,8 @@ from django.core.cache import cache
 from mcp.shared.exceptions import MCPError
 
 from memory_app.models import MemoryDocument
-from openclaw_site import services, throttling
+from openclaw_site.guards import throttling
+from openclaw_site.teams import services
 from sessions_app import agent
 from sessions_app.models import Message, Session
 from tests import factories

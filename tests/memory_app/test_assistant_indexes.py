@@ -14,7 +14,7 @@ from memory_app.documents import Provenance, write_document
 from memory_app.models import FTS_ONLY_MODEL, MemoryChunk
 from memory_app.search import hybrid_search
 from memory_app.vector_fill import backlog, claim_and_fill, fill_waiting
-from openclaw_site.services import assistant_delete
+from openclaw_site.teams.services import assistant_delete
 from providers.embeddings import get_embedder
 from tests import factories
 
@@ -200,8 +200,8 @@ def test_queued_fill_jobs_make_the_index_state_indexing_until_they_ran(
 
     from memory_app.indexing import index_text_now
     from memory_app.tasks import schedule_vector_fill
+    from openclaw_site.jobs.tasks import TaskQueue
     from openclaw_site.models import TaskRecord
-    from openclaw_site.tasks import TaskQueue
     from tests.task_brokers import drain
 
     monkeypatch.setattr(Conf, "SYNC", False)  # to the ORM broker, run below as a worker would

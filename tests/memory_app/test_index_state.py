@@ -8,7 +8,7 @@ import pytest
 
 from memory_app.documents import Provenance, write_document
 from memory_app.models import MemoryChunk
-from openclaw_site.tasks import TaskQueue
+from openclaw_site.jobs.tasks import TaskQueue
 from tests.embedding_fixtures import embedded_texts
 from tests.task_brokers import drain
 

@@ -359,7 +359,7 @@ def test_a_new_dimension_gets_its_own_index(
 
 
 def test_one_reindex_per_assistant_at_a_time(world, fake_embeddings) -> None:
-    from openclaw_site.locks import session_lock
+    from openclaw_site.platform.locks import session_lock
 
     with session_lock(f"memory-reindex:{world.assistant.pk}"):
         outcome = indexing.reindex_assistant(world.assistant.pk)

@@ -16,8 +16,8 @@ from memory_app.documents import Provenance, append_to_document
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import MAX_SEGMENT_BYTES, InvalidPath, mirror_clash, validate_memory_path
 from openclaw_site.errors import ApiError
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import TaskRecord
-from openclaw_site.tasks import TaskOwner, enqueue
 from sessions_app.workspace import exports
 from sessions_app.workspace.archives import workspace_zip
 from sessions_app.workspace.storage import LocalExportStorage

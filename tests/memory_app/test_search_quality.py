@@ -9,7 +9,7 @@ from memory_app.calibration import PROFILES, RAW_COSINE, UNMEASURED, profile_for
 from memory_app.config import Chunking, chunking_for
 from memory_app.models import MemoryChunk, Source
 from memory_app.search import hybrid_search
-from openclaw_site.assistant_settings import parse_settings
+from openclaw_site.teams.assistant_settings import parse_settings
 from sessions_app.indexing import index_session_transcript
 from tests import factories
 from tests.embedding_fixtures import RecordingE5Embedder, RecordingE5Model

@@ -27,7 +27,7 @@ def test_the_asgi_process_hands_the_interpreter_lock_on_every_millisecond():
 
 
 def test_django_handles_a_whole_request_in_one_request_thread(asgi_live_server, world, acme_secret):
-    """Started, handled and finished in one thread of the request pool (openclaw_site/asgi_django.py)."""
+    """Started, handled and finished in one thread of the request pool (openclaw_site/platform/asgi_handler.py)."""
     import threading
 
     from django.core.signals import request_finished, request_started

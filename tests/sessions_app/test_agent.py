@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory_app.tools import build_memory_read
-from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import TaskRecord
+from openclaw_site.teams.assistant_settings import validate_settings
 from providers.chat import reset_providers
 from sessions_app.agent import (
     MAX_OVERFLOW_COMPACTION_ATTEMPTS,
@@ -382,7 +382,7 @@ def test_two_turns_at_once_on_one_session_run_one_after_the_other(llm, world):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_that_cannot_get_the_session_stores_nothing(llm, world, settings):
-    from openclaw_site.locks import session_lock
+    from openclaw_site.platform.locks import session_lock
 
     settings.LLM_TIMEOUT_SECONDS = 0.2
     session = factories.make_session(world.assistant)

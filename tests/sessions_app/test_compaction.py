@@ -9,8 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_app.models import MemoryDocument
-from openclaw_site.assistant_settings import validate_settings
-from openclaw_site.locks import session_lock
+from openclaw_site.platform.locks import session_lock
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.compaction import (
     NOT_A_COMMAND,
     CompactionBusy,

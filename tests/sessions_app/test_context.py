@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.context import build_model_context, calibration_ratio, record_calibration, token_figures
 from sessions_app.models import ModelCalibration
 from tests import factories

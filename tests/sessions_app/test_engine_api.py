@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from openclaw_site.assistant_settings import validate_settings
-from openclaw_site.locks import session_lock
+from openclaw_site.platform.locks import session_lock
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.compaction import compaction_lock_name
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from memory_app.models import MemoryDocument
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.agent import run_turn
 from sessions_app.context import local_today
 from sessions_app.models import CompactionEntry, Message, Session

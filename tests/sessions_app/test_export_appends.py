@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.compaction import CompactionRefused, compact_session
 from sessions_app.messages import MessageInput
 from sessions_app.model_output import store_messages

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from memory_app.models import MemoryDocument, MemoryRevision
-from openclaw_site.assistant_settings import MemoryFlushSettings, parse_settings
+from openclaw_site.teams.assistant_settings import MemoryFlushSettings, parse_settings
 from sessions_app.context import build_model_context
 from sessions_app.flush import (
     DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT,

@@ -12,8 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memory_app.models import MemoryDocument, MemoryRevision
-from openclaw_site.assistant_settings import validate_settings
 from openclaw_site.models import Assistant
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.workspace.exports import export_assistant
 from sessions_app.workspace.imports import WorkspaceImportError, import_workspace

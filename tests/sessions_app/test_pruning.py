@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_site.assistant_settings import (
+from openclaw_site.teams.assistant_settings import (
     HardClear,
     PruningSettings,
     SettingsError,

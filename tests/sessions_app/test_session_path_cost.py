@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app import transcript
 from sessions_app.compaction import compact_session
 from sessions_app.context import build_model_context, session_entries, token_figures

@@ -1,7 +1,7 @@
 """`POST /sessions/{id}/messages/` with "respond": true, "stream": true: the turn as server-sent events.
 
 Under ASGI (config.asgi under uvicorn, read with httpx2 as it arrives) and under WSGI
-(Django's test client), which take different paths through openclaw_site.streaming.
+(Django's test client), which take different paths through openclaw_site.platform.streaming.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_site.assistant_settings import SettingsError, SummarySettings, parse_settings
+from openclaw_site.teams.assistant_settings import SettingsError, SummarySettings, parse_settings
 from sessions_app.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openclaw_site.assistant_settings import (
+from openclaw_site.teams.assistant_settings import (
     CompactionSettings,
     default_settings,
     parse_settings,

@@ -387,7 +387,7 @@ def test_a_slice_writes_all_the_text_at_once_and_the_vectors_follow(
 def test_the_jobs_page_shows_how_far_a_transcripts_vectors_are(
     world, someone_waiting, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
-    from openclaw_site.jobs import job_row
+    from openclaw_site.jobs.listing import job_row
     from sessions_app.indexing import schedule_session_index
 
     session = _indexed_then_grown(world, settings, "progress")
@@ -509,8 +509,8 @@ def test_a_first_index_is_sliced_as_well(world, someone_waiting, fake_embeddings
 @pytest.mark.django_db(transaction=True)
 def test_a_second_run_of_a_transcripts_index_waits_for_the_first(world, fake_embeddings) -> None:
     """Side by side, each run would find the other's rows and fall back to a whole pass."""
-    from openclaw_site.locks import session_lock
-    from openclaw_site.tasks import Deferred
+    from openclaw_site.jobs.tasks import Deferred
+    from openclaw_site.platform.locks import session_lock
     from sessions_app.indexing import BUSY_RETRY_SECONDS, run_debounced_index
 
     session = factories.make_session(world.assistant, key="busy")
@@ -689,7 +689,7 @@ def test_a_helper_whose_worker_died_is_failed_and_another_is_asked_for(
     world, fake_embeddings, settings, helper_worth_it
 ) -> None:
     """A helper holds its lock while it works; a running record without it lost its worker."""
-    from openclaw_site.locks import session_lock
+    from openclaw_site.platform.locks import session_lock
 
     minute_ago = datetime.now(UTC) - timedelta(minutes=1)
 
@@ -727,7 +727,7 @@ def test_a_helper_whose_worker_died_is_failed_and_another_is_asked_for(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_second_helper_of_a_transcript_leaves_it_to_the_first(world, fake_embeddings, settings) -> None:
-    from openclaw_site.locks import session_lock
+    from openclaw_site.platform.locks import session_lock
     from sessions_app.indexing import fill_session_vectors
 
     session = _indexed_then_grown(world, settings, "two-helpers")

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from openclaw_site.assistant_settings import validate_settings
+from openclaw_site.teams.assistant_settings import validate_settings
 from providers.openai_chat import to_openai_messages
 from sessions_app import view_cache
 from sessions_app.api.responses import context_payload, context_payload_json

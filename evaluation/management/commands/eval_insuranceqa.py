@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluation.insuranceqa import DEFAULT_POOL, DEFAULT_QUESTIONS, format_results, run_insuranceqa
 from evaluation.metrics import SEARCH_VARIANTS
 from evaluation.throwaway import add_embedder_argument, evaluation_embedder, rolled_back_keeping_embeddings
-from openclaw_site.assistant_settings import SettingsError, validate_settings
+from openclaw_site.teams.assistant_settings import SettingsError, validate_settings
 
 
 class Command(BaseCommand):

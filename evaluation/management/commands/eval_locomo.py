@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluation.locomo import CATEGORY_NAMES, EvalConfig, EvalRun, LocomoFormatError, run_evaluation
 from evaluation.metrics import DEFAULT_BUDGET_CHARS, SEARCH_VARIANTS, format_table
 from evaluation.throwaway import add_embedder_argument, evaluation_embedder, rolled_back_keeping_embeddings
-from openclaw_site.assistant_settings import SettingsError, parse_settings
+from openclaw_site.teams.assistant_settings import SettingsError, parse_settings
 from providers.embeddings import Embedder
 
 # OpenClaw's defaults (docs/openclaw-behaviour.md §4.1, §4.7): 400/80 chunks for every source, 700-char head

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from openclaw_site.db import started_by_this_process, stop_embedded_database
+from openclaw_site.platform.db import started_by_this_process, stop_embedded_database
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         pgdata = settings.VAR_DIR / "pgdata"
         if started_by_this_process(pgdata):
             # Not running before: the settings started it for this command, and manage.py stops it
-            # again as the command exits (openclaw_site/db.py).
+            # again as the command exits (openclaw_site/platform/db.py).
             self.stdout.write("not running")
         elif action == "stop":
             stopped = stop_embedded_database(pgdata)

@@ -12,7 +12,7 @@ with its own workers, so a backlog on one never delays the other.
 
 Ctrl-C (SIGINT) or SIGTERM stops what it started: the web server, the django-q2 clusters (which let
 running tasks finish), and the embedded PostgreSQL if this process started it. Its process id is in
-``<VAR_DIR>/runall.pid`` while it runs, so `make stop` (openclaw_site/stop.py) can send that SIGTERM
+``<VAR_DIR>/runall.pid`` while it runs, so `make stop` (openclaw_site/platform/stop.py) can send that SIGTERM
 from another terminal.
 """
 
@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from openclaw_site import db, stop
+from openclaw_site.platform import db, stop
 
 STOP_TIMEOUT_SECONDS = 30
 

@@ -17,8 +17,8 @@ from typing import Any
 from django.db import transaction
 
 from openclaw_site.errors import ApiError
-from openclaw_site.locks import session_lock, xact_lock
 from openclaw_site.models import IdempotencyRecord, Team
+from openclaw_site.platform.locks import session_lock, xact_lock
 
 MAX_KEY_LENGTH = 200
 

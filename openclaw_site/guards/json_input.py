@@ -3,7 +3,7 @@
 PostgreSQL's ``text`` and ``jsonb`` refuse U+0000, and UTF-8 cannot encode a lone surrogate
 (``"\\ud800"`` decodes to one in Python), so either would reach the database and fail there as a
 500. Deep nesting exhausts Python's recursion (the parser, ``json.dumps``, the database adapter).
-The API's parser (`openclaw_site.parsers`) and the workspace importer both check here, before
+The API's parser (`openclaw_site.guards.parsers`) and the workspace importer both check here, before
 anything is written (docs/design.md, Limits and refusals).
 """
 

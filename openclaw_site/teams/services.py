@@ -12,9 +12,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from openclaw_site.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.errors import DomainError
 from openclaw_site.models import ApiKey, Assistant, Team
+from openclaw_site.teams.assistant_settings import SettingsError, check_fits_window, validate_settings
 
 DEFAULT_CONTEXT_WINDOW = int(Assistant._meta.get_field("context_window").default)
 ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access")

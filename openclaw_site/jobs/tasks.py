@@ -90,9 +90,9 @@ from django_q.conf import Conf
 from django_q.models import Task
 from django_q.tasks import async_task
 
-from openclaw_site import locks
 from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
-from openclaw_site.row_sql import partial_index_condition
+from openclaw_site.platform import locks
+from openclaw_site.platform.row_sql import partial_index_condition
 
 logger = logging.getLogger(__name__)
 # A task that succeeds after this long is logged (docs/design.md, The log).
@@ -360,7 +360,7 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
             through["not_before"] = not_before.isoformat()
     try:
         q_id = async_task(
-            "openclaw_site.tasks.run_tracked",
+            "openclaw_site.jobs.tasks.run_tracked",
             task_id,
             job.func,
             *job.args,
@@ -626,7 +626,7 @@ def _live_records() -> QuerySet[TaskRecord]:
     """The queued and running records, in the terms of their partial index (`taskrecord_active`).
 
     The index's condition in literals keeps it usable by a prepared statement's generic plan
-    (`openclaw_site.row_sql.partial_index_condition`); these reads come between every slice of an
+    (`openclaw_site.platform.row_sql.partial_index_condition`); these reads come between every slice of an
     index run, and the retention keeps every finished record beside the few live ones.
     """
     return TaskRecord.objects.filter(partial_index_condition(TaskRecord, "taskrecord_active"))

@@ -1,6 +1,6 @@
 """The API's JSON parser: DRF's, plus a depth cap and text PostgreSQL can store.
 
-A body nested deeper than `openclaw_site.json_input.MAX_JSON_DEPTH`, or holding a NUL or a lone
+A body nested deeper than `openclaw_site.guards.json_input.MAX_JSON_DEPTH`, or holding a NUL or a lone
 surrogate anywhere (a message, a batch item, ``details``, a key), is refused with 400 before a view
 sees it (docs/design.md, Limits and refusals).
 """
@@ -12,7 +12,7 @@ from typing import Any
 from rest_framework.parsers import JSONParser
 
 from openclaw_site.errors import ApiError
-from openclaw_site.json_input import MAX_JSON_DEPTH, JsonInputError, check_json_value
+from openclaw_site.guards.json_input import MAX_JSON_DEPTH, JsonInputError, check_json_value
 
 
 class CheckedJSONParser(JSONParser):

@@ -11,10 +11,10 @@ noticing a client that leaves a stream) and hands everything else to one call in
 `REQUEST_EXECUTOR`: the request-started signal, the whole synchronous middleware chain and view,
 and, for a whole response, its close (the request-finished signal, which gives the thread's
 database connections back). A streamed response's own work runs in a thread of
-`openclaw_site.streaming`; the request's thread gives its connections back before the stream
+`openclaw_site.platform.streaming`; the request's thread gives its connections back before the stream
 starts, and the response is closed when the stream ends, as Django closes it.
 
-Before the body is read, the request's headers are judged (`openclaw_site.body_limits`: a
+Before the body is read, the request's headers are judged (`openclaw_site.guards.body_limits`: a
 Content-Length over the route's limit, a body with no credentials, and the credentials of a body
 that may be large, checked in a request thread); the body is then read with the route's limit as
 a cap, so a chunked body is cut off there (docs/design.md, Limits and refusals).
@@ -39,7 +39,7 @@ from django.http import FileResponse, HttpResponseBase
 from django.http.cookie import parse_cookie
 from django.urls import set_script_prefix
 
-from openclaw_site.body_limits import (
+from openclaw_site.guards.body_limits import (
     BODY_CHECKED_ATTRIBUTE,
     BodyGuard,
     Refusal,
@@ -53,7 +53,7 @@ def request_executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.REQUEST_THREADS, thread_name_prefix="request")
 
 
-# Streams run in their own pool (openclaw_site.streaming), so an open stream holds none of these.
+# Streams run in their own pool (openclaw_site.platform.streaming), so an open stream holds none of these.
 REQUEST_EXECUTOR = request_executor()
 
 T = TypeVar("T")

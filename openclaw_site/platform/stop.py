@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from config.env import env_str, load_dotenv
-from openclaw_site import db
+from openclaw_site.platform import db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PID_FILE_NAME = "runall.pid"

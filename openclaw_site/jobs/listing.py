@@ -1,6 +1,6 @@
 """The team's background tasks for the dashboard's Jobs page, read from their TaskRecord rows.
 
-`openclaw_site.tasks.enqueue` writes each task's record, with its team, when the task is queued,
+`openclaw_site.jobs.tasks.enqueue` writes each task's record, with its team, when the task is queued,
 and `run_tracked` keeps its state, times, progress and error there; so the page shows exactly the
 team's own tasks, whatever their functions' parameters are called.
 

@@ -12,7 +12,7 @@ A request body is judged from the request's headers before any of it is read:
   that turns out to be bad is read (at most that many bytes, in memory) and then refused 401 by the
   view's own authentication, as before.
 
-Under ASGI `openclaw_site.asgi_django` asks here before it reads the body, then reads it with the
+Under ASGI `openclaw_site.platform.asgi_handler` asks here before it reads the body, then reads it with the
 limit as a cap (a chunked body is cut off there); under WSGI `BodyGuardMiddleware` asks, and
 Django reads at most the Content-Length. The MCP app applies the same checks itself
 (`integrations.mcp_http`). Each refusal is shaped by its protocol: the error envelope under `/api/`,
@@ -165,7 +165,7 @@ class BodyGuard:
         """Check the credentials against the database: None when the caller may send the body."""
         authorization = self.headers.get("authorization", "")
         if authorization and self.surface is not Surface.DASHBOARD:
-            from openclaw_site.auth import bearer_api_key
+            from openclaw_site.guards.auth import bearer_api_key
 
             try:
                 bearer_api_key(authorization)

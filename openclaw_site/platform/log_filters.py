@@ -4,7 +4,7 @@ Wired in `settings.LOGGING`: the access log (uvicorn's, gunicorn's through its u
 runserver's) leaves out static files; `django.request` leaves out the line it writes for a
 response that merely has an error status, which the access log already shows (its records with an
 exception, and so a traceback, stay); django-q2 leaves out its lines for each job queued, started
-and done (a failure is an error, and `openclaw_site.tasks` warns of a slow task).
+and done (a failure is an error, and `openclaw_site.jobs.tasks` warns of a slow task).
 """
 
 from __future__ import annotations

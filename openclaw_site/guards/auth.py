@@ -20,7 +20,7 @@ from rest_framework.request import Request
 
 from openclaw_site.errors import ApiError
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Membership, Role, Scope, Team, hash_secret
-from openclaw_site.row_sql import RowRead
+from openclaw_site.platform.row_sql import RowRead
 
 ROLE_SCOPES: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({Scope.SESSIONS_READ, Scope.MEMORY_READ}),

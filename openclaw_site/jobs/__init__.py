@@ -1,0 +1,1 @@
+"""Background work: enqueueing and tracking tasks (`tasks`), and the Jobs page's reads (`listing`)."""

@@ -1,0 +1,1 @@
+"""Teams, their people, assistants and API keys, and the assistants' settings."""

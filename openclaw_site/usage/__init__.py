@@ -1,0 +1,1 @@
+"""What teams use: the usage and cost ledger, and fair shares of the expensive work."""
