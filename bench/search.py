@@ -58,7 +58,8 @@ from django.db import connection  # noqa: E402
 
 from memory_app import config  # noqa: E402
 from memory_app.candidates import forget_lexeme_stats  # noqa: E402
-from memory_app.indexing import document_entry, prepare_chunks, reindex_assistant  # noqa: E402
+from memory_app.index.entries import document_entry, prepare_chunks  # noqa: E402
+from memory_app.index.rebuild import reindex_assistant  # noqa: E402
 from memory_app.models import EmbeddingCache, IndexState, MemoryChunk, MemoryDocument, content_hash  # noqa: E402
 from memory_app.search import resolve_options, run_search  # noqa: E402
 from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402

@@ -32,7 +32,7 @@ from evaluation.metrics import (
     Tokenizer,
     evaluate,
 )
-from memory_app.indexing import reindex_assistant
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryChunk, MemoryDocument, content_hash
 from memory_app.search import resolve_options
 from openclaw_site.models import Assistant, Team

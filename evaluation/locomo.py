@@ -38,7 +38,7 @@ from evaluation.metrics import (
     evaluate,
 )
 from memory_app.candidates import forget_lexeme_stats
-from memory_app.indexing import reindex_assistant
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryChunk
 from memory_app.search import resolve_options
 from openclaw_site.models import Assistant, Team

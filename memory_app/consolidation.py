@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_app.documents import Provenance, appended_text, write_document
-from memory_app.indexing import embed_with_cache
+from memory_app.index.embedding import embed_with_cache
 from memory_app.lines import is_entry, normalise_line, similarity, split_lines
 from memory_app.models import (
     MemoryChunk,

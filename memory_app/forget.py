@@ -16,7 +16,7 @@ from django.db import transaction
 
 from memory_app.documents import Provenance, delete_document, write_document
 from memory_app.forgotten import line_hash
-from memory_app.indexing import remove_entry_rows
+from memory_app.index.rows import remove_entry_rows
 from memory_app.lines import is_entry, split_lines
 from memory_app.models import ForgottenSource, MemoryChunk, MemoryDocument, MemoryRevision, Source
 from memory_app.provenance import latest_revision, revision_origins

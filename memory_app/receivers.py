@@ -17,7 +17,7 @@ from django.dispatch import receiver
 from django_q.signals import post_spawn
 
 from memory_app import debounce
-from memory_app.indexing import remove_entry_rows
+from memory_app.index.rows import remove_entry_rows
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
 from memory_app.vectors import drop_assistant_indexes

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from memory_app import config
+from memory_app.index.rows import get_state, index_text_now, start_build
 from memory_app.index_status import IndexCondition, IndexProgress, IndexStatus, index_status
-from memory_app.indexing import get_state, index_text_now, start_build
 from memory_app.search import SearchResponse, hybrid_search
 from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant

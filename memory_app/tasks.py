@@ -10,7 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from memory_app import debounce, indexing, vector_fill
+from memory_app import debounce, vector_fill
+from memory_app.index import rebuild, rows
 from memory_app.model_consolidation import consolidate, due_for_consolidation
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.jobs.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
@@ -29,7 +30,7 @@ def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
 
     The one way a reindex is queued: by the REST and dashboard buttons, by a search that finds the
     index behind (`memory_app.search_service`) and by an index run that finds the settings changed
-    (`memory_app.indexing`). A full and an incremental run are two jobs; a second request for one
+    (`memory_app.index`). A full and an incremental run are two jobs; a second request for one
     still queued folds into it, and everyone polls the same task.
     """
     return enqueue_once(
@@ -56,7 +57,7 @@ def reindex_document(document_id: int) -> dict[str, Any]:
     due = debounce.take_turn(assistant_id=assistant_id, source=Source.MEMORY, key=path)
     if due is not None:
         defer_until(due)
-    return indexing.index_document(document_id).as_dict()
+    return rows.index_document(document_id).as_dict()
 
 
 def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
     An incremental run indexes the memory documents and hands each lagging transcript to its own
     sliced index job, as the periodic refresh does, so no job reads a long transcript whole.
     """
-    return indexing.reindex_assistant(
+    return rebuild.reindex_assistant(
         assistant_id, full=full, progress=_report_task_progress, queue_external=not full
     ).as_dict()
 
@@ -112,10 +113,10 @@ def refresh_indexes() -> dict[str, Any]:
     """
     from openclaw_site.models import Assistant
 
-    totals = indexing.IndexOutcome()
+    totals = rows.IndexOutcome()
     for assistant_id in Assistant.objects.order_by("pk").values_list("pk", flat=True):
         try:
-            totals.add(indexing.reindex_assistant(assistant_id, queue_external=True))
+            totals.add(rebuild.reindex_assistant(assistant_id, queue_external=True))
             if vector_fill.backlog(assistant_id):
                 schedule_vector_fill(assistant_id)
         except WorkGone:  # deleted while the refresh was at it: nothing left to catch up

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from memory_app.indexing import embed_with_cache
+from memory_app.index.embedding import embed_with_cache
 from memory_app.models import FTS_ONLY_MODEL, MemoryChunk
 from providers.embeddings import Embedder, get_embedder
 

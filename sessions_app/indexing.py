@@ -30,19 +30,10 @@ from django.utils import timezone
 
 from memory_app import config, debounce
 from memory_app.forgotten import is_forgotten_session
+from memory_app.index.entries import Growth, SourceEntry, register_source
+from memory_app.index.extend import extend_entry, fill_from_newest, growth_point, worth_a_helper
+from memory_app.index.rows import IndexOutcome, index_entry, remove_entry_rows
 from memory_app.index_status import register_index_job_kinds
-from memory_app.indexing import (
-    Growth,
-    IndexOutcome,
-    SourceEntry,
-    extend_entry,
-    fill_from_newest,
-    growth_point,
-    index_entry,
-    register_source,
-    remove_entry_rows,
-    worth_a_helper,
-)
 from memory_app.models import ForgottenSource, IndexedSource, Source
 from openclaw_site.jobs.tasks import (
     WorkGone,
@@ -111,7 +102,7 @@ def session_entry(session: Session, *, from_seq: int = 1) -> SourceEntry:
     """Return the session's transcript as an index entry (hash as in docs/openclaw-behaviour.md §4.11).
 
     ``from_seq`` renders only the messages from that seq on: the tail that extends an index
-    (memory_app.indexing.extend_entry).
+    (memory_app.index.extend.extend_entry).
     """
     messages = (
         Message.objects.filter(session=session, seq__gte=from_seq)
@@ -161,7 +152,7 @@ class SessionTranscripts:
 
     def is_current(self, entry: SourceEntry) -> bool:
         # Transcripts only grow; an older snapshot is still true, and `upto` keeps a slower run
-        # from replacing a newer one (memory_app.indexing._write_entry).
+        # from replacing a newer one (memory_app.index.rows.write_entry).
         return entry.session_pk is not None and Session.objects.filter(pk=entry.session_pk).exists()
 
     def schedule(self, assistant_id: int, keys: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from memory_app.indexing import index_document
+from memory_app.index.rows import index_document
 from memory_app.tokens import estimate_text_tokens
 from openclaw_site.models import ModelPrice, UsagePurpose, UsageRecord
 from openclaw_site.selectors import usage_records

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory_app.indexing import reindex_assistant
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryDocument
 from tests import factories
 from tests.views_support import HX, is_full_page, signed_in

@@ -3,7 +3,7 @@
 sessions_app sits above memory_app. A revision or a search result can point at a session or one of
 its messages by primary key; the memory pages name and link those through the `SessionLinks`
 sessions_app registers at start-up (`sessions_app.web.memory_links`), as transcripts reach the
-index through `memory_app.indexing.register_source`.
+index through `memory_app.index.entries.register_source`.
 """
 
 from __future__ import annotations

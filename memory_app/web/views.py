@@ -584,7 +584,7 @@ class ResultView:
 def _result_url(assistant: Assistant, result: Any) -> str:
     """Where a citation leads: the document at its lines, or the session message it quotes.
 
-    Transcript chunks cite message seqs as their "lines" (memory_app.indexing's line map), so a
+    Transcript chunks cite message seqs as their "lines" (memory_app.index's line map), so a
     session result's start line is the seq of the first message it quotes.
     """
     if result.source == "memory":

@@ -7,6 +7,7 @@ import pytest
 
 from memory_app.consolidation import duplicate_groups, run_consolidation
 from memory_app.documents import Provenance, write_document
+from memory_app.index.rows import index_document
 from memory_app.models import MemoryDocument, MemoryRevision, Proposal
 from tests.api_support import API, assert_error, login_client, snapshot
 
@@ -232,12 +233,11 @@ def test_the_nightly_job_picks_assistants_at_their_local_hour(world, django_capt
 
 
 def test_with_vectors_the_pass_also_groups_lines_alike_in_meaning(world, fake_embeddings):
-    from memory_app import indexing
 
     write(world, "MEMORY.md", "- Deploys go out on Fridays\n- Budget is 10k")
     write(world, "memory/2026-02-16.md", "- On Fridays, deploys go out", author="flush", user=None)
     for document in MemoryDocument.objects.all():
-        indexing.index_document(document.pk)
+        index_document(document.pk)
     assert run_consolidation(world.assistant)["proposed"] == 1
     [proposal] = Proposal.objects.all()
     assert [s["text"] for s in proposal.sources] == [

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app import indexing
 from memory_app.documents import Provenance, append_to_document, write_document
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import ForgottenSource, MemoryChunk, MemoryDocument, MemoryImport, MemoryRevision
 from memory_app.search import hybrid_search
 from sessions_app.indexing import index_session_transcript
@@ -93,7 +93,7 @@ def test_forgetting_a_session_removes_its_lines_and_index_and_it_cannot_come_bac
     )
     assert again.revision is None and again.forgotten == 1
     index_session_transcript(remembered.pk, force=True)
-    indexing.reindex_assistant(world.assistant.pk, full=True)
+    reindex_assistant(world.assistant.pk, full=True)
     assert not MemoryChunk.objects.filter(session_pk=remembered.pk).exists()
     assert "4711" not in MemoryDocument.objects.get(path=DAILY).content
     # A person may still write it deliberately.

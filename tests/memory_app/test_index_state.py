@@ -82,7 +82,7 @@ def test_an_import_is_indexing_until_its_jobs_ran_then_current(world, api, fake_
 def test_chunks_waiting_for_vectors_are_counted_and_found_by_keywords(
     world, api, fake_embeddings, queued_tasks
 ):
-    from memory_app.indexing import index_text_now
+    from memory_app.index.rows import index_text_now
 
     import_notes(world.assistant, 3)
     assert index_text_now(world.assistant, limit=3) == 3  # text rows first, vectors to come

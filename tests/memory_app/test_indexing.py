@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory_app import debounce, indexing
+from memory_app import debounce
 from memory_app.documents import Provenance, delete_document, write_document
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import EmbeddingCache, IndexedSource, IndexState, MemoryChunk, Source
 from memory_app.search import hybrid_search
 from tests import factories
@@ -91,7 +92,7 @@ def test_unchanged_documents_embed_nothing_on_reindex(
     )
     calls = len(fake_embeddings.embedding_requests)
 
-    outcome = indexing.reindex_assistant(world.assistant.pk)
+    outcome = reindex_assistant(world.assistant.pk)
 
     assert len(fake_embeddings.embedding_requests) == calls
     assert outcome.embedded == 0 and outcome.skipped == 2
@@ -185,7 +186,7 @@ def test_a_failing_embedder_still_indexes_text_and_embeds_later(
     assert "embedding failed" in IndexState.objects.get(assistant=world.assistant).last_error
     assert [r.path for r in hybrid_search(assistant=world.assistant, query="wifi").results] == ["MEMORY.md"]
 
-    outcome = indexing.reindex_assistant(world.assistant.pk)
+    outcome = reindex_assistant(world.assistant.pk)
 
     chunk = MemoryChunk.objects.get(assistant=world.assistant)
     assert outcome.embedded == 1 and chunk.model == "fake-embedding" and len(chunk.embedding) == 384
@@ -220,7 +221,7 @@ def test_a_changed_fingerprint_rebuilds_while_the_old_rows_answer(
             )
             seen_during_build.append((len(response.results), sorted(map(str, generations))))
 
-    outcome = indexing.reindex_assistant(assistant.pk, progress=probe)
+    outcome = reindex_assistant(assistant.pk, progress=probe)
 
     assert seen_during_build and all(
         count == 3 and gens == [str(old_generation)] for count, gens in seen_during_build
@@ -343,7 +344,7 @@ def test_a_new_dimension_gets_its_own_index(
     settings.EMBEDDING_DIMENSIONS = 64
     reset_embedders()
     write(world.assistant, "MEMORY.md", "small vectors", capture=django_capture_on_commit_callbacks)
-    indexing.reindex_assistant(world.assistant.pk)
+    reindex_assistant(world.assistant.pk)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
@@ -362,6 +363,6 @@ def test_one_reindex_per_assistant_at_a_time(world, fake_embeddings) -> None:
     from openclaw_site.platform.locks import session_lock
 
     with session_lock(f"memory-reindex:{world.assistant.pk}"):
-        outcome = indexing.reindex_assistant(world.assistant.pk)
+        outcome = reindex_assistant(world.assistant.pk)
     assert outcome.note == "another reindex of this assistant is running"
-    assert indexing.reindex_assistant(world.assistant.pk).note == ""
+    assert reindex_assistant(world.assistant.pk).note == ""

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memory_app.indexing import reindex_assistant
+from memory_app.index.rebuild import reindex_assistant
 from memory_app.search_tool import citations_enabled, memory_search
 from tests import factories
 from tests.fake_openai import FakeOpenAI, error_reply

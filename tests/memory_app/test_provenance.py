@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory_app.documents import Provenance, write_document
+from memory_app.index.rows import index_document
 from memory_app.models import MemoryDocument, MemoryImport, MemoryRevision
 from sessions_app.flush import run_memory_flush
 from tests import factories
@@ -214,7 +215,6 @@ def test_the_document_page_shows_who_wrote_each_line_one_click_away(world):
 
 
 def test_search_explain_carries_the_origin_and_trust_of_the_hit(api, world, fake_embeddings):
-    from memory_app import indexing
 
     document, _ = write_document(
         assistant=world.assistant,
@@ -222,7 +222,7 @@ def test_search_explain_carries_the_origin_and_trust_of_the_hit(api, world, fake
         content="The weekly sync is on Tuesdays.",
         provenance=Provenance(author="user", user=world.alice),
     )
-    indexing.index_document(document.pk)
+    index_document(document.pk)
     body = api.get(f"{API}/assistants/helper/search/?q=weekly+sync&explain=true").json()
     hit = body["results"][0]
     assert hit["explain"]["provenance"][0]["origin"]["user"] == "alice"

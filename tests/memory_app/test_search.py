@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app import indexing
 from memory_app.documents import Provenance, write_document
+from memory_app.index.rows import index_document
 from memory_app.models import MemoryChunk
 from memory_app.search import SearchOptionError, hybrid_search
 from memory_app.search_service import search_memory
@@ -25,7 +25,7 @@ def index(assistant, documents: dict[str, str]) -> None:
         document, _ = write_document(
             assistant=assistant, path=path, content=content, provenance=Provenance(author="user")
         )
-        indexing.index_document(document.pk)
+        index_document(document.pk)
 
 
 def test_a_commit_hash_is_found_by_its_short_prefix(world, fake_embeddings) -> None:

@@ -46,7 +46,7 @@ def test_search_returns_cited_results(
 
 def test_search_without_explain_has_no_explain(api, world, no_embeddings) -> None:
     factories.make_document(world.assistant, "MEMORY.md", "heron facts")
-    from memory_app.indexing import reindex_assistant
+    from memory_app.index.rebuild import reindex_assistant
 
     reindex_assistant(world.assistant.pk)
     body = api.get(f"{API}/assistants/helper/search/", {"q": "heron"}).json()
@@ -55,7 +55,7 @@ def test_search_without_explain_has_no_explain(api, world, no_embeddings) -> Non
 
 
 def test_search_knobs_pass_through(api, world, fake_embeddings) -> None:
-    from memory_app.indexing import reindex_assistant
+    from memory_app.index.rebuild import reindex_assistant
 
     factories.make_document(world.assistant, "memory/2026-01-01.md", "ramen lunch")
     reindex_assistant(world.assistant.pk)
@@ -102,7 +102,7 @@ def test_an_unknown_search_parameter_is_400(api, world) -> None:
 
 
 def test_search_never_returns_another_teams_memory(api, other_api, world, fake_embeddings) -> None:
-    from memory_app.indexing import reindex_assistant
+    from memory_app.index.rebuild import reindex_assistant
 
     twin = factories.make_assistant(world.globex, "helper")
     factories.make_document(twin, "MEMORY.md", "globex launch code REDFOX")

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from memory_app import indexing
 from memory_app.documents import Provenance, write_document
+from memory_app.index.rows import index_document
 from memory_app.models import MemoryChunk
 from memory_app.search import hybrid_search
 from sessions_app.indexing import index_session_transcript
@@ -26,7 +26,7 @@ def test_overlapping_chunks_do_not_show_the_same_lines_twice(world, fake_embeddi
         content="\n".join(lines),
         provenance=Provenance(author="user"),
     )
-    indexing.index_document(document.pk)
+    index_document(document.pk)
     chunks = MemoryChunk.objects.filter(assistant=world.assistant).order_by("start_line")
     assert any(a.end_line >= b.start_line for a, b in itertools.pairwise(chunks))  # the chunks overlap
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memory_app.indexing import reindex_assistant
+from memory_app.index.rebuild import reindex_assistant
 from sessions_app.agent import run_turn
 from sessions_app.models import Message
 from tests import factories

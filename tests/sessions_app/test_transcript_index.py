@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from memory_app.index import extend
 from memory_app.models import FTS_ONLY_MODEL, EmbeddingCache, IndexedSource, MemoryChunk, Source
 from memory_app.search import hybrid_search
 from openclaw_site.models import TaskRecord
@@ -227,7 +228,7 @@ def test_sessions_can_be_left_out_of_the_index(world, fake_embeddings) -> None:
 
 
 def test_a_full_reindex_covers_transcripts(world, fake_embeddings) -> None:
-    from memory_app.indexing import reindex_assistant
+    from memory_app.index.rebuild import reindex_assistant
 
     session = factories.make_session(world.assistant, key="s")
     conversation(session)
@@ -412,14 +413,13 @@ def test_a_slice_with_time_left_goes_on_past_one_batch_of_earlier_rows(
     world, someone_waiting, fake_embeddings, settings, monkeypatch
 ) -> None:
     """A fast embedder fills every waiting row in one run, not one batch per trip through the queue."""
-    from memory_app import indexing
 
-    monkeypatch.setattr(indexing, "FILL_BATCH", 4)
+    monkeypatch.setattr(extend, "FILL_BATCH", 4)
     session = _indexed_then_grown(world, settings, "fast")
     assert index_session_transcript(session.pk).more
     rows = MemoryChunk.objects.filter(session_pk=session.pk)
     waiting = rows.filter(model=FTS_ONLY_MODEL).count()
-    assert waiting > 3 * indexing.FILL_BATCH
+    assert waiting > 3 * extend.FILL_BATCH
 
     settings.SESSION_INDEX_SLICE_SECONDS = 60
     outcome = index_session_transcript(session.pk)
@@ -571,7 +571,7 @@ def _waiting_lines(session) -> list[int]:
 def test_the_helper_fills_from_the_newest_back_and_leaves_the_last_chunk_to_the_run(
     world, someone_waiting, fake_embeddings, settings
 ) -> None:
-    from memory_app.indexing import fill_from_newest
+    from memory_app.index.extend import fill_from_newest
 
     session = _indexed_then_grown(world, settings, "helped")
     assert index_session_transcript(session.pk).more  # someone waits: one slice, the rest waits
@@ -610,7 +610,7 @@ def test_a_fill_skips_a_row_another_transaction_holds_and_leaves_it_waiting(
     """Run and helper meet without waiting for each other (waiting deadlocked their UPDATEs)."""
     from django.db import connection
 
-    from memory_app.indexing import fill_from_newest
+    from memory_app.index.extend import fill_from_newest
     from tests.db_support import other_connection
 
     session = _indexed_then_grown(world, settings, "met")
@@ -640,9 +640,8 @@ def test_a_fill_skips_a_row_another_transaction_holds_and_leaves_it_waiting(
 @pytest.fixture
 def helper_worth_it(world, monkeypatch) -> None:
     """A few waiting rows are worth a helper, and appends queue no index of their own."""
-    from memory_app import indexing
 
-    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 4)
+    monkeypatch.setattr(extend, "HELPER_MIN_ROWS", 4)
     world.assistant.settings["memorySearch"]["sync"]["sessions"] = {
         "deltaBytes": 10**9,
         "deltaMessages": 10**6,
@@ -655,7 +654,6 @@ def helper_worth_it(world, monkeypatch) -> None:
 def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_left_does_not(
     world, fake_embeddings, settings, monkeypatch, helper_worth_it
 ) -> None:
-    from memory_app import indexing
 
     lone = _indexed_then_grown(world, settings, "lone")
 
@@ -678,7 +676,7 @@ def test_a_run_alone_asks_for_the_helper_and_one_among_others_or_with_little_lef
     assert not _waiting_lines(busy)
 
     TaskRecord.objects.filter(state="running").update(state="succeeded")
-    monkeypatch.setattr(indexing, "HELPER_MIN_ROWS", 10**6)  # too little waiting to be worth a second worker
+    monkeypatch.setattr(extend, "HELPER_MIN_ROWS", 10**6)  # too little waiting to be worth a second worker
     small = _indexed_then_grown(world, settings, "small")
     assert not index_session_transcript(small.pk).more
     assert not TaskRecord.objects.filter(kind="fill_session_vectors", coalesce_key=f"fill-session:{small.pk}")
