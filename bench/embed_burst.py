@@ -8,7 +8,7 @@ In a database of its own (`openclaw_burst`, migrated, dropped at the end): a bur
 one assistant)
 stored as a burst leaves them, text first and without vectors (`model = 'fts-only'`). Then, for
 each count N of ``--processes``: the OpenAI-compatible embedding service of bench/embed_server.py
-with N e5 processes, and N workers running `memory_app.vector_fill.fill_waiting` against it
+with N e5 processes, and N workers running `memory_app.index.vector_fill.fill_waiting` against it
 through the product's OpenAI provider (`EMBEDDING_PROVIDER=openai`), all started at once; the
 catch-up time is until the last worker finds nothing left. Each run starts from the same
 text-only rows and an empty embedding cache. The service counts the texts it embedded: more
@@ -42,9 +42,9 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
+from memory_app.index.vector_fill import backlog, fill_waiting  # noqa: E402
 from memory_app.models import FTS_ONLY_MODEL, EmbeddingCache, MemoryChunk  # noqa: E402
-from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
-from memory_app.vector_fill import backlog, fill_waiting  # noqa: E402
+from memory_app.search.textsearch import TS_CONFIG, index_text  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
 from providers.embeddings import reset_embedders  # noqa: E402
 

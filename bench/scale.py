@@ -11,10 +11,10 @@ Not part of the test suite. What it does (docs/benchmarks.md, "Search at a milli
    the 10,000 real texts of bench/search.py with the default embedder's real vectors (cached
    under var/bench/); each assistant holds its own noisy copies of them (the same noise as
    bench/search.py). Rows are loaded with COPY, then each assistant large enough gets its own
-   HNSW index (`memory_app.vectors`), as the product builds them. A second run finds the
+   HNSW index (`memory_app.index.vectors`), as the product builds them. A second run finds the
    database and its recorded build figures and skips all of this (``--rebuild`` starts over).
 2. In the largest and the smallest assistant: p50/p95 of hybrid search with the query vector
-   given and of pgvector-only search, interleaved, through `memory_app.search.run_search`; the
+   given and of pgvector-only search, interleaved, through `memory_app.search.hybrid.run_search`; the
    HNSW recall@10 against exact search over the same assistant's vectors (numpy).
 3. The largest assistant's graph built again on ``halfvec``: build time, size and recall beside
    the ``vector`` one (then dropped).
@@ -61,12 +61,12 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
-from memory_app import config  # noqa: E402
-from memory_app.candidates import forget_lexeme_stats  # noqa: E402
+from memory_app.index import config  # noqa: E402
+from memory_app.index.vectors import OWN_INDEX_MIN_ROWS, create_index_sql, index_name  # noqa: E402
 from memory_app.models import IndexState  # noqa: E402
-from memory_app.search import resolve_options, run_search  # noqa: E402
-from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
-from memory_app.vectors import OWN_INDEX_MIN_ROWS, create_index_sql, index_name  # noqa: E402
+from memory_app.search.candidates import forget_lexeme_stats  # noqa: E402
+from memory_app.search.hybrid import resolve_options, run_search  # noqa: E402
+from memory_app.search.textsearch import TS_CONFIG, index_text  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
 from providers.embeddings import reset_embedders  # noqa: E402
 

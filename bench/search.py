@@ -56,14 +56,14 @@ import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from memory_app import config  # noqa: E402
-from memory_app.candidates import forget_lexeme_stats  # noqa: E402
+from memory_app.index import config  # noqa: E402
 from memory_app.index.entries import document_entry, prepare_chunks  # noqa: E402
 from memory_app.index.rebuild import reindex_assistant  # noqa: E402
+from memory_app.index.vectors import create_index_sql, index_name  # noqa: E402
 from memory_app.models import EmbeddingCache, IndexState, MemoryChunk, MemoryDocument, content_hash  # noqa: E402
-from memory_app.search import resolve_options, run_search  # noqa: E402
-from memory_app.textsearch import TS_CONFIG, index_text  # noqa: E402
-from memory_app.vectors import create_index_sql, index_name  # noqa: E402
+from memory_app.search.candidates import forget_lexeme_stats  # noqa: E402
+from memory_app.search.hybrid import resolve_options, run_search  # noqa: E402
+from memory_app.search.textsearch import TS_CONFIG, index_text  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
 from providers.e5_embeddings import E5Embedder  # noqa: E402
 from providers.embeddings import LOCAL_BACKENDS, Embedder, clear_query_cache, get_embedder, reset_embedders  # noqa: E402

@@ -322,7 +322,7 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "ENUM_NAME_OVERRIDES": {
         "WorkspaceAccessEnum": "openclaw_site.models.WorkspaceAccess",
-        "IndexStateEnum": "memory_app.index_status.INDEX_STATES",
+        "IndexStateEnum": "memory_app.index.status.INDEX_STATES",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_app.consolidation import run_consolidation
 from memory_app.documents import Provenance, write_document
-from memory_app.model_consolidation import run_model_pass
+from memory_app.governance.consolidation import run_consolidation
+from memory_app.governance.model_consolidation import run_model_pass
 from memory_app.models import Proposal
 from openclaw_site.models import Assistant, Team
 from providers.chat import ChatModel

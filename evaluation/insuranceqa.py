@@ -34,7 +34,7 @@ from evaluation.metrics import (
 )
 from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryChunk, MemoryDocument, content_hash
-from memory_app.search import resolve_options
+from memory_app.search.hybrid import resolve_options
 from openclaw_site.models import Assistant, Team
 from providers.embeddings import Embedder
 

@@ -37,10 +37,10 @@ from evaluation.metrics import (
     QueryVectors,
     evaluate,
 )
-from memory_app.candidates import forget_lexeme_stats
 from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryChunk
-from memory_app.search import resolve_options
+from memory_app.search.candidates import forget_lexeme_stats
+from memory_app.search.hybrid import resolve_options
 from openclaw_site.models import Assistant, Team
 from openclaw_site.teams.assistant_settings import validate_settings
 from providers.embeddings import Embedder

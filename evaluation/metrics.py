@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from memory_app.dedup import ShownLines
 from memory_app.models import IndexState, MemoryChunk
-from memory_app.search import SearchOptions, run_search
-from memory_app.snippets import make_snippet
-from memory_app.textsearch import query_terms
+from memory_app.search.dedup import ShownLines
+from memory_app.search.hybrid import SearchOptions, run_search
+from memory_app.search.snippets import make_snippet
+from memory_app.search.textsearch import query_terms
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder
 

@@ -8,4 +8,4 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memory_app import receivers  # noqa: F401  (connects the reindex-on-write receiver)
+        from memory_app.index import receivers  # noqa: F401  (connects the reindex-on-write receiver)

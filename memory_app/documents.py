@@ -14,8 +14,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from memory_app.forgotten import blocked_lines, is_forgotten
-from memory_app.lines import drop_duplicates, encode_runs, first_appended_line, is_entry, split_lines
+from memory_app.governance.forgotten import blocked_lines, is_forgotten
+from memory_app.governance.lines import (
+    drop_duplicates,
+    encode_runs,
+    first_appended_line,
+    is_entry,
+    split_lines,
+)
+from memory_app.governance.provenance import next_origins
 from memory_app.models import (
     Author,
     MemoryDocument,
@@ -26,7 +33,6 @@ from memory_app.models import (
     content_hash,
 )
 from memory_app.paths import mirror_ancestors, mirror_clash, validate_memory_path
-from memory_app.provenance import next_origins
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed, notifications_are_held
 from openclaw_site.errors import ApiError
@@ -214,7 +220,7 @@ def write_document(
 
 
 def _without_forgotten(assistant: Assistant, content: str, provenance: Provenance) -> str:
-    """Leave out forgotten lines from a write that is not a person's (memory_app.forgotten)."""
+    """Leave out forgotten lines from a write that is not a person's (memory_app.governance.forgotten)."""
     if provenance.trust == Trust.OWNER:
         return content
     lines = split_lines(content)
@@ -308,8 +314,8 @@ def append_to_document(
     """Append text to a document (creating it), under a row lock so concurrent appends both land.
 
     Entries memory already holds (`DURABLE_PATHS` and the document itself, compared in their
-    normal form, `memory_app.lines`) are left out and reported, and so are forgotten lines
-    (`memory_app.forgotten`); when nothing new remains, nothing is written.
+    normal form, `memory_app.governance.lines`) are left out and reported, and so are forgotten lines
+    (`memory_app.governance.forgotten`); when nothing new remains, nothing is written.
     """
     path = validate_memory_path(path)
     if not MemoryDocument.objects.filter(assistant=assistant, path=path).exists():

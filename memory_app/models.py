@@ -93,7 +93,7 @@ class MemoryRevision(models.Model):
     lower layer and knows nothing about sessions (docs/architecture.md). ``api_key_pk`` and
     ``import_pk`` have none either, so a revision outlives the key or import it names.
     ``line_origins`` is the revision each line of ``content`` first appeared in, run-length
-    encoded (`memory_app.lines`).
+    encoded (`memory_app.governance.lines`).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="memory_revisions")
@@ -124,7 +124,7 @@ class MemoryRevision(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            # Forget finds a source's revisions without a scan (memory_app.forget).
+            # Forget finds a source's revisions without a scan (memory_app.governance.forget).
             models.Index(fields=["assistant", "session_pk"], name="revision_session"),
             models.Index(fields=["assistant", "api_key_pk"], name="revision_api_key"),
             models.Index(fields=["assistant", "import_pk"], name="revision_import"),
@@ -144,7 +144,7 @@ class MemoryRevision(models.Model):
 
 
 class ForgottenSource(models.Model):
-    """A session, API key or import whose lines were forgotten (memory_app.forget).
+    """A session, API key or import whose lines were forgotten (memory_app.governance.forget).
 
     ``key`` is the source's id (no foreign key: the source may be gone). ``line_hashes`` are the
     normal-form hashes of the lines removed, which later writes other than a person's leave out.
@@ -176,7 +176,7 @@ class ForgottenSource(models.Model):
 
 
 class Proposal(models.Model):
-    """A consolidation proposal a person reviews (memory_app.consolidation).
+    """A consolidation proposal a person reviews (memory_app.governance.consolidation).
 
     ``documents`` are the line ranges it touches ``[{path, start_line, end_line}]``; ``sources``
     cite each line it rests on ``[{path, line, text, revision, trust}]``; ``fingerprint`` names
@@ -360,7 +360,7 @@ class IndexedSource(models.Model):
     """Per document path or session: the pending index request and how far a transcript was indexed.
 
     A change sets ``due_at`` (no later than ``due_by``), the index job takes the request once it
-    is due and clears both (memory_app.debounce: a debounce that works across worker processes).
+    is due and clears both (memory_app.index.debounce: a debounce that works across worker processes).
     """
 
     assistant = models.ForeignKey(Assistant, on_delete=models.CASCADE, related_name="indexed_sources")

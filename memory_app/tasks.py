@@ -10,9 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from memory_app import debounce, vector_fill
-from memory_app.index import rebuild, rows
-from memory_app.model_consolidation import consolidate, due_for_consolidation
+from memory_app.governance.model_consolidation import consolidate, due_for_consolidation
+from memory_app.index import debounce, rebuild, rows, vector_fill
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.jobs.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
 from openclaw_site.models import Assistant, TaskRecord
@@ -21,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 # The kind every queued reindex of an assistant is recorded as (the jobs page, `GET /tasks/{id}/`).
 REINDEX_KIND = "reindex"
-# The kinds of memory_app's index jobs; `memory_app.index_status` counts those queued or running.
+# The kinds of memory_app's index jobs; `memory_app.index.status` counts those queued or running.
 INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document", "fill_vectors")
 
 
@@ -29,7 +28,7 @@ def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
     """Queue `reindex_assistant` for ``assistant`` unless the same one is queued already; return it.
 
     The one way a reindex is queued: by the REST and dashboard buttons, by a search that finds the
-    index behind (`memory_app.search_service`) and by an index run that finds the settings changed
+    index behind (`memory_app.search.service`) and by an index run that finds the settings changed
     (`memory_app.index`). A full and an incremental run are two jobs; a second request for one
     still queued folds into it, and everyone polls the same task.
     """
@@ -45,7 +44,7 @@ def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
 
 
 def reindex_document(document_id: int) -> dict[str, Any]:
-    """Index one memory document once its debounce has passed (memory_app.debounce).
+    """Index one memory document once its debounce has passed (memory_app.index.debounce).
 
     The one pending job of the document stands for every change folded into it: started before
     the request is due, it goes back to the queue until then (`defer_until`), reading nothing.
@@ -72,7 +71,7 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
 
 
 def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
-    """Run the consolidation job of an assistant (memory_app.model_consolidation.consolidate)."""
+    """Run the consolidation job of an assistant (memory_app.governance.model_consolidation.consolidate)."""
     from openclaw_site.models import Assistant
 
     assistant = Assistant.objects.filter(pk=assistant_id).first()
@@ -133,7 +132,7 @@ FILL_BUDGET_SECONDS = 60.0
 def schedule_vector_fill(assistant_id: int) -> None:
     """Queue `EMBEDDING_FILL_WORKERS` vector-fill jobs for the assistant (one per slot, coalesced).
 
-    Each claims its own batches (`memory_app.vector_fill`), so they run side by side on as many
+    Each claims its own batches (`memory_app.index.vector_fill`), so they run side by side on as many
     workers as are free, against the local embedder or the embedding service.
     """
     assistant = Assistant.objects.filter(pk=assistant_id).first()

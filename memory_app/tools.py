@@ -1,4 +1,4 @@
-"""The memory tools an assistant can call: `memory_search` (memory_app.search_tool) and `memory_get`.
+"""The memory tools an assistant can call: `memory_search` (memory_app.search.tool) and `memory_get`.
 
 `TOOL_SPECS` are bare `{name, description, parameters}` specs (providers.openai_chat wraps them
 for OpenAI); `run_memory_tool` executes one call and returns the tool-result text, which is
@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
-from memory_app.search_tool import MEMORY_SEARCH_SPEC, memory_search
+from memory_app.search.tool import MEMORY_SEARCH_SPEC, memory_search
 from memory_app.selectors import current_revision_id
 from openclaw_site.models import Assistant
 

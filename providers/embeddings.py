@@ -206,7 +206,7 @@ def preload_embedder() -> threading.Thread:
     """Build the configured embedder in a background thread, once per process.
 
     The web process (config/wsgi.py, asgi.py) and each task worker (django-q2's
-    `post_spawn`, memory_app/receivers.py) call this at start, so the first search does not wait
+    `post_spawn`, memory_app/index/receivers.py) call this at start, so the first search does not wait
     for a model to load; /healthz reports ``ready`` when it is done.
     """
     global _preload_thread

@@ -21,10 +21,10 @@ from django.db.models import F, Q
 from django.utils import timezone as dj_timezone
 
 from memory_app.documents import Provenance, append_to_document, daily_note_path
+from memory_app.governance.trust import fetching_tools_seen
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.tools import build_memory_read
-from memory_app.trust import fetching_tools_seen
 from openclaw_site.models import UsagePurpose, WorkspaceAccess
 from openclaw_site.teams.assistant_settings import MemoryFlushSettings
 from openclaw_site.usage.ledger import record_usage
@@ -234,7 +234,7 @@ class FlushToolbox:
     session: Session
     relative_path: str
     appended: list[dict[str, Any]] = field(default_factory=list)
-    # The flush saw a fetching tool's result: what it writes is untrusted (memory_app.trust).
+    # The flush saw a fetching tool's result: what it writes is untrusted (memory_app.governance.trust).
     untrusted: bool = False
 
     def run(self, name: str, arguments: dict[str, Any], *, message_pk: int) -> str:

@@ -28,12 +28,12 @@ from django.db.models import CharField, Count, F, OuterRef, Q, Subquery, Sum, Te
 from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
-from memory_app import config, debounce
-from memory_app.forgotten import is_forgotten_session
+from memory_app.governance.forgotten import is_forgotten_session
+from memory_app.index import config, debounce
 from memory_app.index.entries import Growth, SourceEntry, register_source
 from memory_app.index.extend import extend_entry, fill_from_newest, growth_point, worth_a_helper
 from memory_app.index.rows import IndexOutcome, index_entry, remove_entry_rows
-from memory_app.index_status import register_index_job_kinds
+from memory_app.index.status import register_index_job_kinds
 from memory_app.models import ForgottenSource, IndexedSource, Source
 from openclaw_site.jobs.tasks import (
     WorkGone,
@@ -145,7 +145,7 @@ class SessionTranscripts:
         return [str(pk) for pk in sessions.order_by("pk").values_list("pk", flat=True)]
 
     def load(self, assistant_id: int, key: str) -> SourceEntry | None:
-        if is_forgotten_session(int(key)):  # forgotten: never indexed again (memory_app.forget)
+        if is_forgotten_session(int(key)):  # forgotten: never indexed again (memory_app.governance.forget)
             return None
         session = Session.objects.filter(assistant_id=assistant_id, pk=int(key)).first()
         return session_entry(session) if session is not None else None
@@ -172,7 +172,9 @@ def index_session_transcript(session_id: int, force: bool = False) -> IndexOutco
     no index to extend, or when ``force`` asks for it.
     """
     session = Session.objects.select_related("assistant").filter(pk=session_id).first()
-    if session is None or is_forgotten_session(session_id):  # forgotten: not indexed (memory_app.forget)
+    if session is None or is_forgotten_session(
+        session_id
+    ):  # forgotten: not indexed (memory_app.governance.forget)
         return IndexOutcome()
     try:
         outcome = None if force else _extend_in_slices(session)
@@ -449,7 +451,7 @@ def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
     """Task body: index the transcript once the pending request is due.
 
     The session's one pending index job stands for every request folded into it: started before
-    the request is due, it goes back to the queue until then (`defer_until`, memory_app.debounce).
+    the request is due, it goes back to the queue until then (`defer_until`, memory_app.index.debounce).
     """
     session = Session.objects.filter(pk=session_id).values("assistant_id").first()
     if session is None:
@@ -509,7 +511,7 @@ def connect() -> None:
     from django.db.models.signals import post_delete, post_save
 
     register_source(Source.SESSIONS, SessionTranscripts())
-    # A transcript's index jobs count toward its assistant's index state (memory_app.index_status).
+    # A transcript's index jobs count toward its assistant's index state (memory_app.index.status).
     register_index_job_kinds("transcript_changed", "index_session_transcript", "fill_session_vectors")
     post_save.connect(
         _after_compaction, sender=CompactionEntry, dispatch_uid="transcript_index.after_compaction"

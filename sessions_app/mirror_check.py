@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_app import config
+from memory_app.index import config
 from memory_app.models import IndexedSource, IndexState, MemoryChunk, Source
 from openclaw_site.models import Assistant
 from sessions_app.indexing import index_is_due, session_entry

@@ -1,13 +1,13 @@
 """What a session tells a memory write about its trust (docs/design.md, Provenance, consolidation and forgetting).
 
 memory_app cannot read sessions; this looks at a session's recent tool results and answers with
-`memory_app.trust.fetching_tools_seen`, so a write derived from fetched outside content is
+`memory_app.governance.trust.fetching_tools_seen`, so a write derived from fetched outside content is
 recorded ``untrusted``.
 """
 
 from __future__ import annotations
 
-from memory_app.trust import FETCHING_TOOLS, RECENT_MESSAGES
+from memory_app.governance.trust import FETCHING_TOOLS, RECENT_MESSAGES
 from sessions_app.models import Message, Role, Session
 
 

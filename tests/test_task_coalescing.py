@@ -161,7 +161,7 @@ def test_a_fold_after_a_commit_is_one_statement_and_leaves_the_connection_as_it_
 
 
 def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(world, frozen_clock):
-    from memory_app import debounce
+    from memory_app.index import debounce
     from memory_app.tasks import reindex_document
 
     document = factories.make_document(world.assistant, "MEMORY.md", "otters")

@@ -1,7 +1,7 @@
 """REST endpoints of the search index: hybrid search, the index's state, reindex (docs/design.md, REST API).
 
-`GET /assistants/{slug}/search/` answers from `memory_app.search_service.search_memory`, with the
-index's state; `GET /assistants/{slug}/index/` describes the index (`memory_app.index_status`);
+`GET /assistants/{slug}/search/` answers from `memory_app.search.service.search_memory`, with the
+index's state; `GET /assistants/{slug}/index/` describes the index (`memory_app.index.status`);
 `POST /assistants/{slug}/reindex/` queues `memory_app.tasks.reindex_assistant` and returns the task.
 All look the assistant up in the caller's team only: another team's assistant is a 404.
 """
@@ -15,11 +15,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.index_status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
-from memory_app.provenance import attach_provenance
-from memory_app.search import MODES, SearchOptionError, SearchResponse, SearchResult
-from memory_app.search_service import search_memory
-from memory_app.snippets import SNIPPET_MODES
+from memory_app.governance.provenance import attach_provenance
+from memory_app.index.status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
+from memory_app.search.hybrid import MODES, SearchOptionError, SearchResponse, SearchResult
+from memory_app.search.service import search_memory
+from memory_app.search.snippets import SNIPPET_MODES
 from memory_app.tasks import queue_reindex as queue_reindex_job
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
@@ -151,7 +151,7 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
     payload = _output(response, explain=options.get("explain", False))
-    if options.get("explain"):  # each memory hit's lines: origin and trust (memory_app.provenance)
+    if options.get("explain"):  # each memory hit's lines: origin and trust (memory_app.governance.provenance)
         attach_provenance(assistant.pk, payload["results"])
     return payload
 

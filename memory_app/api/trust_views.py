@@ -17,16 +17,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.views import MemoryApiView
-from memory_app.consolidation import (
+from memory_app.documents import StaleWrite
+from memory_app.governance.consolidation import (
     ProposalDecided,
     ProposalStale,
     approve_proposal,
     proposal_dict,
     reject_proposal,
 )
-from memory_app.documents import StaleWrite
-from memory_app.forget import SOURCE_FIELDS, forget_source, source_is_known
-from memory_app.model_consolidation import Invalid, file_proposal
+from memory_app.governance.forget import SOURCE_FIELDS, forget_source, source_is_known
+from memory_app.governance.model_consolidation import Invalid, file_proposal
 from memory_app.models import MemoryImport, Proposal
 from memory_app.selectors import proposal_get, proposal_list
 from openclaw_site.api.base import StrictCharField, StrictSerializer, not_found, validated

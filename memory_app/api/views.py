@@ -41,9 +41,9 @@ from memory_app.documents import (
     read_lines,
     write_document,
 )
+from memory_app.governance.provenance import line_provenance, lines_provenance
 from memory_app.models import Author, MemoryDocument, MemoryRevision, RevisionAction
 from memory_app.paths import InvalidPath, validate_memory_path
-from memory_app.provenance import line_provenance, lines_provenance
 from memory_app.selectors import document_get, document_list, revision_list
 from openclaw_site.api.base import (
     TeamApiView,
@@ -218,7 +218,9 @@ def memory_write_payload(
     }
     if mode == "append":  # the lines memory already held, left out (memory_app.documents)
         answer["duplicates"] = [duplicate.as_dict() for duplicate in duplicates]
-        answer["forgotten"] = forgotten  # lines of a forgotten source, left out (memory_app.forgotten)
+        answer["forgotten"] = (
+            forgotten  # lines of a forgotten source, left out (memory_app.governance.forgotten)
+        )
     return answer
 
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from memory_app import config
-from memory_app.chunking import Chunk, chunk_lines, chunk_markdown
+from memory_app.index import config
+from memory_app.index.chunking import Chunk, chunk_lines, chunk_markdown
 from memory_app.models import (
     MemoryDocument,
     Source,
 )
-from memory_app.snippets import chunk_line_numbers
+from memory_app.search.snippets import chunk_line_numbers
 
 logger = logging.getLogger(__name__)
 

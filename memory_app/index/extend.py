@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from memory_app import config
-from memory_app.chunking import Chunk
+from memory_app.index import config
+from memory_app.index.chunking import Chunk
 from memory_app.index.embedding import (
     embed_with_cache,
     embed_within,
@@ -44,7 +44,7 @@ def growth_point(assistant: Assistant, *, source: str, session_pk: int) -> Growt
     """Return where a transcript's index can be extended, or None when only a full index will do.
 
     Chunks are cut greedily from the first line, so every chunk before the last one stays as it
-    is when lines are appended (memory_app.chunking.chunk_lines): re-chunking from the last
+    is when lines are appended (memory_app.index.chunking.chunk_lines): re-chunking from the last
     chunk's first line gives the same chunks a full pass would. Extending needs one current
     generation (no build under way); rows still waiting for a vector (written text first, or
     after an embedding failure) are counted in ``pending`` and embedded by the next extends. A

@@ -11,7 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory_app import config
+from memory_app.index import config
 from memory_app.index.entries import ProgressCallback, SourceEntry, document_entry, external_sources
 from memory_app.index.rows import (
     IndexOutcome,
@@ -21,13 +21,13 @@ from memory_app.index.rows import (
     target_generations,
     text_only,
 )
+from memory_app.index.vectors import ensure_vector_index
 from memory_app.models import (
     IndexState,
     MemoryChunk,
     MemoryDocument,
     Source,
 )
-from memory_app.vectors import ensure_vector_index
 from openclaw_site.jobs.tasks import WorkGone
 from openclaw_site.models import Assistant
 from openclaw_site.platform.locks import LockTimeout, session_lock

@@ -13,7 +13,7 @@ from django.db.models import Count, Exists, Func, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from memory_app import config
+from memory_app.index import config
 from memory_app.index.embedding import embed_with_cache, note_embedding_error, record_embedding_usage
 from memory_app.index.entries import (
     Growth,
@@ -24,6 +24,7 @@ from memory_app.index.entries import (
     is_current,
     prepare_chunks,
 )
+from memory_app.index.vectors import ensure_vector_index
 from memory_app.models import (
     FTS_ONLY_MODEL,
     IndexedSource,
@@ -32,8 +33,7 @@ from memory_app.models import (
     MemoryDocument,
     Source,
 )
-from memory_app.textsearch import TS_CONFIG, index_text
-from memory_app.vectors import ensure_vector_index
+from memory_app.search.textsearch import TS_CONFIG, index_text
 from openclaw_site.models import Assistant
 from openclaw_site.platform.row_sql import partial_index_condition
 from providers.embeddings import Embedder, get_embedder

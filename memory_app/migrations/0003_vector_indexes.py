@@ -1,7 +1,7 @@
-"""One partial HNSW cosine index per embedding size, on a cast expression (memory_app/vectors.py).
+"""One partial HNSW cosine index per embedding size, on a cast expression (memory_app/index/vectors.py).
 
 The SQL is written out here rather than imported so this migration never changes behind our back.
-Other sizes get their index from `memory_app.vectors.ensure_vector_index` when first used.
+Other sizes get their index from `memory_app.index.vectors.ensure_vector_index` when first used.
 """
 
 from django.db import migrations

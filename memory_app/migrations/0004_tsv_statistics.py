@@ -1,6 +1,6 @@
 """Keep more lexeme statistics for the tsvector column.
 
-`memory_app.candidates.lexeme_stats` reads `pg_stats.most_common_elems` to tell common query
+`memory_app.search.candidates.lexeme_stats` reads `pg_stats.most_common_elems` to tell common query
 terms from rare ones; with the default target (100) only lexemes in about 1% of chunks are listed.
 1000 lists about ten times as many, down to roughly 0.1% of chunks.
 """

@@ -1,4 +1,4 @@
-"""Rebuild the prebuilt HNSW indexes with ef_construction 128 (memory_app/vectors.py).
+"""Rebuild the prebuilt HNSW indexes with ef_construction 128 (memory_app/index/vectors.py).
 
 With pgvector's default (64) the graph of 100k MiniLM chunks answers only about 91% of the exact
 top 10 at ef_search 100; 128 brings it to 95% and more (bench/search.py, README). Indexes of other

@@ -5,7 +5,7 @@ found nothing (docs/design.md §D6). This configuration copies `simple` and send
 words, and the ASCII parts of hyphenated words, through a Snowball English stemmer without a
 stop list; every other token type (hosts such as `memorySearch.query.hybrid`, files, paths,
 numbers and hashes, CJK runs) stays exactly as `simple` indexes it. The index itself is rebuilt
-by the fingerprint (`memory_app.config.INDEX_FORMAT_VERSION`).
+by the fingerprint (`memory_app.index.config.INDEX_FORMAT_VERSION`).
 """
 
 from django.db import migrations

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import migrations
 
-from memory_app.lines import SELF, carry_origins, decode_runs, encode_runs, split_lines
+from memory_app.governance.lines import SELF, carry_origins, decode_runs, encode_runs, split_lines
 
 KEY_NOTE = re.compile(r"api key (?P<name>.+) \((?P<prefix>[^()]+)\)")
 

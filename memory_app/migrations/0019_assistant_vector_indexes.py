@@ -1,4 +1,4 @@
-"""One HNSW graph per assistant instead of one per embedding size (memory_app/vectors.py).
+"""One HNSW graph per assistant instead of one per embedding size (memory_app/index/vectors.py).
 
 Every search is filtered to one assistant; a graph shared by all of them made a small
 assistant's search walk other teams' vectors (docs/design.md, "Search at a million chunks").

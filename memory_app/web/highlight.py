@@ -1,10 +1,10 @@
 """The query's words marked in a search snippet, as the dashboard shows results (docs/dashboard.md, Search).
 
-Pure module: no Django. Full-text search (memory_app/textsearch.py) decides what matches; this only
+Pure module: no Django. Full-text search (memory_app/search/textsearch.py) decides what matches; this only
 shows a reader where, so it marks whole words and leaves out words that match everything:
 * A word of the query marks the same word in the text, never a part of another word ("on" does not
   mark "Decisions"), with the English endings the search's stemmer folds ("decide" marks "decided").
-* Stop words (OpenClaw's lists, `memory_app.ranking.STOP_WORDS`) and single letters mark nothing,
+* Stop words (OpenClaw's lists, `memory_app.search.ranking.STOP_WORDS`) and single letters mark nothing,
   unless the query has nothing else.
 * Chinese and Japanese have no spaces: a run of ideographs or kana is split at its stop words and at
   the particles below, and what is left marks its character pairs (the search's bigrams) wherever
@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from html import escape
 
-from memory_app.ranking import STOP_WORDS
+from memory_app.search.ranking import STOP_WORDS
 
 # Ideographs (with Ext A and compatibility forms) and kana: scripts written without spaces.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

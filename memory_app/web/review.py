@@ -1,7 +1,7 @@
 """The review queue: an assistant's consolidation proposals, to approve (as is or edited) or reject.
 
 docs/design.md, Provenance, consolidation and forgetting. Viewers read the queue; members and
-admins decide, one at a time or several at once, through the same `memory_app.consolidation`
+admins decide, one at a time or several at once, through the same `memory_app.governance.consolidation`
 functions as the REST API, attributed to the signed-in person.
 """
 
@@ -14,8 +14,13 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from memory_app.consolidation import ProposalDecided, ProposalStale, approve_proposal, reject_proposal
 from memory_app.documents import Provenance, StaleWrite
+from memory_app.governance.consolidation import (
+    ProposalDecided,
+    ProposalStale,
+    approve_proposal,
+    reject_proposal,
+)
 from memory_app.models import Author, Proposal
 from memory_app.selectors import proposal_list, team_proposal_list
 from openclaw_site.jobs.tasks import TaskOwner, enqueue

@@ -30,9 +30,9 @@ from memory_app.documents import (
     revert_document,
     write_document,
 )
+from memory_app.governance.provenance import line_provenance
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
-from memory_app.provenance import line_provenance
 from memory_app.selectors import (
     deleted_document_list,
     document_find,
@@ -180,7 +180,7 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
             "lines": _numbered_lines(document.content, highlight),
             "highlight": highlight,
             # Markdown is shown rendered; the raw lines (which citations point at) one click away,
-            # and who wrote each line (memory_app.provenance) one click away too.
+            # and who wrote each line (memory_app.governance.provenance) one click away too.
             "raw": bool(highlight) or request.GET.get("view") == "raw",
             "provenance": [_blame_line(entry) for entry in line_provenance(document)] if blame else None,
             "revisions": revisions,
@@ -603,8 +603,8 @@ def _session_titles(assistant: Assistant, results: list[Any]) -> dict[int, str]:
 @team_view
 def search(request: WebRequest, slug: str) -> HttpResponse:
     """Hybrid search over memory and past sessions, with each result's score parts explained."""
-    from memory_app.search import SearchOptionError
-    from memory_app.search_service import search_memory
+    from memory_app.search.hybrid import SearchOptionError
+    from memory_app.search.service import search_memory
 
     assistant = assistant_get(team=request.web.team, slug=slug)
     form = _search_form(request, assistant)

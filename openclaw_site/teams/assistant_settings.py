@@ -116,7 +116,7 @@ SCHEMA: dict[str, Any] = {
         "query": {
             "maxResults": Field(6, int, minimum=1, maximum=100),
             "minScore": Field(0.35, _NUMBER, minimum=0, maximum=1),
-            # What a result shows (memory_app/snippets.py): OpenClaw's first 700 characters
+            # What a result shows (memory_app/search/snippets.py): OpenClaw's first 700 characters
             # ("head"), or the best-matching lines within the budget ("best"); 0 = whole chunk.
             "snippetMaxChars": Field(700, int, minimum=0, maximum=100000),
             "snippetMode": Field("head", str, choices=("head", "best")),
@@ -127,7 +127,7 @@ SCHEMA: dict[str, Any] = {
                 "candidateMultiplier": Field(4, int, minimum=1, maximum=20),
                 # Not OpenClaw's: the text weight of a query written in CJK is scaled by this
                 # (its terms are character bigrams, a weaker keyword signal than words;
-                # memory_app/ranking.py `query_weights`). 1 = the same weights for every script.
+                # memory_app/search/ranking.py `query_weights`). 1 = the same weights for every script.
                 "cjkTextWeightScale": Field(0.15, _NUMBER, minimum=0, maximum=1),
                 "mmr": {
                     "enabled": Field(False, bool),

@@ -87,7 +87,7 @@ _FALLBACKS = {
 
 @register.filter
 def fallback_text(code: str) -> str:
-    """Say in words why a search ran differently from the request (memory_app.search fallbacks)."""
+    """Say in words why a search ran differently from the request (memory_app.search.hybrid fallbacks)."""
     head, _, detail = (code or "").partition(": ")
     if head == "embedding_failed":
         return f"embedding failed ({detail}): keyword search only"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from memory_app.consolidation import run_consolidation
 from memory_app.documents import Provenance, write_document
+from memory_app.governance.consolidation import run_consolidation
 from memory_app.models import MemoryDocument, Proposal
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.test_layout import UNLABELLED

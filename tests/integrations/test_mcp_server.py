@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from memory_app.models import MemoryDocument, MemoryRevision
-from memory_app.search import MODES
-from memory_app.snippets import SNIPPET_MODES
+from memory_app.search.hybrid import MODES
+from memory_app.search.snippets import SNIPPET_MODES
 from sessions_app.context import local_today
 from sessions_app.models import Message, Session
 from tests import factories

@@ -9,11 +9,11 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from memory_app import vectors
 from memory_app.documents import Provenance, write_document
+from memory_app.index import vectors
+from memory_app.index.vector_fill import backlog, claim_and_fill, fill_waiting
 from memory_app.models import FTS_ONLY_MODEL, MemoryChunk
-from memory_app.search import hybrid_search
-from memory_app.vector_fill import backlog, claim_and_fill, fill_waiting
+from memory_app.search.hybrid import hybrid_search
 from openclaw_site.teams.services import assistant_delete
 from providers.embeddings import get_embedder
 from tests import factories

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_app.candidates import TEXT_POOL_ROWS, _selecting_query
+from memory_app.search.candidates import TEXT_POOL_ROWS, _selecting_query
 
 
 def test_the_rarest_terms_select_while_their_chunks_fit_the_pool() -> None:

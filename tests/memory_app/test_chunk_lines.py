@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from memory_app.chunking import chunk_lines, chunk_markdown
+from memory_app.index.chunking import chunk_lines, chunk_markdown
 
 
 def lines(*sizes: int) -> str:

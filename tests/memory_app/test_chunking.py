@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from memory_app.chunking import Chunk, chunk_markdown, effective_chunk_tokens, remap_lines
+from memory_app.index.chunking import Chunk, chunk_markdown, effective_chunk_tokens, remap_lines
 
 EIGHT_LINES = [f"line {number} " + "x" * 21 for number in range(1, 9)]  # 28 chars each
 ASTRAL_CJK = "\U00020000"  # CJK Extension B: two UTF-16 units, weight 4

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.consolidation import duplicate_groups, run_consolidation
 from memory_app.documents import Provenance, write_document
+from memory_app.governance.consolidation import duplicate_groups, run_consolidation
 from memory_app.index.rows import index_document
 from memory_app.models import MemoryDocument, MemoryRevision, Proposal
 from tests.api_support import API, assert_error, login_client, snapshot
@@ -188,8 +188,8 @@ def test_viewers_read_proposals_but_cannot_decide_and_other_teams_see_none(week,
 
 
 def test_groups_are_found_by_normal_form_and_similarity() -> None:
-    from memory_app.consolidation import Entry
-    from memory_app.lines import normalise_line
+    from memory_app.governance.consolidation import Entry
+    from memory_app.governance.lines import normalise_line
 
     def entry(text: str, line: int) -> Entry:
         return Entry("MEMORY.md", line, text, normalise_line(text), 1, "owner")
@@ -211,7 +211,7 @@ def test_the_nightly_job_picks_assistants_at_their_local_hour(world, django_capt
 
     from django_q.models import Schedule
 
-    from memory_app.model_consolidation import due_for_consolidation
+    from memory_app.governance.model_consolidation import due_for_consolidation
     from memory_app.tasks import nightly_consolidation
     from openclaw_site.models import TaskRecord
 
@@ -337,7 +337,7 @@ def test_auto_apply_of_merges_when_the_setting_asks(week):
 
 
 def test_a_source_line_that_moved_is_found_by_its_text() -> None:
-    from memory_app.consolidation import ProposalStale, apply_change
+    from memory_app.governance.consolidation import ProposalStale, apply_change
 
     sources = [
         {"path": "a.md", "line": 3, "text": "- x", "revision": 1, "trust": "owner"},

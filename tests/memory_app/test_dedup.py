@@ -1,8 +1,8 @@
-"""Results do not repeat lines a better result shows (`memory_app.dedup`); pure, no database."""
+"""Results do not repeat lines a better result shows (`memory_app.search.dedup`); pure, no database."""
 
 from __future__ import annotations
 
-from memory_app.dedup import Lines, ShownLines, shown_lines, unseen_lines
+from memory_app.search.dedup import Lines, ShownLines, shown_lines, unseen_lines
 
 
 def test_a_chunk_keeps_its_first_run_of_new_lines() -> None:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from evaluation.consolidation import evaluate, expected_keys, load_cases
-from memory_app.model_consolidation import TOOL_NAME
+from memory_app.governance.model_consolidation import TOOL_NAME
 from providers.chat import get_chat_model
 from tests.fake_openai import tool_call_reply
 

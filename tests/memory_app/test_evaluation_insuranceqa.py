@@ -10,7 +10,7 @@ import numpy as np
 
 from evaluation.insuranceqa import build_pool
 from evaluation.metrics import ChunkSet, cosine_method
-from memory_app.search import SearchOptions
+from memory_app.search.hybrid import SearchOptions
 
 
 def question(text: str, answers: list[str], negatives: list[str]) -> dict[str, object]:

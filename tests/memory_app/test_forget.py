@@ -10,7 +10,7 @@ import pytest
 from memory_app.documents import Provenance, append_to_document, write_document
 from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import ForgottenSource, MemoryChunk, MemoryDocument, MemoryImport, MemoryRevision
-from memory_app.search import hybrid_search
+from memory_app.search.hybrid import hybrid_search
 from sessions_app.indexing import index_session_transcript
 from tests import factories
 from tests.api_support import API, assert_error, snapshot

@@ -13,7 +13,7 @@ from tests.embedding_fixtures import embedded_texts
 from tests.task_brokers import drain
 
 API = "/api/v1/assistants/helper"
-# More than a search writes itself (memory_app.search_service.INLINE_TEXT_DOCUMENTS): an import.
+# More than a search writes itself (memory_app.search.service.INLINE_TEXT_DOCUMENTS): an import.
 IMPORTED = 40
 
 
@@ -151,7 +151,7 @@ def test_the_index_of_another_team_is_not_found_and_needs_memory_read(world, oth
 def test_the_model_tool_reports_the_index_state(world, fake_embeddings, queued_tasks):
     import json
 
-    from memory_app.search_tool import memory_search
+    from memory_app.search.tool import memory_search
 
     import_notes(world.assistant, IMPORTED)
     payload = json.loads(memory_search({"query": "albatross"}, assistant=world.assistant))

@@ -8,11 +8,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory_app import debounce
 from memory_app.documents import Provenance, delete_document, write_document
+from memory_app.index import debounce
 from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import EmbeddingCache, IndexedSource, IndexState, MemoryChunk, Source
-from memory_app.search import hybrid_search
+from memory_app.search.hybrid import hybrid_search
 from tests import factories
 from tests.embedding_fixtures import embedded_texts
 from tests.fake_openai import FakeOpenAI, error_reply
@@ -310,8 +310,8 @@ def test_a_job_with_nothing_pending_runs(world) -> None:
 def test_the_vector_query_uses_the_assistants_own_hnsw_index(
     world, fake_embeddings, django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
-    from memory_app import vectors
-    from memory_app.vectors import assistant_literal, distance_sql
+    from memory_app.index import vectors
+    from memory_app.index.vectors import assistant_literal, distance_sql
 
     monkeypatch.setattr(vectors, "OWN_INDEX_MIN_ROWS", 1)
     monkeypatch.setattr(vectors, "BELOW_THRESHOLD_SECONDS", 0.0)
@@ -336,7 +336,7 @@ def test_the_vector_query_uses_the_assistants_own_hnsw_index(
 def test_a_new_dimension_gets_its_own_index(
     world, fake_embeddings, settings, django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
-    from memory_app import vectors
+    from memory_app.index import vectors
     from providers.embeddings import reset_embedders
 
     monkeypatch.setattr(vectors, "OWN_INDEX_MIN_ROWS", 1)

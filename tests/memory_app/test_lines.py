@@ -1,8 +1,8 @@
-"""Line origins and the normal form duplicate checks compare (memory_app.lines, pure)."""
+"""Line origins and the normal form duplicate checks compare (memory_app.governance.lines, pure)."""
 
 from __future__ import annotations
 
-from memory_app.lines import (
+from memory_app.governance.lines import (
     SELF,
     carry_origins,
     decode_runs,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memory_app.index.rebuild import reindex_assistant
-from memory_app.search_tool import citations_enabled, memory_search
+from memory_app.search.tool import citations_enabled, memory_search
 from tests import factories
 from tests.fake_openai import FakeOpenAI, error_reply
 
@@ -81,7 +81,7 @@ def test_bad_arguments_are_answers_not_exceptions(notes) -> None:
 def test_a_database_failure_reports_unavailable(notes, monkeypatch) -> None:
     from django.db import DatabaseError
 
-    from memory_app import search_tool
+    from memory_app.search import tool as search_tool
 
     def broken(**kwargs):
         raise DatabaseError("could not connect: 429 quota exceeded")

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from memory_app.consolidation import approve_proposal, collect_entries
 from memory_app.documents import Provenance, write_document
-from memory_app.model_consolidation import TOOL_NAME, Invalid, consolidate, validate
+from memory_app.governance.consolidation import approve_proposal, collect_entries
+from memory_app.governance.model_consolidation import TOOL_NAME, Invalid, consolidate, validate
 from memory_app.models import MemoryDocument, Proposal
 from openclaw_site.models import UsageRecord
 from tests.fake_openai import tool_call_reply
@@ -75,7 +75,7 @@ def test_model_proposals_are_validated_and_the_bad_ones_discarded_with_a_reason(
             ]
         )
     )
-    with caplog.at_level(logging.WARNING, logger="memory_app.model_consolidation"):
+    with caplog.at_level(logging.WARNING, logger="memory_app.governance.model_consolidation"):
         result = consolidate(world.assistant)
 
     model = result["model"]

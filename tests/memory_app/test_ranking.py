@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory_app.ranking import (
+from memory_app.search.ranking import (
     Candidate,
     Ranked,
     apply_min_score,
@@ -340,7 +340,7 @@ def test_ranked_is_immutable() -> None:
 
 
 def test_full_ties_go_to_the_shorter_chunk_then_the_path_whatever_the_input_order():
-    from memory_app.ranking import sort_by_score
+    from memory_app.search.ranking import sort_by_score
 
     long_a = _ranked("a", 0.5, path="memory/a.md", snippet="heron " + "filler " * 20)
     short_b = _ranked("b", 0.5, path="memory/b.md", snippet="heron notes")

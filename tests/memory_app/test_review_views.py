@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.consolidation import run_consolidation
+from memory_app.governance.consolidation import run_consolidation
 from memory_app.models import MemoryDocument, MemoryRevision, Proposal
 from tests import factories
 from tests.views_support import HX, is_full_page, signed_in

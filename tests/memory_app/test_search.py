@@ -10,8 +10,8 @@ import pytest
 from memory_app.documents import Provenance, write_document
 from memory_app.index.rows import index_document
 from memory_app.models import MemoryChunk
-from memory_app.search import SearchOptionError, hybrid_search
-from memory_app.search_service import search_memory
+from memory_app.search.hybrid import SearchOptionError, hybrid_search
+from memory_app.search.service import search_memory
 from tests.fake_openai import FakeOpenAI, error_reply, fake_embedding
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +153,7 @@ def test_text_only_when_no_embedder_is_configured(world, no_embeddings) -> None:
 def test_vector_only_when_full_text_fails(world, fake_embeddings, monkeypatch) -> None:
     from django.db import DatabaseError
 
-    from memory_app import search
+    from memory_app.search import hybrid as search
 
     index(world.assistant, {"MEMORY.md": "Parking is behind building C."})
 
@@ -396,7 +396,7 @@ def test_a_search_after_a_settings_change_queues_the_rebuild(
 def test_chunks_with_only_the_common_terms_are_scored_below_the_rare_match(
     world, fake_embeddings, monkeypatch
 ) -> None:
-    from memory_app import candidates
+    from memory_app.search import candidates
 
     index(world.assistant, {f"memory/p{i}.md": f"project status update number {i}" for i in range(8)})
     index(world.assistant, {"memory/rare.md": "project status: the quokka migration is blocked"})
@@ -426,7 +426,7 @@ def test_chunks_with_only_the_common_terms_are_scored_below_the_rare_match(
 
 
 def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypatch) -> None:
-    from memory_app import candidates
+    from memory_app.search import candidates
 
     index(
         world.assistant,
@@ -444,7 +444,7 @@ def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypa
 def test_lexeme_stats_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
     from django.db import connection
 
-    from memory_app import candidates
+    from memory_app.search import candidates
 
     index(world.assistant, {f"memory/n{i}.md": f"common words here {i}" for i in range(30)})
     with connection.cursor() as cursor:

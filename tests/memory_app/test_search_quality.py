@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.calibration import PROFILES, RAW_COSINE, UNMEASURED, profile_for, scale_for
-from memory_app.config import Chunking, chunking_for
+from memory_app.index.config import Chunking, chunking_for
 from memory_app.models import MemoryChunk, Source
-from memory_app.search import hybrid_search
+from memory_app.search.calibration import PROFILES, RAW_COSINE, UNMEASURED, profile_for, scale_for
+from memory_app.search.hybrid import hybrid_search
 from openclaw_site.teams.assistant_settings import parse_settings
 from sessions_app.indexing import index_session_transcript
 from tests import factories
@@ -157,7 +157,7 @@ def test_switching_the_embedder_rebuilds_the_index(
     world, fake_embeddings, settings, django_capture_on_commit_callbacks
 ) -> None:
     from memory_app.models import IndexState
-    from memory_app.search_service import search_memory
+    from memory_app.search.service import search_memory
     from providers.embeddings import reset_embedders
 
     index(world.assistant, {"MEMORY.md": DECISION})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memory_app.chunking import chunk_markdown
-from memory_app.snippets import SnippetPolicy, chunk_line_numbers, make_snippet
+from memory_app.index.chunking import chunk_markdown
+from memory_app.search.snippets import SnippetPolicy, chunk_line_numbers, make_snippet
 
 
 def test_line_numbers_follow_plain_lines() -> None:

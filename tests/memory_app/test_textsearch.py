@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from memory_app.textsearch import cjk_term_share, index_text, query_terms, to_tsquery_text
+from memory_app.search.textsearch import cjk_term_share, index_text, query_terms, to_tsquery_text
 
 SAMPLES = [
     "我们讨论了向量搜索和全文检索的结合。",

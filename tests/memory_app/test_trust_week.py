@@ -10,7 +10,7 @@ import pytest
 
 from memory_app.documents import Provenance, write_document
 from memory_app.models import MemoryChunk, MemoryDocument, MemoryRevision
-from memory_app.search import hybrid_search
+from memory_app.search.hybrid import hybrid_search
 from sessions_app.indexing import index_session_transcript
 from tests import factories
 from tests.api_support import API, login_client

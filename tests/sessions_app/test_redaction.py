@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.search import hybrid_search
+from memory_app.search.hybrid import hybrid_search
 from sessions_app.indexing import index_session_transcript
 from sessions_app.redaction import mask_token, redact_sensitive_text
 from tests import factories

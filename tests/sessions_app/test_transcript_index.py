@@ -9,7 +9,7 @@ import pytest
 
 from memory_app.index import extend
 from memory_app.models import FTS_ONLY_MODEL, EmbeddingCache, IndexedSource, MemoryChunk, Source
-from memory_app.search import hybrid_search
+from memory_app.search.hybrid import hybrid_search
 from openclaw_site.models import TaskRecord
 from sessions_app.indexing import (
     index_session_transcript,
@@ -534,7 +534,7 @@ def test_the_sessions_next_job_takes_the_transcript_over_once_it_may_start(
 
     None: queued by the periodic refresh, with no debounced request.
     """
-    from memory_app import debounce
+    from memory_app.index import debounce
 
     session = _indexed_then_grown(world, settings, "handover")
     TaskRecord.objects.create(

@@ -17,7 +17,7 @@
    ``fallback`` why.
 
 This is the read path only: it answers from what is indexed and never indexes or queues work.
-The search the adapters run, `memory_app.search_service.search_memory`, queues what the index
+The search the adapters run, `memory_app.search.service.search_memory`, queues what the index
 lacks and reports how current it is (docs/design.md §D15).
 """
 
@@ -34,13 +34,13 @@ from typing import Any
 from django.db import DatabaseError
 from django.utils import timezone
 
-from memory_app import config
-from memory_app.calibration import scale_for
-from memory_app.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
-from memory_app.dedup import ShownLines
-from memory_app.index_status import IndexProgress
+from memory_app.index import config
+from memory_app.index.status import IndexProgress
 from memory_app.models import IndexState, Source
-from memory_app.ranking import (
+from memory_app.search.calibration import scale_for
+from memory_app.search.candidates import QueryVector, Row, Scope, Terms, fetch_candidates, terms_for
+from memory_app.search.dedup import ShownLines
+from memory_app.search.ranking import (
     Candidate,
     Ranked,
     apply_min_score,
@@ -51,8 +51,8 @@ from memory_app.ranking import (
     query_weights,
     sort_by_score,
 )
-from memory_app.snippets import Snippet, SnippetPolicy, make_snippet
-from memory_app.textsearch import cjk_term_share, query_terms
+from memory_app.search.snippets import Snippet, SnippetPolicy, make_snippet
+from memory_app.search.textsearch import cjk_term_share, query_terms
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder, cached_query_vector, get_embedder
 from providers.errors import ProviderError
@@ -118,7 +118,7 @@ class SearchResponse:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # Nothing reached minScore: the results are the nearest below it (`_compose`).
     low_confidence: bool = False
-    # How current the index answering was (`memory_app.search_service` fills it in).
+    # How current the index answering was (`memory_app.search.service` fills it in).
     index: IndexProgress | None = None
 
 

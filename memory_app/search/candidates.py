@@ -2,7 +2,7 @@
 
 1. Vector side: the query embedding against the active generation's chunks through the
    assistant's own partial HNSW index of its dimension, or exactly when the assistant is small
-   (same cast and predicate as the index, `memory_app.vectors`).
+   (same cast and predicate as the index, `memory_app.index.vectors`).
 2. Keyword side: the chunks that hold the query's terms (`textsearch.query_terms`). Ranking
    every chunk that holds any term is what makes a plain OR slow on 100k chunks (a word like
    "her" is in a third of them), so the rows to rank are chosen first: chunks holding the rarest
@@ -34,8 +34,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from memory_app.textsearch import TS_CONFIG, to_tsquery_text
-from memory_app.vectors import assistant_literal, distance_sql, vector_type
+from memory_app.index.vectors import assistant_literal, distance_sql, vector_type
+from memory_app.search.textsearch import TS_CONFIG, to_tsquery_text
 
 # A term in more than this share of chunks never selects alone (`_selecting_query`).
 COMMON_TERM_SHARE = 0.05

@@ -1,6 +1,6 @@
 """Where every line of a memory document came from (docs/design.md, Provenance, consolidation and forgetting).
 
-A revision stores the origin of each of its lines (`memory_app.lines`); `next_origins` computes
+A revision stores the origin of each of its lines (`memory_app.governance.lines`); `next_origins` computes
 them for a new revision from the previous one, and `line_provenance` answers, for a document,
 one entry per line: its text, the revision that wrote it (who, through what, when) and its trust.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memory_app.lines import SELF, carry_origins, decode_runs, split_lines
+from memory_app.governance.lines import SELF, carry_origins, decode_runs, split_lines
 from memory_app.models import MemoryDocument, MemoryRevision
 
 

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
 
-from memory_app.consolidation import (
+from memory_app.governance.consolidation import (
     Entry,
     ProposalStale,
     apply_change,
@@ -30,7 +30,7 @@ from memory_app.consolidation import (
     run_consolidation,
     unified_diff,
 )
-from memory_app.lines import is_entry, similarity, split_lines
+from memory_app.governance.lines import is_entry, similarity, split_lines
 from memory_app.models import MemoryDocument, Proposal
 from memory_app.paths import InvalidPath, validate_memory_path
 from openclaw_site.models import Assistant, UsagePurpose

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory_app.calibration import DEFAULT_PIECES_PER_TOKEN
+from memory_app.search.calibration import DEFAULT_PIECES_PER_TOKEN
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_slices
 

@@ -2,8 +2,8 @@
 
 It never makes a search wait for an indexing pass (docs/design.md §D15): it queues what the index
 lacks (`queue_index_work`: OpenClaw's sync-on-search, docs/openclaw-behaviour.md §4.6, as a queued
-job), writes the text rows of a few notes not indexed yet (no embedding), answers from what is indexed (`memory_app.search.hybrid_search`: keywords wherever vectors are
-missing) and says how current that was (`memory_app.index_status`).
+job), writes the text rows of a few notes not indexed yet (no embedding), answers from what is indexed (`memory_app.search.hybrid.hybrid_search`: keywords wherever vectors are
+missing) and says how current that was (`memory_app.index.status`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from memory_app import config
+from memory_app.index import config
 from memory_app.index.rows import get_state, index_text_now, start_build
-from memory_app.index_status import IndexCondition, IndexProgress, IndexStatus, index_status
-from memory_app.search import SearchResponse, hybrid_search
+from memory_app.index.status import IndexCondition, IndexProgress, IndexStatus, index_status
+from memory_app.search.hybrid import SearchResponse, hybrid_search
 from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder, get_embedder

@@ -4,7 +4,7 @@ docs/design.md, Provenance, consolidation and forgetting. A dry run reports what
 removal writes one revision per document (attributed to whoever asked; the history keeps the
 text), removes the index rows of those lines (and, for a session, its transcript's rows), and
 records the source in `ForgottenSource`, so the same lines cannot come back through a re-import,
-a replayed flush or a reindex (`memory_app.forgotten`).
+a replayed flush or a reindex (`memory_app.governance.forgotten`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 from django.db import transaction
 
 from memory_app.documents import Provenance, delete_document, write_document
-from memory_app.forgotten import line_hash
+from memory_app.governance.forgotten import line_hash
+from memory_app.governance.lines import is_entry, split_lines
+from memory_app.governance.provenance import latest_revision, revision_origins
 from memory_app.index.rows import remove_entry_rows
-from memory_app.lines import is_entry, split_lines
 from memory_app.models import ForgottenSource, MemoryChunk, MemoryDocument, MemoryRevision, Source
-from memory_app.provenance import latest_revision, revision_origins
 from openclaw_site.models import Assistant
 
 SOURCE_FIELDS = {"session": "session_pk", "api_key": "api_key_pk", "import": "import_pk"}

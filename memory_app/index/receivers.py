@@ -16,11 +16,11 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django_q.signals import post_spawn
 
-from memory_app import debounce
+from memory_app.index import debounce
 from memory_app.index.rows import remove_entry_rows
+from memory_app.index.vectors import drop_assistant_indexes
 from memory_app.models import Source
 from memory_app.signals import memory_document_changed
-from memory_app.vectors import drop_assistant_indexes
 from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue
 from openclaw_site.models import Assistant
 from providers.embeddings import preload_embedder
@@ -38,7 +38,7 @@ def schedule_document_index(
 ) -> None:
     """Queue a debounced reindex of the changed document, or drop a deleted one's chunks.
 
-    Trailing: each save pushes the index out by the debounce, up to the cap (memory_app.debounce).
+    Trailing: each save pushes the index out by the debounce, up to the cap (memory_app.index.debounce).
     """
     if document_id is None:
         remove_entry_rows(assistant_id=assistant_id, source=Source.MEMORY, path=path)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory_app.ranking import SNIPPET_MAX_CHARS, truncate_snippet
+from memory_app.search.ranking import SNIPPET_MAX_CHARS, truncate_snippet
 from memory_app.utf16 import utf16_len
 
 SNIPPET_MODES = ("head", "best")

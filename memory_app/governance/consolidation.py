@@ -22,8 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_app.documents import Provenance, appended_text, write_document
+from memory_app.governance.lines import is_entry, normalise_line, similarity, split_lines
+from memory_app.governance.provenance import latest_revision, revision_origins
 from memory_app.index.embedding import embed_with_cache
-from memory_app.lines import is_entry, normalise_line, similarity, split_lines
 from memory_app.models import (
     MemoryChunk,
     MemoryDocument,
@@ -34,7 +35,6 @@ from memory_app.models import (
     content_hash,
 )
 from memory_app.paths import ROOT_FILES
-from memory_app.provenance import latest_revision, revision_origins
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import Usage

@@ -1,6 +1,6 @@
 """What a forgotten source blocks (docs/design.md, Provenance, consolidation and forgetting).
 
-`memory_app.forget` records each forgotten session, API key or import with the normal-form hashes
+`memory_app.governance.forget` records each forgotten session, API key or import with the normal-form hashes
 of the lines it removed. A later write that is not a person's leaves those lines out (a re-import,
 a replayed flush, an agent repeating them), a write naming a forgotten session stores nothing,
 and a forgotten session's transcript is not indexed again.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from memory_app.lines import is_entry, normalise_line
+from memory_app.governance.lines import is_entry, normalise_line
 from memory_app.models import ForgottenSource
 
 

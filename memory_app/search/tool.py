@@ -16,9 +16,9 @@ from typing import Any, Literal, overload
 
 from django.db import DatabaseError
 
-from memory_app.index_status import incomplete_note
-from memory_app.search import SearchOptionError, SearchResponse
-from memory_app.search_service import search_memory
+from memory_app.index.status import incomplete_note
+from memory_app.search.hybrid import SearchOptionError, SearchResponse
+from memory_app.search.service import search_memory
 from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)

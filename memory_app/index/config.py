@@ -8,15 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memory_app.calibration import profile_for
-from memory_app.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
+from memory_app.index.chunking import DEFAULT_CHUNK_TOKENS, effective_chunk_tokens
 from memory_app.models import FTS_ONLY_MODEL, Source
+from memory_app.search.calibration import profile_for
 from openclaw_site.models import Assistant
 from openclaw_site.teams.assistant_settings import MemorySearchSettings
 from providers.embeddings import Embedder
 
 # Bump when the stored rows change meaning (chunk text, tsvector input): forces a full reindex.
-# 2: the stemmed text search configuration (memory_app.textsearch.TS_CONFIG).
+# 2: the stemmed text search configuration (memory_app.search.textsearch.TS_CONFIG).
 INDEX_FORMAT_VERSION = 2
 
 

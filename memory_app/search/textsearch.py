@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from memory_app.ranking import is_stop_word
+from memory_app.search.ranking import is_stop_word
 from memory_app.tokens import estimate_string_chars
 
 TS_CONFIG = "openclaw_search"
