@@ -9,19 +9,11 @@ handed to `imports.import_workspace`, so an upload passes exactly the checks of
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import secrets
-import shutil
 import stat
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 from typing import IO
-
-from django.conf import settings
 
 from openclaw_site.models import Assistant
 from sessions_app.workspace.exports import export_assistant
@@ -58,56 +50,6 @@ def import_zip(upload: IO[bytes], *, team_slug: str, assistant_slug: str, replac
             assistant_slug=assistant_slug,
             replace=replace,
         )
-
-
-STAGING_DIR = "import-staging"
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
-
-
-# A staged upload waits this long for its confirmation; older ones are removed by the next staging.
-STAGED_UPLOAD_SECONDS = 3600
-
-
-def stage_upload(upload: IO[bytes]) -> str:
-    """Keep an upload while its replacing import waits for a confirmation; return its token.
-
-    Uploads never confirmed within `STAGED_UPLOAD_SECONDS` are removed first, so abandoned
-    confirmations do not pile up on disk.
-    """
-    directory = Path(settings.VAR_DIR) / STAGING_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    _remove_expired_uploads(directory)
-    token = secrets.token_urlsafe(16)
-    with open(directory / f"{token}.zip", "wb") as staged:
-        shutil.copyfileobj(upload, staged)
-    return token
-
-
-def take_staged_upload(token: str) -> IO[bytes]:
-    """Open the staged upload ``token`` once: the file is gone when the returned handle is closed."""
-    if not _TOKEN_RE.match(token):
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again")
-    path = Path(settings.VAR_DIR) / STAGING_DIR / f"{token}.zip"
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again") from None
-    path.unlink()  # POSIX: the open handle still reads it
-    if _expired(os.fstat(handle.fileno()).st_mtime):
-        handle.close()
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again")
-    return handle
-
-
-def _expired(modified: float) -> bool:
-    return time.time() - modified > STAGED_UPLOAD_SECONDS
-
-
-def _remove_expired_uploads(directory: Path) -> None:
-    for staged in directory.glob("*.zip"):
-        with contextlib.suppress(FileNotFoundError):  # taken or removed by another request meanwhile
-            if _expired(staged.stat().st_mtime):
-                staged.unlink()
 
 
 def _unpack(upload: IO[bytes], target: Path) -> None:
