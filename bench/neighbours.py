@@ -84,9 +84,9 @@ def search_p95(api: Api, seconds: float) -> tuple[float, int]:
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        status, _, ms = api.call("GET", "/assistants/quiet/search/?q=launch+date")
+        status, body, ms = api.call("GET", "/assistants/quiet/search/?q=launch+date")
         if status != 200:
-            raise SystemExit(f"team B's search answered {status}")
+            raise SystemExit(f"team B's search answered {status}: {json.dumps(body)[:300]}")
         times.append(ms)
         time.sleep(0.05)
     return pct(times, 95), len(times)

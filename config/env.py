@@ -83,6 +83,18 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def usable_cpus() -> int:
+    """Return how many CPUs this process may run on (its affinity, so a container's limit counts)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def half_the_cpus(cpus: int) -> int:
+    """Return half of ``cpus``, at least one: a share that always leaves another team a core."""
+    return max(1, cpus // 2)
+
+
 def load_dotenv(path: os.PathLike[str] | str) -> None:
     """Set variables from a ``KEY=value`` file, never overriding the real environment."""
     try:

@@ -20,7 +20,9 @@ from config.env import (
     env_list,
     env_str,
     env_text,
+    half_the_cpus,
     load_dotenv,
+    usable_cpus,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -116,8 +118,11 @@ try:
     # Rate limits (docs/design.md, Limits and refusals): requests a minute per API key (0 = none);
     # failed sign-ins per username or address before a pause of LOGIN_COOLOFF_MINUTES.
     API_KEY_RATE_PER_MINUTE = env_int("OPENCLAW_API_KEY_RATE_PER_MINUTE", 600, minimum=0)
-    # Fair sharing (openclaw_site.usage.fair_share): a team's searches and imports running at once.
-    TEAM_SEARCH_SLOTS = env_int("OPENCLAW_TEAM_SEARCH_SLOTS", 4, minimum=0)
+    # Fair sharing (openclaw_site.usage.fair_share): a team's searches and imports running at once. A
+    # search is mostly CPU (its query's embedding, the ranking), so by default one team's searches
+    # take at most half of this host's cores and another team always finds one free
+    # (docs/deployment.md, Fair sharing).
+    TEAM_SEARCH_SLOTS = env_int("OPENCLAW_TEAM_SEARCH_SLOTS", half_the_cpus(usable_cpus()), minimum=0)
     TEAM_IMPORT_SLOTS = env_int("OPENCLAW_TEAM_IMPORT_SLOTS", 1, minimum=0)
     LOGIN_FAILURE_LIMIT = env_int("OPENCLAW_LOGIN_FAILURE_LIMIT", 5, minimum=1)
     LOGIN_COOLOFF_MINUTES = env_int("OPENCLAW_LOGIN_COOLOFF_MINUTES", 15, minimum=1)

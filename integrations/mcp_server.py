@@ -13,6 +13,7 @@ each call's work runs in a worker thread (`run_sync`), one database unit per cal
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
@@ -37,7 +38,7 @@ from memory_app.documents import (
 from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
 from openclaw_site.api.base import validated
-from openclaw_site.errors import ApiError, DomainError
+from openclaw_site.errors import DATABASE_OUTAGE_ERRORS, ApiError, DomainError, database_error
 from openclaw_site.guards.auth import TeamContext, check_scope
 from openclaw_site.guards.idempotency import (
     MAX_KEY_LENGTH,
@@ -57,6 +58,7 @@ from sessions_app.selectors import session_get_by_key
 from sessions_app.services import SESSION_KEY_PATTERN, ingest_messages, session_get_or_create
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 CALLER_STATE_KEY = "mcp_caller"
 
 INSTRUCTIONS = (
@@ -161,7 +163,8 @@ async def call_tool(
     """Check the key's rate and scope, resolve the assistant in the caller's team, run ``action``.
 
     Refusals are tool errors; the rate is the key's one budget across REST, `/v1/` and MCP
-    (`openclaw_site.guards.throttling`).
+    (`openclaw_site.guards.throttling`). A call the database ended in a deadlock is the tool error
+    `conflict_retry` (call it again), an outage `database_unavailable`, never the SDK's bare error.
     """
     caller = caller_of(ctx)
 
@@ -175,6 +178,10 @@ async def call_tool(
         return tool_result(await sync_to_async(run_sync, thread_sensitive=False)(work))
     except (DomainError, StaleWrite, WorkspaceNotWritable) as error:  # refusals are tool errors
         return tool_error(_as_domain_error(error))
+    except DATABASE_OUTAGE_ERRORS as error:  # the call's transaction was rolled back
+        failure = database_error(error)
+        logger.warning("MCP tool call ended by the database (%s): %s", failure.code, error)
+        return tool_error(failure)
 
 
 # --- the tools --------------------------------------------------------------------------------

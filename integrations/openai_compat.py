@@ -33,7 +33,7 @@ from integrations.openai_format import (
     openai_usage,
     tool_call_dict,
 )
-from openclaw_site.errors import ApiError, DomainError
+from openclaw_site.errors import DATABASE_OUTAGE_ERRORS, ApiError, DomainError, database_error
 from openclaw_site.guards.auth import ApiKeyAuthentication, KeyWatch, TeamContext, api_key_context
 from openclaw_site.guards.json_input import JsonInputError, loads_checked
 from openclaw_site.guards.throttling import check_api_key_rate
@@ -149,6 +149,8 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
             response = JsonResponse(_completion(_finished(opened, chat), reply=reply))
     except DomainError as error:
         return _error_response(error)
+    except DATABASE_OUTAGE_ERRORS as error:
+        return _error_response(_database_failure(error))
     response[SESSION_KEY_HEADER] = opened.session.key
     return response
 
@@ -159,17 +161,19 @@ def models(request: HttpRequest) -> HttpResponseBase:
     """List the team's assistants as models."""
     try:
         caller = _caller(request, Scope.SESSIONS_READ, Scope.SESSIONS_WRITE)
+        data = [
+            {
+                "id": assistant.slug,
+                "object": "model",
+                "created": int(assistant.created_at.timestamp()),
+                "owned_by": caller.team.slug,
+            }
+            for assistant in assistant_list(team=caller.team)
+        ]
     except DomainError as error:
         return _error_response(error)
-    data = [
-        {
-            "id": assistant.slug,
-            "object": "model",
-            "created": int(assistant.created_at.timestamp()),
-            "owned_by": caller.team.slug,
-        }
-        for assistant in assistant_list(team=caller.team)
-    ]
+    except DATABASE_OUTAGE_ERRORS as error:
+        return _error_response(_database_failure(error))
     return JsonResponse({"object": "list", "data": data})
 
 
@@ -345,6 +349,9 @@ def _chunks(opened: OpenedSession, *, chat: ChatRequest, reply: Reply, watch: Ke
         yield sse_event(error_payload(error.code, error.message, status=error.status))
     except Session.DoesNotExist:
         yield sse_event(error_payload("not_found", "Session not found.", status=404))
+    except DATABASE_OUTAGE_ERRORS as error:  # a deadlock mid-turn: send the request again
+        failure = _database_failure(error)
+        yield sse_event(error_payload(failure.code, failure.message, status=failure.status))
     except Exception:
         logger.exception("a streamed chat completion of session %s failed", opened.session.pk)
         yield sse_event(error_payload("server_error", STREAM_FAULT, status=500))
@@ -380,6 +387,13 @@ def _finish_reason(result: TurnResult) -> str:
 
 def _usage(result: TurnResult) -> dict[str, Any]:
     return openai_usage([row.usage for row in result.messages if row.role == "assistant" and row.usage])
+
+
+def _database_failure(error: Exception) -> DomainError:
+    """A request the database ended: a deadlock is 409 `conflict_retry`, an outage 503."""
+    failure = database_error(error)
+    logger.warning("a /v1 request ended by the database (%s): %s", failure.code, error)
+    return failure
 
 
 def _error_response(error: DomainError) -> JsonResponse:

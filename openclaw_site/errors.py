@@ -101,6 +101,28 @@ class DomainError(Exception):
         return error_body(self.code, self.message, self.details)
 
 
+def database_error(exception: BaseException) -> DomainError:
+    """Return a database failure as the domain error MCP and `/v1` render in their own shapes.
+
+    A deadlock or serialization failure is 409 `conflict_retry` (send the same request again), any
+    other database error 503 `database_unavailable`; ``details.retry_after`` says when, as the
+    REST answers' Retry-After does (docs/design.md, Limits and refusals).
+    """
+    if is_transaction_conflict(exception):
+        return DomainError(
+            "conflict_retry",
+            CONFLICT_RETRY_MESSAGE,
+            status=409,
+            details={"retry_after": CONFLICT_RETRY_AFTER_SECONDS},
+        )
+    return DomainError(
+        "database_unavailable",
+        database_unavailable_message(exception),
+        status=503,
+        details={"retry_after": DATABASE_RETRY_AFTER_SECONDS},
+    )
+
+
 class ApiError(DomainError, exceptions.APIException):
     """A DomainError of the HTTP layer itself (a header, a body, a key); services raise DomainError."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessions_app.workspace import exports
+from sessions_app.workspace import exports, staging
 
 if TYPE_CHECKING:
     from sessions_app.compaction import CompactionError
@@ -47,6 +47,11 @@ def export_assistant(assistant_id: int) -> None:
 def remove_workspace(team_slug: str, assistant_slug: str) -> None:
     """Remove a deleted assistant's files from the export mirror."""
     exports.remove_workspace(team_slug, assistant_slug)
+
+
+def remove_abandoned_uploads() -> int:
+    """Remove staged import uploads nobody confirmed in time (scheduled every 10 minutes)."""
+    return staging.remove_expired_uploads()
 
 
 def transcript_changed(session_id: int) -> None:

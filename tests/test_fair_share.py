@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import html
 import io
+import os
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from config.env import half_the_cpus, usable_cpus
 from memory_app.models import MemoryChunk, MemoryDocument
 from openclaw_site.jobs import tasks
 from openclaw_site.jobs.tasks import TaskQueue
@@ -85,6 +89,39 @@ def test_one_search_slot_short_of_the_limit_still_searches(world, no_embeddings)
         assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
         # ... and the search let its slot go: the same one is free for the next.
         assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
+
+
+def test_a_team_may_search_on_half_the_cores_and_never_on_all_of_them():
+    assert [half_the_cpus(cpus) for cpus in (1, 2, 3, 4, 8, 64)] == [1, 1, 1, 2, 4, 32]
+    assert usable_cpus() == len(os.sched_getaffinity(0))
+
+
+def default_search_slots(**env: str) -> int:
+    """The setting as a new process reads it from its environment (no database is opened)."""
+    environment = {k: v for k, v in os.environ.items() if k != "OPENCLAW_TEAM_SEARCH_SLOTS"}
+    environment.update(env, DATABASE_URL="postgres://pure-tests-use-no-database@127.0.0.1:1/none")
+    code = "from config import settings; print(settings.TEAM_SEARCH_SLOTS)"
+    run = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return int(run.stdout)
+
+
+def test_the_search_slots_default_to_half_the_cores_unless_set():
+    assert default_search_slots() == half_the_cpus(usable_cpus())
+    assert default_search_slots(OPENCLAW_TEAM_SEARCH_SLOTS="3") == 3
+    assert default_search_slots(OPENCLAW_TEAM_SEARCH_SLOTS="0") == 0  # no limit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_one_slot_a_second_search_of_the_team_is_refused_and_says_so(world, no_embeddings, settings):
+    settings.TEAM_SEARCH_SLOTS = 1
+    factories.make_document(world.assistant, "MEMORY.md", "the harbour opens at six")
+    acme = bearer_client(factories.make_api_key(world.acme, ALL_SCOPES)[1])
+    with slots_taken(world.acme.pk, TeamWork.SEARCH, 1):  # one search of the team is running
+        error = assert_error(acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}), 429, "team_busy")
+    assert error["message"].startswith("This team already runs 1 search at once, its share of the server")
+    assert error["details"]["limit"] == 1
+    assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
 
 
 def workspace_zip(documents: int) -> io.BytesIO:

@@ -270,23 +270,82 @@ def test_a_zipped_workspace_folder_imports_too(world):
     assert paths == {"MEMORY.md", "memory/notes.md"}
 
 
-def test_an_upload_left_unconfirmed_expires_and_is_removed(settings, tmp_path):
+def _age(path, seconds: float) -> None:
     import os
     import time
 
-    from sessions_app.workspace import archives
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_an_upload_left_unconfirmed_expires_and_is_removed(settings, tmp_path):
+    from sessions_app.workspace import staging
     from sessions_app.workspace.imports import WorkspaceImportError
 
     settings.VAR_DIR = tmp_path
-    abandoned = archives.stage_upload(io.BytesIO(b"old"))
-    path = tmp_path / archives.STAGING_DIR / f"{abandoned}.zip"
-    an_hour_ago = time.time() - archives.STAGED_UPLOAD_SECONDS - 1
-    os.utime(path, (an_hour_ago, an_hour_ago))
+    abandoned = staging.stage_upload(io.BytesIO(b"old"))
+    path = tmp_path / staging.STAGING_DIR / f"{abandoned}.zip"
+    _age(path, staging.STAGED_UPLOAD_SECONDS + 1)
 
-    fresh = archives.stage_upload(io.BytesIO(b"new"))  # staging removes what has expired
+    fresh = staging.stage_upload(io.BytesIO(b"new"))  # staging removes what has expired
 
     assert not path.exists()
     with pytest.raises(WorkspaceImportError, match="expired"):
-        archives.take_staged_upload(abandoned)
-    with archives.take_staged_upload(fresh) as handle:
+        staging.take_staged_upload(abandoned)
+    with staging.take_staged_upload(fresh) as handle:
         assert handle.read() == b"new"
+
+
+def test_the_periodic_job_removes_abandoned_uploads_and_keeps_waiting_ones(settings, tmp_path):
+    from django_q.models import Schedule
+
+    from sessions_app import tasks
+    from sessions_app.workspace import staging
+
+    settings.VAR_DIR = tmp_path
+    assert tasks.remove_abandoned_uploads() == 0  # no staging folder yet: nothing to do
+    abandoned = [staging.stage_upload(io.BytesIO(b"old")) for _ in range(2)]
+    waiting = staging.stage_upload(io.BytesIO(b"new"))
+    for token in abandoned:
+        _age(tmp_path / staging.STAGING_DIR / f"{token}.zip", staging.STAGED_UPLOAD_SECONDS + 1)
+
+    assert tasks.remove_abandoned_uploads() == 2  # what django-q2 runs on its schedule
+
+    assert sorted(p.name for p in (tmp_path / staging.STAGING_DIR).iterdir()) == [f"{waiting}.zip"]
+    schedule = Schedule.objects.get(func="sessions_app.tasks.remove_abandoned_uploads")
+    assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == ("I", 10, -1)
+
+
+def test_a_staging_that_fails_half_way_leaves_no_file(settings, tmp_path):
+    from sessions_app.workspace import staging
+
+    class Broken(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            if self.tell():
+                raise OSError("the client went away")
+            return super().read(4)
+
+    settings.VAR_DIR = tmp_path
+    with pytest.raises(OSError, match="went away"):
+        staging.stage_upload(Broken(b"partial upload"))
+    assert list((tmp_path / staging.STAGING_DIR).iterdir()) == []
+
+
+def test_a_new_upload_before_the_confirmation_replaces_the_staged_one(world, settings, tmp_path):
+    from sessions_app.workspace import staging
+
+    settings.VAR_DIR = tmp_path
+    factories.make_document(world.assistant, "MEMORY.md", "old\n")
+    client = signed_in(world.alice)
+    for content in ("first\n", "second\n"):  # asked twice, confirmed once
+        asked = client.post(
+            "/workspace/import/",
+            {"assistant": "helper", "archive": _zip_of({"MEMORY.md": content}), "replace": "on"},
+        )
+        assert asked.status_code == 200
+        assert len(list((tmp_path / staging.STAGING_DIR).iterdir())) == 1
+
+    done = client.post("/workspace/import/", {"assistant": "helper", "replace": "on", "confirmed": "1"})
+    assert done.status_code == 302
+    assert world.assistant.memory_documents.get(path="MEMORY.md").content == "second\n"
+    assert list((tmp_path / staging.STAGING_DIR).iterdir()) == []

@@ -5,6 +5,10 @@ run; a team with every slot taken is refused 429 ``team_busy`` with ``Retry-Afte
 ``details.retry_after``), so one team's storm of long searches or imports cannot hold every
 request thread and core while another team waits (docs/design.md, Limits and refusals).
 
+A search is mostly CPU (its query's embedding, candidates, ranking), so a team's search slots
+default to half the cores of the host (`OPENCLAW_TEAM_SEARCH_SLOTS`, docs/deployment.md): four
+slots on two cores let one team's storm take both, and another team's searches waited behind it.
+
 A slot is a PostgreSQL session-level advisory lock, ``team-slot:<work>:<team>:<n>``, taken with
 ``pg_try_advisory_lock`` on the request's own connection and released when the work ends. No
 counter can drift: a process that dies takes its connection, and so its slots, with it, and every
@@ -44,8 +48,9 @@ class TeamWork(StrEnum):
                 "Another import of this team is running; nothing was imported. Try again when it has "
                 "finished."
             )
+        searches = "1 search" if self.limit == 1 else f"{self.limit} searches"
         return (
-            f"This team already runs {self.limit} searches at once, its share of the server; "
+            f"This team already runs {searches} at once, its share of the server; "
             f"try again in {RETRY_AFTER_SECONDS} s (see Retry-After)."
         )
 

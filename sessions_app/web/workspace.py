@@ -23,8 +23,9 @@ from openclaw_site.models import Assistant, Role
 from openclaw_site.selectors import NotFound, assistant_get
 from openclaw_site.usage.fair_share import TeamWork, team_slot
 from openclaw_site.web.base import Confirmation, WebRequest, confirm_page, is_htmx, render_page, team_view
-from sessions_app.workspace.archives import import_zip, stage_upload, take_staged_upload, workspace_zip
+from sessions_app.workspace.archives import import_zip, workspace_zip
 from sessions_app.workspace.imports import WorkspaceImportError
+from sessions_app.workspace.staging import discard_staged_upload, stage_upload, take_staged_upload
 
 UNPROCESSABLE = 422
 
@@ -82,6 +83,8 @@ def workspace_import(request: WebRequest) -> HttpResponse:
                 "replace", f"{existing.name} ({slug}) exists already: tick this box to replace it."
             )
         elif existing is not None and not staged:
+            # An upload staged before and never confirmed is replaced by this one: remove it now.
+            discard_staged_upload(request.session.get(STAGED_IMPORT_KEY, ""))
             request.session[STAGED_IMPORT_KEY] = stage_upload(form.cleaned_data["archive"])
             return confirm_page(request, _replace_confirmation(existing))
         else:

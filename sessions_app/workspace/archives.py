@@ -3,21 +3,19 @@
 The download is `export_assistant` written to a temporary directory (the same files as
 `manage.py export_workspace --out DIR`), zipped. The upload is unpacked into a temporary
 directory with every name checked (no absolute paths, no '..', no links, bounded sizes) and
-handed to `imports.import_workspace`, so an upload passes exactly the checks of
+handed to `imports.import_workspace`. The zip is read member by member in chunks of
+`_COPY_CHUNK` bytes: never the whole archive, never a whole member in memory; each member's size is
+judged as declared before anything is unpacked and as actually unpacked while it is written (a
+header that lies is refused at its declared size, docs/design.md, Limits and refusals), so an upload passes exactly the checks of
 `manage.py import_workspace` and a broken one changes nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import secrets
-import shutil
 import stat
 import tempfile
-import time
 import zipfile
+import zlib
 from pathlib import Path
 from typing import IO
 
@@ -60,56 +58,6 @@ def import_zip(upload: IO[bytes], *, team_slug: str, assistant_slug: str, replac
         )
 
 
-STAGING_DIR = "import-staging"
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
-
-
-# A staged upload waits this long for its confirmation; older ones are removed by the next staging.
-STAGED_UPLOAD_SECONDS = 3600
-
-
-def stage_upload(upload: IO[bytes]) -> str:
-    """Keep an upload while its replacing import waits for a confirmation; return its token.
-
-    Uploads never confirmed within `STAGED_UPLOAD_SECONDS` are removed first, so abandoned
-    confirmations do not pile up on disk.
-    """
-    directory = Path(settings.VAR_DIR) / STAGING_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    _remove_expired_uploads(directory)
-    token = secrets.token_urlsafe(16)
-    with open(directory / f"{token}.zip", "wb") as staged:
-        shutil.copyfileobj(upload, staged)
-    return token
-
-
-def take_staged_upload(token: str) -> IO[bytes]:
-    """Open the staged upload ``token`` once: the file is gone when the returned handle is closed."""
-    if not _TOKEN_RE.match(token):
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again")
-    path = Path(settings.VAR_DIR) / STAGING_DIR / f"{token}.zip"
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again") from None
-    path.unlink()  # POSIX: the open handle still reads it
-    if _expired(os.fstat(handle.fileno()).st_mtime):
-        handle.close()
-        raise WorkspaceImportError("the confirmed upload has expired; choose the file again")
-    return handle
-
-
-def _expired(modified: float) -> bool:
-    return time.time() - modified > STAGED_UPLOAD_SECONDS
-
-
-def _remove_expired_uploads(directory: Path) -> None:
-    for staged in directory.glob("*.zip"):
-        with contextlib.suppress(FileNotFoundError):  # taken or removed by another request meanwhile
-            if _expired(staged.stat().st_mtime):
-                staged.unlink()
-
-
 def _unpack(upload: IO[bytes], target: Path) -> None:
     try:
         archive = zipfile.ZipFile(upload)
@@ -125,15 +73,26 @@ def _unpack(upload: IO[bytes], target: Path) -> None:
             budget -= _extract(archive, member, target, budget)
 
 
+def largest_member_bytes() -> int:
+    """The largest file an import reads: a transcript or sessions.json, or a memory document."""
+    return max(settings.MAX_IMPORT_FILE_BYTES, settings.MAX_MEMORY_DOCUMENT_BYTES)
+
+
 def _check_declared(members: list[zipfile.ZipInfo]) -> None:
     """Refuse, before anything is unpacked, a zip whose members say they are too large or misnamed.
 
-    The declared sizes can lie (a zip bomb's do), so `_extract` counts the bytes it writes too.
+    The declared sizes can lie (a zip bomb's do), so `_copy` counts the bytes it writes too.
     """
     declared = sum(member.file_size for member in members)
     if declared > MAX_UNPACKED_BYTES:
         raise WorkspaceImportError(f"the zip unpacks to {declared} bytes; at most {MAX_UNPACKED_BYTES}")
+    largest = largest_member_bytes()
     for member in members:
+        if member.file_size > largest:
+            raise WorkspaceImportError(
+                f"{member.filename} unpacks to {member.file_size} bytes; no workspace file may be "
+                f"larger than {largest}"
+            )
         # Without the UTF-8 flag a name is read as CP437, which would mangle any non-ASCII name.
         if not member.flag_bits & 0x800 and not member.filename.isascii():
             raise WorkspaceImportError(
@@ -162,14 +121,30 @@ def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, bu
 
 
 def _copy(archive: zipfile.ZipFile, member: zipfile.ZipInfo, destination: Path, budget: int) -> int:
+    """Unpack one member in bounded chunks, never past its declared size nor the zip's budget."""
     written = 0
-    with archive.open(member) as source, destination.open("wb") as sink:
-        while chunk := source.read(_COPY_CHUNK):
-            written += len(chunk)
-            if written > budget:
-                raise WorkspaceImportError(f"the zip unpacks to more than {MAX_UNPACKED_BYTES} bytes")
-            sink.write(chunk)
+    try:
+        with archive.open(member) as source, destination.open("wb") as sink:
+            while chunk := source.read(_COPY_CHUNK):
+                written += len(chunk)
+                if written > member.file_size:
+                    raise _lying_header(member)
+                if written > budget:
+                    raise WorkspaceImportError(f"the zip unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+                sink.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+        # zipfile stops a member at its declared size and then finds its checksum wrong: a header
+        # that understates what follows (a zip bomb's), or a damaged zip.
+        raise _lying_header(member, reason=str(error)) from None
     return written
+
+
+def _lying_header(member: zipfile.ZipInfo, *, reason: str = "") -> WorkspaceImportError:
+    because = f" ({reason})" if reason else ""
+    return WorkspaceImportError(
+        f"{member.filename}: its data is not what the zip's header declares ({member.file_size} "
+        f"bytes){because}; the zip is damaged or forged"
+    )
 
 
 def _workspace_root(directory: Path) -> Path:

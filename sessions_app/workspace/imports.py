@@ -5,8 +5,10 @@
     sessions/*.jsonl                       -> sessions: the active branch of each transcript
     assistant.json                         -> the assistant's fields (optional; written by our export)
 
-`read_workspace` reads and validates every file before anything is written, and `import_workspace`
-writes in one transaction: a broken workspace changes nothing. Entry ids, timestamps, compaction
+`read_workspace` checks every file's name, kind and size before anything is written; then
+`import_workspace` reads, validates and writes the files one at a time, in one transaction, so the
+process holds one file at a time however large the workspace (docs/design.md, Limits and
+refusals), and a broken file rolls the whole import back: a broken workspace changes nothing. Entry ids, timestamps, compaction
 entries and the silent flag are kept, so ``import(export(x))`` recreates ``x``.
 """
 
@@ -65,6 +67,15 @@ class WorkspaceImportError(Exception):
 
 
 @dataclass(frozen=True)
+class SessionSource:
+    """A transcript to import, read only when its turn comes: its key, file and sessions.json entry."""
+
+    key: str
+    filename: str
+    store: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class SessionFile:
     key: str
     filename: str
@@ -76,8 +87,8 @@ class SessionFile:
 @dataclass(frozen=True)
 class Workspace:
     directory: Path
-    documents: dict[str, str]
-    sessions: tuple[SessionFile, ...]
+    documents: dict[str, Path]  # memory path -> its file, read when it is written
+    sessions: tuple[SessionSource, ...]
     assistant: dict[str, Any] | None
     notes: tuple[str, ...] = ()
 
@@ -116,7 +127,11 @@ class ImportReport:
 
 
 def read_workspace(directory: Path) -> Workspace:
-    """Read every file of a workspace and validate it, or raise WorkspaceImportError."""
+    """List a workspace's files with their names, kinds and sizes checked, or raise WorkspaceImportError.
+
+    Only ``sessions.json`` and ``assistant.json`` are read here; documents and transcripts are
+    read one at a time by `import_workspace` as it writes them.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise WorkspaceImportError(f"{directory} is not a directory")
@@ -138,8 +153,8 @@ def read_workspace(directory: Path) -> Workspace:
     )
 
 
-def _read_text(directory: Path, file: Path, name: str, *, limit: int) -> str:
-    """Read a workspace file as UTF-8 text, refusing what could reach outside it or cannot be stored."""
+def _check_file(directory: Path, file: Path, name: str, *, limit: int) -> None:
+    """Refuse a file that reaches outside the workspace, is not a regular file or is over ``limit``."""
     _check_inside(directory, file, name)
     try:
         info = file.stat()
@@ -150,6 +165,11 @@ def _read_text(directory: Path, file: Path, name: str, *, limit: int) -> str:
     size = info.st_size
     if size > limit:
         raise WorkspaceImportError(f"{name} is {size} bytes; the limit is {limit}")
+
+
+def _read_text(directory: Path, file: Path, name: str, *, limit: int) -> str:
+    """Read a workspace file as UTF-8 text, refusing what could reach outside it or cannot be stored."""
+    _check_file(directory, file, name, limit=limit)
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
@@ -175,13 +195,13 @@ def _check_inside(directory: Path, file: Path, name: str) -> None:
         raise WorkspaceImportError(f"{name} points outside the workspace (a symlink?); nothing was imported")
 
 
-def _read_documents(directory: Path) -> dict[str, str]:
+def _read_documents(directory: Path) -> dict[str, Path]:
     memory_dir = directory / "memory"
     files = [directory / name for name in ROOT_FILES]
     if memory_dir.is_dir():
         _check_inside(directory, memory_dir, "memory/")
         files += sorted(memory_dir.rglob("*.md"))
-    documents: dict[str, str] = {}
+    documents: dict[str, Path] = {}
     for file in files:
         if not file.exists() and not file.is_symlink():
             continue
@@ -190,7 +210,8 @@ def _read_documents(directory: Path) -> dict[str, str]:
             path = validate_memory_path(name)
         except InvalidPath as error:
             raise WorkspaceImportError(f"{name}: not a valid memory path ({error})") from None
-        documents[path] = _read_text(directory, file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
+        _check_file(directory, file, name, limit=settings.MAX_MEMORY_DOCUMENT_BYTES)
+        documents[path] = file
     _check_mirror_clashes(list(documents))
     return documents
 
@@ -221,7 +242,7 @@ def _read_store(directory: Path, file: Path) -> dict[str, dict[str, Any]]:
     return store
 
 
-def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
+def _read_sessions(directory: Path, notes: list[str]) -> list[SessionSource]:
     sessions_dir = directory / "sessions"
     if not sessions_dir.is_dir():
         return []
@@ -239,14 +260,20 @@ def _read_sessions(directory: Path, notes: list[str]) -> list[SessionFile]:
             )
         else:
             used[filename] = key
-            sessions.append(_read_session(directory, _check_key(key), filename, entry))
+            sessions.append(_session_source(directory, _check_key(key), filename, entry))
     keys = {session.key for session in sessions}
     for file in sorted(sessions_dir.glob("*.jsonl")):
         if file.name not in used:  # a transcript sessions.json does not list: keep it under its file name
             key = _unique_key(_check_key(unquote(file.name[: -len(".jsonl")])), keys, notes)
             keys.add(key)
-            sessions.append(_read_session(directory, key, file.name, {}))
+            sessions.append(_session_source(directory, key, file.name, {}))
     return sessions
+
+
+def _session_source(directory: Path, key: str, filename: str, store: dict[str, Any]) -> SessionSource:
+    source = f"sessions/{filename}"
+    _check_file(directory, directory / source, source, limit=settings.MAX_IMPORT_FILE_BYTES)
+    return SessionSource(key=key, filename=filename, store=store)
 
 
 def _store_file(sessions_dir: Path, entry: dict[str, Any]) -> str | None:
@@ -287,7 +314,9 @@ def _unique_key(key: str, taken: set[str], notes: list[str]) -> str:
     return f"{key}-{number}"
 
 
-def _read_session(directory: Path, key: str, filename: str, store: dict[str, Any]) -> SessionFile:
+def _read_session(directory: Path, found: SessionSource) -> SessionFile:
+    """Read, parse and validate one transcript (the one the import is about to write)."""
+    key, filename, store = found.key, found.filename, found.store
     source = f"sessions/{filename}"
     text = _read_text(directory, directory / source, source, limit=settings.MAX_IMPORT_FILE_BYTES)
     try:
@@ -396,8 +425,8 @@ def import_workspace(
         )
         _import_documents(assistant, workspace, report)
         taken: set[uuid.UUID] = set()
-        for session_file in workspace.sessions:
-            _import_session(assistant, session_file, report, taken)
+        for found in workspace.sessions:  # one transcript in memory at a time
+            _import_session(assistant, _read_session(workspace.directory, found), report, taken)
         _queue_follow_up(assistant)
     return report
 
@@ -446,7 +475,10 @@ def _import_documents(assistant: Assistant, workspace: Workspace, report: Import
     ):
         delete_document(document=document, provenance=provenance)  # its revisions stay
         report.deleted_documents += 1
-    for path, content in sorted(workspace.documents.items()):
+    limit = settings.MAX_MEMORY_DOCUMENT_BYTES
+    for path, file in sorted(workspace.documents.items()):  # one document in memory at a time
+        name = file.relative_to(workspace.directory).as_posix()
+        content = _read_text(workspace.directory, file, name, limit=limit)
         write_document(assistant=assistant, path=path, content=content, provenance=provenance)
         report.documents += 1
 
