@@ -127,11 +127,13 @@ bench-plugin: dev-setup migrate openclaw-deps
 bench-scale: dev-setup migrate
 	$(PY) bench/scale.py $(BENCH_ARGS)
 
-# Development sets only (docs/evaluation.md): LoCoMo dev, then InsuranceQA-zh valid.
+# Development sets only (docs/evaluation.md): LoCoMo dev, InsuranceQA-zh valid, the consolidation dev
+# set, then LoCoMo dev recall of memory before and after consolidating.
 eval: dev-setup migrate
 	$(PY) manage.py eval_locomo --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json
 	$(PY) manage.py eval_insuranceqa --settings=evaluation.settings
 	$(PY) manage.py eval_consolidation --settings=evaluation.settings
+	$(PY) manage.py eval_locomo_consolidation --settings=evaluation.settings ../shared/data/locomo/locomo_dev5.json
 
 clean-db:
 	-$(PY) manage.py embedded_db stop

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ class Score:
     proposed: int = 0
     expected: int = 0
     correct: int = 0
+    discarded: int = 0  # model proposals the checks refused (and failed calls)
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [expected, found]
 
     @property
@@ -59,6 +60,15 @@ class Score:
             f"{label}: {self.proposed} proposed, {self.correct} correct of {self.expected} expected; "
             f"precision {self.precision:.2f}, recall {self.recall:.2f} ({kinds})"
         )
+
+
+@dataclass(frozen=True)
+class ModelPath:
+    """A chat model to score the model path with; ``before_case`` runs before each memory's pass."""
+
+    label: str
+    model: ChatModel
+    before_case: Callable[[dict[str, Any]], None] = lambda case: None
 
 
 def load_cases(path: Path = DEV_SET) -> list[dict[str, Any]]:
@@ -91,22 +101,32 @@ def load_case(team: Team, case: dict[str, Any]) -> Assistant:
 
 
 def evaluate(
-    cases: list[dict[str, Any]], *, model: ChatModel | None, on_case: Callable[[str], None] | None = None
+    cases: list[dict[str, Any]],
+    *,
+    model: ChatModel | None = None,
+    paths: Sequence[ModelPath] = (),
+    on_case: Callable[[str], None] | None = None,
 ) -> dict[str, Score]:
-    """Score the deterministic pass and (with ``model``) the model path over the cases."""
+    """Score the deterministic pass and the model path with each model over the cases.
+
+    ``model`` is scored under the label ``model``, each of ``paths`` under its own.
+    """
     team = Team.objects.create(
         slug=f"consolidation-eval-{uuid.uuid4().hex[:8]}", name="Consolidation evaluation"
     )
-    scores = {"deterministic": Score(), **({"model": Score()} if model is not None else {})}
+    paths = [*paths, *([ModelPath("model", model)] if model is not None else [])]
+    scores = {"deterministic": Score(), **{path.label: Score() for path in paths}}
     for case in cases:
         assistant = load_case(team, case)
         wanted = expected_keys(case)
         run_consolidation(assistant)
         scores["deterministic"].add(proposal_keys(Proposal.objects.filter(assistant=assistant)), wanted)
-        if model is not None:
+        for path in paths:
             Proposal.objects.filter(assistant=assistant).delete()
-            run_model_pass(assistant, model)
-            scores["model"].add(proposal_keys(Proposal.objects.filter(assistant=assistant)), wanted)
+            path.before_case(case)
+            outcome = run_model_pass(assistant, path.model)
+            scores[path.label].add(proposal_keys(Proposal.objects.filter(assistant=assistant)), wanted)
+            scores[path.label].discarded += len(outcome.discarded) + int(bool(outcome.error))
         if on_case is not None:
             on_case(case["name"])
     return scores

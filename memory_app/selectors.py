@@ -111,6 +111,11 @@ def proposal_get(*, team: Team, pk: int) -> Proposal:
     return proposal
 
 
+def open_proposal_count(*, team: Team) -> int:
+    """Return how many proposals of the team's assistants wait for a decision (one indexed count)."""
+    return Proposal.objects.filter(assistant__team=team, state=Proposal.State.OPEN).count()
+
+
 def team_proposal_list(*, team: Team, state: str) -> QuerySet[Proposal]:
     """Return the proposals in ``state`` of every assistant of the team, most confident first."""
     return (

@@ -35,6 +35,7 @@ from memory_app.models import (
     content_hash,
 )
 from memory_app.paths import ROOT_FILES
+from memory_app.search.calibration import scale_for
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import Usage
@@ -42,7 +43,9 @@ from providers.embeddings import get_embedder
 
 # Two entries whose normal forms are at least this alike (difflib's ratio) are near duplicates.
 NEAR_DUPLICATE = 0.9
-# ...and so are two whose embeddings' cosine is at least this (when the index holds vectors).
+# ...and so are two whose embeddings are at least this alike (when the index holds vectors), on the
+# common scale of `memory_app.search.calibration`: raw cosine for MiniLM, 0.978 for e5-small, whose
+# unrelated texts already sit at 0.72-0.78 (docs/evaluation.md, LoCoMo memory before and after).
 SEMANTIC_DUPLICATE = 0.92
 # The pass compares at most this many entries (the newest documents' are left for the next run).
 MAX_ENTRIES = 5000
@@ -268,7 +271,8 @@ def _merge_fields(assistant: Assistant, group: list[Entry], confidence: float) -
 def similar_by_vectors(assistant: Assistant, entries: Sequence[Entry]) -> list[tuple[str, str, float]]:
     """Pairs of normal forms whose embeddings are at least `SEMANTIC_DUPLICATE` alike.
 
-    Only when the assistant's memory index holds vectors (an embedder works for it); the lines'
+    The cosine is read on the embedder's scale (`calibration.scale_for`): on e5-small's raw cosine
+    the threshold would join most lines about one person into one group. Only when the assistant's memory index holds vectors (an embedder works for it); the lines'
     vectors come through the embedding cache, so an unchanged line is embedded once.
     """
     indexed = MemoryChunk.objects.filter(assistant=assistant, source=Source.MEMORY, dims__gt=0)
@@ -290,10 +294,11 @@ def similar_by_vectors(assistant: Assistant, entries: Sequence[Entry]) -> list[t
         return []
     matrix = np.array([vectors.by_hash[h] for h in known], dtype=np.float32)
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    scale = scale_for(embedder.model)
     cosine = matrix @ matrix.T
-    rows, cols = np.nonzero(np.triu(cosine, k=1) >= SEMANTIC_DUPLICATE)
+    rows, cols = np.nonzero(np.triu(cosine, k=1) >= scale.raw(SEMANTIC_DUPLICATE))
     return [
-        (by_hash[known[i]], by_hash[known[j]], round(float(cosine[i, j]), 4))
+        (by_hash[known[i]], by_hash[known[j]], round(scale.normalise(float(cosine[i, j])), 4))
         for i, j in zip(rows, cols, strict=True)
     ]
 

@@ -39,6 +39,10 @@ class VectorScale:
         span = self.same_meaning - self.unrelated
         return min(1.0, max(0.0, (cosine - self.unrelated) / span))
 
+    def raw(self, score: float) -> float:
+        """Return the cosine that `normalise` maps to ``score`` (a threshold on the raw cosines)."""
+        return self.unrelated + score * (self.same_meaning - self.unrelated)
+
 
 RAW_COSINE = VectorScale(unrelated=0.0, same_meaning=1.0)
 

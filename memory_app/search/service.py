@@ -2,7 +2,7 @@
 
 It never makes a search wait for an indexing pass (docs/design.md §D15): it queues what the index
 lacks (`queue_index_work`: OpenClaw's sync-on-search, docs/openclaw-behaviour.md §4.6, as a queued
-job), writes the text rows of a few notes not indexed yet (no embedding), answers from what is indexed (`memory_app.search.hybrid.hybrid_search`: keywords wherever vectors are
+job), writes the text rows of a few notes not indexed yet (no embedding), answers from what is indexed (`memory_app.search.hybrid_search`: keywords wherever vectors are
 missing) and says how current that was (`memory_app.index.status`).
 """
 

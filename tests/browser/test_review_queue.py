@@ -77,3 +77,25 @@ def test_review_queue_approve_edited_and_reject(page, live_server, world, sign_i
     page.get_by_role("link", name="Who wrote it").click()
     expect(page.locator(".blame li").first).to_contain_text("proposal")
     assert page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+
+
+@pytest.mark.parametrize("width", [375, 1440])
+def test_the_main_navigation_leads_a_viewer_to_the_team_queue(page, live_server, world, sign_in, width):
+    _week(world)
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, "vera")
+    page.goto(f"{live_server.url}/")
+    link = page.get_by_role("navigation", name="Main").get_by_role("link", name="Review 2 open")
+    expect(link).to_be_visible()
+    box = link.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+    link.click()
+    expect(page).to_have_url(f"{live_server.url}/review/")
+    expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
+    expect(page.locator(".proposal")).to_have_count(2)
+    expect(page.get_by_role("navigation", name="Main").locator("[aria-current=page]")).to_have_text(
+        "Review 2 open"
+    )
+    assert page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+    assert page.evaluate(UNLABELLED) == []
+    page.screenshot(path=str(SCREENSHOTS / f"review_nav_{width}.png"))

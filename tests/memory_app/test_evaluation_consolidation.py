@@ -1,14 +1,19 @@
 """The consolidation evaluation (docs/evaluation.md, Consolidation): the dev set is well formed, the
-deterministic pass is scored on it without a model, and the model path against the scripted server."""
+deterministic pass is scored on it without a model, the model path against the scripted server,
+and `eval_consolidation` prints every path it measured."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from django.core.management import call_command
 
 from evaluation.consolidation import evaluate, expected_keys, load_cases
+from evaluation.scripted_model import FAULTS, ScriptedModel, scripted_proposals
 from memory_app.governance.model_consolidation import TOOL_NAME
+from openclaw_site.models import Team
 from providers.chat import get_chat_model
 from tests.fake_openai import tool_call_reply
 
@@ -69,3 +74,49 @@ def test_the_model_path_is_scored_with_the_scripted_model(llm) -> None:
     model = scores["model"]
     assert (model.proposed, model.correct, model.expected) == (2, 2, 2)
     assert model.precision == 1.0 and model.recall == 1.0
+
+
+@pytest.mark.django_db
+def test_the_checks_keep_every_careful_proposal_and_refuse_every_planted_fault(no_llm) -> None:
+    cases = load_cases()
+    with ScriptedModel() as scripted:
+        scores = evaluate(cases, paths=[scripted.path()])
+    score = scores[ScriptedModel.label]
+    fetched = sum(1 for case in cases if case["untrusted"])
+    assert score.correct == score.expected == 38  # no right proposal is discarded
+    assert scripted.planted == len(cases) + fetched
+    assert score.discarded == len(cases)  # every fault of FAULTS is refused...
+    assert score.proposed - score.correct == fetched  # ...a fetched line's promotion waits for a person
+
+
+def test_each_planted_fault_is_one_the_checks_name() -> None:
+    case = next(case for case in load_cases() if case["name"] == "contradiction-1")
+    faults = [scripted_proposals(case, index)[-1] for index in range(len(FAULTS))]
+    assert [fault["kind"] for fault in faults] == [
+        "retire",
+        "retire",
+        "merge",
+        "merge",
+        "supersede",
+        "promote",
+        "supersede",  # the careful proposal once more
+    ]
+
+
+@pytest.mark.django_db
+def test_the_command_scores_the_scripted_and_the_configured_model(llm) -> None:
+    out = io.StringIO()
+    call_command("eval_consolidation", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("deterministic pass: ")
+    assert lines[2].startswith("model path, scripted model: 40 proposed, 38 correct of 38 expected")
+    # The configured model (the fake server answering text) calls no tool: every memory's call fails.
+    assert lines[3].startswith("model path, model fake-chat: 0 proposed") and "45 discarded" in lines[3]
+    assert not Team.objects.filter(slug__startswith="consolidation-eval-").exists()
+
+
+@pytest.mark.django_db
+def test_without_a_configured_model_the_command_says_so(no_llm) -> None:
+    out = io.StringIO()
+    call_command("eval_consolidation", "--no-scripted", stdout=out)
+    assert out.getvalue().splitlines()[-1].startswith("model path, configured model: none configured")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memory_app.governance.consolidation import run_consolidation
@@ -86,3 +88,27 @@ def test_the_team_queue_lists_every_assistant_and_decides_across_them(queue):
     assert (
         signed_in(queue.vera).post("/review/decide/", {"decide": f"approve:{coffee.pk}"}).status_code == 403
     )
+
+
+def _review_link(client, path: str = "/") -> str:
+    page = client.get(path).content.decode()
+    nav = re.search(r'<nav class="mainnav".*?</nav>', page, re.S)
+    assert nav is not None
+    link = re.search(r'<a href="/review/"[^>]*>.*?</a>', nav.group(0), re.S)
+    assert link is not None
+    return link.group(0)
+
+
+def test_the_main_navigation_links_the_team_queue_with_its_open_count(queue):
+    assert re.search(r'>Review <span class="count nav-count">2<', _review_link(signed_in(queue.vera)))
+    assert '>Review <span class="count nav-count">1<' in _review_link(
+        signed_in(queue.charlie)
+    )  # globex's own
+    bob = signed_in(queue.bob)
+    on_queue = _review_link(bob, "/review/")
+    assert 'aria-current="page"' in on_queue
+    assert 'aria-current="page">Assistants' not in bob.get("/review/").content.decode()
+    bob.post(
+        "/review/decide/", {"action": "reject", "ids": list(Proposal.objects.values_list("pk", flat=True))}
+    )
+    assert _review_link(bob).endswith(">Review</a>")  # nothing waits: no count

@@ -110,8 +110,29 @@ def test_a_week_of_memory_reviewed_and_forgotten(
     for proposal in queue:
         by_kind.setdefault(proposal["kind"], []).append(proposal)
     assert sorted(by_kind) == ["merge", "promote", "supersede"] and len(by_kind["merge"]) == 2
+    # Each proposal cites the lines it rests on, with their trust.
+    cited = [[(s["path"], s["text"], s["trust"]) for s in p["sources"]] for p in queue]
+    assert sorted(cited) == sorted(
+        [
+            [("memory/2026-12-01.md", "- Budget is 10k", "agent"), (daily, "- budget is 10k.", "agent")],
+            [
+                ("MEMORY.md", "- Deploys need two approvals", "owner"),
+                (daily, "- Deploys need 2 approvals", "agent"),
+            ],
+            [
+                ("MEMORY.md", "- The weekly sync is on Tuesdays", "owner"),
+                ("memory/2026-12-31.md", "- The sync moved to Thursdays", "owner"),
+            ],
+            [(daily, "- Globex doubled its prices", "untrusted")],
+        ]
+    )
+    assert all(proposal["diff"].startswith("--- a/") for proposal in queue)
     [promote] = by_kind["promote"]
-    assert promote["sources"][0]["trust"] == "untrusted"
+    # The dashboard's team queue (the main navigation's Review) shows the same, fetched line flagged.
+    page = alice.get("/review/").content.decode()
+    assert (
+        page.count('<li class="proposal"') == 4 and f"{daily}#L3" in page and "badge-trust-untrusted" in page
+    )
 
     bob = login_client(world.bob)
     for proposal in by_kind["merge"] + by_kind["supersede"]:
@@ -133,4 +154,6 @@ def test_a_week_of_memory_reviewed_and_forgotten(
     everything = "".join(MemoryDocument.objects.values_list("content", flat=True))
     assert "Globex" not in everything
     assert not hybrid_search(assistant=world.assistant, query="Globex prices", mode="text").results
+    found = api.get(f"{HELPER}/search/", {"q": "Globex doubled its prices"}).json()["results"]
+    assert not any("Globex" in result["snippet"] for result in found)
     assert not MemoryChunk.objects.filter(session_pk=research.pk).exists()
