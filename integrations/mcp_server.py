@@ -51,7 +51,7 @@ from openclaw_site.selectors import assistant_get
 from openclaw_site.throttling import check_api_key_rate
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
-from sessions_app.api.serializers import stored_message_dict
+from sessions_app.api.serializers import stored_messages_data
 from sessions_app.context import local_today
 from sessions_app.selectors import session_get_by_key
 from sessions_app.services import SESSION_KEY_PATTERN, ingest_messages, session_get_or_create
@@ -503,7 +503,7 @@ async def session_append(
                 rows = ingest_messages(session_id=session.pk, messages=payload.messages)
             body = {
                 "session": {"id": session.pk, "key": session.key, "created": created},
-                "messages": [stored_message_dict(row) for row in rows],
+                "messages": stored_messages_data(rows),
             }
             return StoredResponse(status=201, body=body)
 
