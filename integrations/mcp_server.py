@@ -13,7 +13,7 @@ each call's work runs in a worker thread (`run_sync`), one database unit per cal
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -28,7 +28,7 @@ from pydantic import Field
 
 from memory_app.api.search_views import SearchInput, search_payload
 from memory_app.api.trust_views import FileProposalInput, file_proposal_payload
-from memory_app.api.views import memory_write_payload
+from memory_app.api.views import MemoryWritten, memory_write_payload
 from memory_app.documents import (
     Provenance,
     StaleWrite,
@@ -79,7 +79,7 @@ class McpCaller:
 # --- calling the domain -----------------------------------------------------------------------
 
 
-def tool_result(payload: dict[str, Any]) -> CallToolResult:
+def tool_result(payload: Mapping[str, object]) -> CallToolResult:
     """Return a tool's answer: the JSON as text (what a model reads) and as structured content."""
     text = json.dumps(payload, cls=DjangoJSONEncoder, ensure_ascii=False, indent=2)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
@@ -156,7 +156,7 @@ async def call_tool(
     *,
     scope: str,
     assistant: str | None,
-    action: Callable[[Assistant, McpCaller], dict[str, Any]],
+    action: Callable[[Assistant, McpCaller], Mapping[str, object]],
 ) -> CallToolResult:
     """Check the key's rate and scope, resolve the assistant in the caller's team, run ``action``.
 
@@ -165,7 +165,7 @@ async def call_tool(
     """
     caller = caller_of(ctx)
 
-    def work() -> dict[str, Any]:
+    def work() -> Mapping[str, object]:
         if caller.context.api_key is not None:  # each tool call takes one from the key's budget
             check_api_key_rate(caller.context.api_key)
         check_scope(caller.context, (scope,))
@@ -378,7 +378,7 @@ async def memory_write(
         Field(description="replace only: the `revision` memory_get returned for this document.", ge=1),
     ] = None,
 ) -> CallToolResult:
-    def write(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+    def write(found: Assistant, caller: McpCaller) -> MemoryWritten:
         return memory_write_payload(
             found,
             mode=mode,

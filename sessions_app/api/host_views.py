@@ -8,7 +8,7 @@ plugin, the endpoints).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -333,7 +333,7 @@ class HostToolApi(TeamApiView):
 
     def run(
         self, name: str, assistant: Assistant, arguments: dict[str, Any], key: str | None
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, object]:
         if name == "memory_write":
             return memory_write_payload(
                 assistant,
