@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,7 +29,7 @@ from pydantic import Field
 
 from memory_app.api.search_views import SearchInput, search_payload
 from memory_app.api.trust_views import FileProposalInput, file_proposal_payload
-from memory_app.api.views import memory_write_payload
+from memory_app.api.views import MemoryWritten, memory_write_payload
 from memory_app.documents import (
     Provenance,
     StaleWrite,
@@ -52,7 +52,7 @@ from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
-from sessions_app.api.serializers import stored_message_dict
+from sessions_app.api.serializers import stored_messages_data
 from sessions_app.context import local_today
 from sessions_app.selectors import session_get_by_key
 from sessions_app.services import SESSION_KEY_PATTERN, ingest_messages, session_get_or_create
@@ -81,7 +81,7 @@ class McpCaller:
 # --- calling the domain -----------------------------------------------------------------------
 
 
-def tool_result(payload: dict[str, Any]) -> CallToolResult:
+def tool_result(payload: Mapping[str, object]) -> CallToolResult:
     """Return a tool's answer: the JSON as text (what a model reads) and as structured content."""
     text = json.dumps(payload, cls=DjangoJSONEncoder, ensure_ascii=False, indent=2)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
@@ -158,7 +158,7 @@ async def call_tool(
     *,
     scope: str,
     assistant: str | None,
-    action: Callable[[Assistant, McpCaller], dict[str, Any]],
+    action: Callable[[Assistant, McpCaller], Mapping[str, object]],
 ) -> CallToolResult:
     """Check the key's rate and scope, resolve the assistant in the caller's team, run ``action``.
 
@@ -168,7 +168,7 @@ async def call_tool(
     """
     caller = caller_of(ctx)
 
-    def work() -> dict[str, Any]:
+    def work() -> Mapping[str, object]:
         if caller.context.api_key is not None:  # each tool call takes one from the key's budget
             check_api_key_rate(caller.context.api_key)
         check_scope(caller.context, (scope,))
@@ -385,7 +385,7 @@ async def memory_write(
         Field(description="replace only: the `revision` memory_get returned for this document.", ge=1),
     ] = None,
 ) -> CallToolResult:
-    def write(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+    def write(found: Assistant, caller: McpCaller) -> MemoryWritten:
         return memory_write_payload(
             found,
             mode=mode,
@@ -510,7 +510,7 @@ async def session_append(
                 rows = ingest_messages(session_id=session.pk, messages=payload.messages)
             body = {
                 "session": {"id": session.pk, "key": session.key, "created": created},
-                "messages": [stored_message_dict(row) for row in rows],
+                "messages": stored_messages_data(rows),
             }
             return StoredResponse(status=201, body=body)
 

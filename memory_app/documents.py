@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -259,6 +259,14 @@ def appended_text(existing: str, addition: str) -> str:
     return f"{existing}{separator}{addition}"
 
 
+class DuplicateLine(TypedDict):
+    """A line an append left out, and where memory already holds it."""
+
+    text: str
+    path: str
+    line: int
+
+
 @dataclass(frozen=True)
 class Duplicate:
     """A line of an append that memory already holds: where its copy is."""
@@ -267,7 +275,7 @@ class Duplicate:
     path: str
     line: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> DuplicateLine:
         return {"text": self.text, "path": self.path, "line": self.line}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import InterfaceError, OperationalError
@@ -56,7 +56,7 @@ def is_transaction_conflict(exception: BaseException) -> bool:
     return isinstance(exception, DATABASE_OUTAGE_ERRORS) and sqlstate.startswith("40")
 
 
-def conflict_retry_body() -> dict[str, Any]:
+def conflict_retry_body() -> ErrorBody:
     return error_body("conflict_retry", CONFLICT_RETRY_MESSAGE)
 
 
@@ -71,7 +71,7 @@ def database_unavailable_message(exception: BaseException) -> str:
     )
 
 
-def database_unavailable_body(exception: BaseException) -> dict[str, Any]:
+def database_unavailable_body(exception: BaseException) -> ErrorBody:
     return error_body("database_unavailable", database_unavailable_message(exception))
 
 
@@ -96,7 +96,7 @@ class DomainError(Exception):
     def details(self) -> dict[str, Any]:
         return self._details
 
-    def envelope(self) -> dict[str, Any]:
+    def envelope(self) -> ErrorBody:
         """Return the error as the one JSON shape: ``{"error": {"code", "message", "details"}}``."""
         return error_body(self.code, self.message, self.details)
 
@@ -134,7 +134,21 @@ class ApiError(DomainError, exceptions.APIException):
         self.status_code = status_code
 
 
-def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+class ErrorDetail(TypedDict):
+    """What went wrong: a stable code, a sentence, and the specifics (the field, the limit, ...)."""
+
+    code: str
+    message: str
+    details: dict[str, Any]  # each error's own specifics (docs/architecture.md, Errors)
+
+
+class ErrorBody(TypedDict):
+    """The one error shape of every surface: ``{"error": {"code", "message", "details"}}``."""
+
+    error: ErrorDetail
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> ErrorBody:
     """Return the JSON body of an error response."""
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

@@ -23,7 +23,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -165,7 +165,20 @@ def get_embedder() -> Embedder | None:
         return embedder
 
 
-def embedder_status(*, load: bool = False) -> dict[str, Any]:
+class EmbedderStatus(TypedDict):
+    """The embedder as /healthz reports it (`embedder_status`)."""
+
+    loaded: bool
+    checked: bool
+    ready: bool
+    preloading: bool
+    provider: str | None
+    model: str | None
+    dims: int | None
+    error: str | None
+
+
+def embedder_status(*, load: bool = False) -> EmbedderStatus:
     """Describe the embedder for /healthz without loading a model unless ``load`` is true.
 
     ``ready``: the embedder was built and, if local, has embedded a first text (the preload is

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from memory_app.governance.provenance import attach_provenance
 from memory_app.index.status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
@@ -86,9 +87,18 @@ class SearchResultOutput(serializers.Serializer):
         ),
     )
 
+    def to_representation(self, instance: SearchResult) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if not self.context.get("explain"):
+            data.pop("explain", None)
+        return data
+
 
 class SearchIndexOutput(serializers.Serializer):
+    """What a search says about the index it answered from (an `IndexProgress`)."""
+
     state = serializers.ChoiceField(
+        source="state.value",
         choices=INDEX_STATES,
         help_text=(
             "current: everything stored is indexed with vectors; indexing: index jobs are queued or "
@@ -99,12 +109,17 @@ class SearchIndexOutput(serializers.Serializer):
     chunks_without_vector = serializers.IntegerField(
         help_text="Chunks still waiting for their vectors: found by keywords only until then."
     )
-    note = serializers.CharField(
-        allow_null=True, help_text="Why the results may be incomplete, in words; null when current."
+    note = serializers.SerializerMethodField(
+        help_text="Why the results may be incomplete, in words; null when current."
     )
+
+    def get_note(self, progress: IndexProgress) -> str | None:
+        return incomplete_note(progress)
 
 
 class SearchOutput(serializers.Serializer):
+    """A `SearchResponse`; each result's ``explain`` only with ``explain`` in the context."""
+
     query = serializers.CharField()
     mode = serializers.ChoiceField(choices=[*MODES, "none"], help_text="What ran.")
     requested_mode = serializers.ChoiceField(choices=MODES)
@@ -115,8 +130,17 @@ class SearchOutput(serializers.Serializer):
     provider = serializers.CharField()
     model = serializers.CharField()
     results = SearchResultOutput(many=True)
-    timings_ms = serializers.DictField(child=serializers.FloatField())
+    timings_ms = serializers.SerializerMethodField()
     index = SearchIndexOutput(help_text="How current the index that answered was.")
+
+    @extend_schema_field(serializers.DictField(child=serializers.FloatField()))
+    def get_timings_ms(self, response: SearchResponse) -> dict[str, float]:
+        return response.timings_ms
+
+    def to_representation(self, instance: SearchResponse) -> dict[str, Any]:
+        if instance.index is None:  # every adapter searches through `search_memory`, which always says
+            raise RuntimeError("the search answered without the index's state")
+        return super().to_representation(instance)
 
 
 class AssistantSearchView(TeamApiView):
@@ -137,7 +161,7 @@ class AssistantSearchView(TeamApiView):
         return Response(search_payload(assistant, request.query_params.dict()))
 
 
-def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, Any]:
+def search_payload(assistant: Assistant, params: dict[str, Any]) -> ReturnDict[str, Any]:
     """Validate search parameters (`SearchInput`), search, and return the `SearchOutput` shape.
 
     The REST search and the MCP `memory_search` tool (integrations/mcp_server.py) both answer
@@ -150,43 +174,10 @@ def search_payload(assistant: Assistant, params: dict[str, Any]) -> dict[str, An
             response = search_memory(assistant=assistant, query=options.pop("q"), **options)
     except SearchOptionError as error:
         raise ApiError("invalid_parameter", str(error)) from None
-    payload = _output(response, explain=options.get("explain", False))
+    payload = SearchOutput(response, context={"explain": options.get("explain", False)}).data
     if options.get("explain"):  # each memory hit's lines: origin and trust (memory_app.governance.provenance)
         attach_provenance(assistant.pk, payload["results"])
     return payload
-
-
-def _output(response: SearchResponse, *, explain: bool) -> dict[str, Any]:
-    return {
-        "query": response.query,
-        "mode": response.mode,
-        "requested_mode": response.requested_mode,
-        "fallback": response.fallback,
-        "low_confidence": response.low_confidence,
-        "provider": response.provider,
-        "model": response.model,
-        "results": [_result(result, explain=explain) for result in response.results],
-        "timings_ms": response.timings_ms,
-        "index": index_progress_output(response.index),
-    }
-
-
-def index_progress_output(progress: IndexProgress | None) -> dict[str, Any]:
-    """Return the `SearchIndexOutput` shape of what a search said about the index."""
-    if progress is None:  # every adapter searches through `search_memory`, which always says
-        raise RuntimeError("the search answered without the index's state")
-    return {
-        "state": progress.state.value,
-        "chunks_without_vector": progress.chunks_without_vector,
-        "note": incomplete_note(progress),
-    }
-
-
-def _result(result: SearchResult, *, explain: bool) -> dict[str, Any]:
-    data = dict(SearchResultOutput(result).data)
-    if not explain:
-        data.pop("explain", None)
-    return data
 
 
 class ReindexInput(StrictSerializer):
@@ -231,17 +222,19 @@ class IndexEmbedderOutput(serializers.Serializer):
 
 
 class IndexJobsOutput(serializers.Serializer):
-    queued = serializers.IntegerField()
-    running = serializers.IntegerField()
+    queued = serializers.IntegerField(source="jobs_queued")
+    running = serializers.IntegerField(source="jobs_running")
 
 
 class IndexOutput(serializers.Serializer):
+    """An `IndexStatus`."""
+
     state = serializers.ChoiceField(
-        choices=INDEX_STATES, help_text=SearchIndexOutput().fields["state"].help_text
+        source="progress.state.value",
+        choices=INDEX_STATES,
+        help_text=SearchIndexOutput().fields["state"].help_text,
     )
-    note = serializers.CharField(
-        allow_null=True, help_text="Why a search may be incomplete; null when current."
-    )
+    note = serializers.SerializerMethodField(help_text="Why a search may be incomplete; null when current.")
     embedder = IndexEmbedderOutput(allow_null=True, help_text="null: search runs on full text alone.")
     documents = serializers.IntegerField(help_text="Memory documents.")
     documents_not_indexed = serializers.IntegerField(
@@ -249,9 +242,10 @@ class IndexOutput(serializers.Serializer):
     )
     chunks = serializers.IntegerField(help_text="Chunks of the generation that answers searches.")
     chunks_without_vector = serializers.IntegerField(
-        help_text="Of those, the chunks still waiting for their vectors (0 without an embedder)."
+        source="progress.chunks_without_vector",
+        help_text="Of those, the chunks still waiting for their vectors (0 without an embedder).",
     )
-    jobs = IndexJobsOutput(help_text="Index jobs of this assistant queued or running.")
+    jobs = IndexJobsOutput(source="*", help_text="Index jobs of this assistant queued or running.")
     settings_changed = serializers.BooleanField(
         help_text="The index was built with other settings or another embedder than the current ones."
     )
@@ -262,6 +256,9 @@ class IndexOutput(serializers.Serializer):
         allow_null=True, help_text="The generation that answers; null: never indexed."
     )
 
+    def get_note(self, status: IndexStatus) -> str | None:
+        return incomplete_note(status.progress)
+
 
 class AssistantIndexView(TeamApiView):
     """How current an assistant's index is: documents, chunks, vectors still missing, jobs."""
@@ -271,21 +268,4 @@ class AssistantIndexView(TeamApiView):
     @extend_schema(operation_id="assistants_index", responses=IndexOutput)
     def get(self, request: Request, slug: str) -> Response:
         assistant = assistant_get(team=self.team, slug=slug)
-        return Response(IndexOutput(index_output(index_status(assistant, get_embedder()))).data)
-
-
-def index_output(status: IndexStatus) -> dict[str, Any]:
-    """Return the `IndexOutput` shape of an index status."""
-    return {
-        "state": status.progress.state.value,
-        "note": incomplete_note(status.progress),
-        "embedder": status.embedder,
-        "documents": status.documents,
-        "documents_not_indexed": status.documents_not_indexed,
-        "chunks": status.chunks,
-        "chunks_without_vector": status.progress.chunks_without_vector,
-        "jobs": {"queued": status.jobs_queued, "running": status.jobs_running},
-        "settings_changed": status.settings_changed,
-        "rebuilding": status.rebuilding,
-        "generation": status.generation,
-    }
+        return Response(IndexOutput(index_status(assistant, get_embedder())).data)

@@ -6,8 +6,8 @@ triggers the reindex and the export like any other write.
 
 from __future__ import annotations
 
-from datetime import date
-from typing import TYPE_CHECKING, Any, TypedDict
+from datetime import date, datetime
+from typing import Any, NotRequired, TypedDict
 
 from django.conf import settings
 from django.db.models import Case, F, Func, IntegerField, QuerySet, Value, When
@@ -28,11 +28,14 @@ from memory_app.api.serializers import (
     DocumentPutInput,
     DocumentSummaryOutput,
     DocumentWriteOutput,
+    LineRange,
     LineRangeOutput,
     RevisionOutput,
+    count_lines,
 )
 from memory_app.documents import (
     Duplicate,
+    DuplicateLine,
     Provenance,
     StaleWrite,
     agent_append_daily_note,
@@ -58,9 +61,6 @@ from openclaw_site.errors import ApiError
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 
-if TYPE_CHECKING:
-    from django_stubs_ext import WithAnnotations
-
 DocumentList = inline_serializer("MemoryDocumentList", {"documents": DocumentSummaryOutput(many=True)})
 RevisionList = inline_serializer(
     "MemoryRevisionList",
@@ -75,13 +75,6 @@ PATH_PARAMETER = OpenApiParameter(
     OpenApiParameter.PATH,
     description="MEMORY.md, memory.md or memory/**/*.md (slashes allowed).",
 )
-
-
-def count_lines(content: str) -> int:
-    """Return the number of lines, a final newline not starting another (matches `with_stats`)."""
-    if not content:
-        return 0
-    return content.count("\n") + (0 if content.endswith("\n") else 1)
 
 
 def octet_length(field: str) -> Func:
@@ -101,48 +94,33 @@ def with_stats(documents: QuerySet) -> QuerySet:
     )
 
 
-def summary_dict(document: MemoryDocument) -> dict[str, Any]:
-    size = getattr(document, "size", None)
-    lines = getattr(document, "lines", None)
+class MemoryWritten(TypedDict):
+    """``memory_write``'s answer (MCP and the OpenClaw plugin): the document without its text, the
+    revision; an append also says what it left out."""
+
+    path: str
+    size: int
+    lines: int
+    content_hash: str
+    created_at: datetime
+    updated_at: datetime
+    revision: int | None
+    changed: bool
+    duplicates: NotRequired[list[DuplicateLine]]
+    forgotten: NotRequired[int]
+
+
+def _written(document: MemoryDocument, *, revision: int | None, changed: bool) -> MemoryWritten:
     return {
         "path": document.path,
-        "size": size if size is not None else len(document.content.encode()),
-        "lines": lines if lines is not None else count_lines(document.content),
+        "size": len(document.content.encode()),
+        "lines": count_lines(document.content),
         "content_hash": document.content_hash,
         "created_at": document.created_at,
         "updated_at": document.updated_at,
+        "revision": revision,
+        "changed": changed,
     }
-
-
-def document_dict(document: MemoryDocument) -> dict[str, Any]:
-    return {**summary_dict(document), "content": document.content}
-
-
-class RevisionSize(TypedDict):
-    """What `MemoryRevisionsApi` annotates on each revision: its content's size in bytes."""
-
-    size: int
-
-
-def revision_dict(
-    revision: WithAnnotations[MemoryRevision, RevisionSize], *, include_content: bool
-) -> dict[str, Any]:
-    data = {
-        "id": revision.pk,
-        "path": revision.path,
-        "action": revision.action,
-        "author": revision.author,
-        "user": revision.user.get_username() if revision.user else None,
-        "session_pk": revision.session_pk,
-        "message_pk": revision.message_pk,
-        "note": revision.note,
-        "content_hash": revision.content_hash,
-        "size": revision.size,
-        "created_at": revision.created_at,
-    }
-    if include_content:
-        data["content"] = revision.content
-    return data
 
 
 def checked_path(path: Any) -> str:
@@ -178,7 +156,7 @@ def memory_write_payload(
     base_revision: int | None,
     provenance: Provenance,
     today: date,
-) -> dict[str, Any]:
+) -> MemoryWritten:
     """Run the agents' ``memory_write`` (MCP and the OpenClaw plugin): append to today's daily note,
     or replace a document from the revision the agent read (docs/integrations.md, the tool table)."""
     check_size(content)
@@ -211,11 +189,9 @@ def memory_write_payload(
         )
     else:
         raise ApiError("invalid_parameter", "mode must be append or replace.", details={"field": "mode"})
-    answer = {
-        **summary_dict(document),
-        "revision": revision.pk if revision else base_revision,
-        "changed": revision is not None,
-    }
+    answer = _written(
+        document, revision=revision.pk if revision else base_revision, changed=revision is not None
+    )
     if mode == "append":  # the lines memory already held, left out (memory_app.documents)
         answer["duplicates"] = [duplicate.as_dict() for duplicate in duplicates]
         answer["forgotten"] = (
@@ -248,7 +224,7 @@ class MemoryListCreateApi(MemoryApiView):
     def get(self, request: Request, slug: str) -> Response:
         assistant = assistant_get(team=self.team, slug=slug)
         documents = with_stats(document_list(assistant=assistant))
-        return Response({"documents": [summary_dict(document) for document in documents]})
+        return Response({"documents": DocumentSummaryOutput(documents, many=True).data})
 
     @extend_schema(
         operation_id="memory_create", request=DocumentCreateInput, responses={201: DocumentWriteOutput}
@@ -268,10 +244,8 @@ class MemoryListCreateApi(MemoryApiView):
             )
         except StaleWrite as error:
             raise _document_exists(path, current_revision=error.current_revision) from None
-        return Response(
-            {**document_dict(document), "revision": revision.pk if revision else None},
-            status=status.HTTP_201_CREATED,
-        )
+        output = DocumentWriteOutput(document, context={"revision": revision})
+        return Response(output.data, status=status.HTTP_201_CREATED)
 
 
 def _document_exists(path: str, *, current_revision: int | None) -> ApiError:
@@ -314,20 +288,13 @@ class MemoryDocumentApi(MemoryApiView):
         count = query_int(request, "lines", minimum=1)
         with_provenance = query_bool(request, "provenance", default=False)
         if start is None and count is None:
-            body = document_dict(document)
+            body = DocumentOutput(document).data
             if with_provenance:
                 body["provenance"] = line_provenance(document)
             return Response(body)
         text, first, returned, total = read_lines(document.content, start=start, count=count)
-        body = {
-            "path": document.path,
-            "text": text,
-            "from": first,
-            "lines": returned,
-            "total_lines": total,
-            "content_hash": document.content_hash,
-            "updated_at": document.updated_at,
-        }
+        window = LineRange(document=document, text=text, first=first, lines=returned, total_lines=total)
+        body = LineRangeOutput(window).data
         if with_provenance:
             body["provenance"] = lines_provenance(document, range(first, first + returned))
         return Response(body)
@@ -370,9 +337,7 @@ class MemoryDocumentApi(MemoryApiView):
             ) from None
         created = revision is not None and revision.action == RevisionAction.CREATE
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(
-            {**document_dict(document), "revision": revision.pk if revision else None}, status=code
-        )
+        return Response(DocumentWriteOutput(document, context={"revision": revision}).data, status=code)
 
     @extend_schema(operation_id="memory_destroy", parameters=[PATH_PARAMETER], responses={204: None})
     def delete(self, request: Request, slug: str, path: str) -> Response:
@@ -407,7 +372,7 @@ class MemoryRevisionsApi(MemoryApiView):
             raise not_found(f"Memory document {path!r}")
         return Response(
             {
-                "revisions": [revision_dict(r, include_content=include_content) for r in page.items],
+                "revisions": RevisionOutput(page.items, many=True, include_content=include_content).data,
                 **page.meta(),
             }
         )

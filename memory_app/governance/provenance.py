@@ -8,7 +8,8 @@ one entry per line: its text, the revision that wrote it (who, through what, whe
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal, TypedDict
 
 from memory_app.governance.lines import SELF, carry_origins, decode_runs, split_lines
 from memory_app.models import MemoryDocument, MemoryRevision
@@ -47,7 +48,52 @@ def next_origins(
     return carry_origins(split_lines(base.content), revision_origins(base), split_lines(content), SELF)
 
 
-def origin_dict(revision: MemoryRevision) -> dict[str, Any]:
+class ApiKeyRef(TypedDict):
+    id: int
+    name: str
+
+
+# "import" is a Python keyword: the functional form.
+Origin = TypedDict(
+    "Origin",
+    {
+        "kind": str,
+        "revision": int,
+        "action": str,
+        "author": str,
+        "user": str | None,
+        "api_key": ApiKeyRef | None,
+        "session": int | None,
+        "message": int | None,
+        "import": int | None,
+        "proposal": int | None,
+        "note": str,
+    },
+)
+
+
+class UnknownOrigin(TypedDict):
+    """A line of a document written before revisions existed."""
+
+    kind: Literal["unknown"]
+
+
+class ShownLine(TypedDict):
+    """A line's origin, trust and time, as search's ``explain`` shows it."""
+
+    line: int
+    origin: Origin | UnknownOrigin
+    trust: str
+    at: datetime | None
+
+
+class LineProvenance(ShownLine):
+    """A line of a document with its text, origin, trust and time (`line_provenance`)."""
+
+    text: str
+
+
+def origin_dict(revision: MemoryRevision) -> Origin:
     """The structured origin of a revision: kind, who, through which key, session, message or import."""
     proposal_pk = getattr(revision, "proposal_id", None)
     return {
@@ -78,7 +124,7 @@ def origins_by_revision(assistant_id: int, ids: Iterable[int]) -> dict[int, Memo
     return {revision.pk: revision for revision in revisions}
 
 
-def line_provenance(document: MemoryDocument) -> list[dict[str, Any]]:
+def line_provenance(document: MemoryDocument) -> list[LineProvenance]:
     """One entry per line of the document: ``line``, ``text``, ``origin``, ``trust``, ``at``."""
     head = latest_revision(document)
     lines = split_lines(document.content)
@@ -93,7 +139,7 @@ def line_provenance(document: MemoryDocument) -> list[dict[str, Any]]:
     ]
 
 
-def _entry(number: int, text: str, revision: MemoryRevision | None) -> dict[str, Any]:
+def _entry(number: int, text: str, revision: MemoryRevision | None) -> LineProvenance:
     if revision is None:
         return {"line": number, "text": text, "origin": {"kind": "unknown"}, "trust": "untrusted", "at": None}
     return {
@@ -105,7 +151,7 @@ def _entry(number: int, text: str, revision: MemoryRevision | None) -> dict[str,
     }
 
 
-def lines_provenance(document: MemoryDocument, numbers: Sequence[int]) -> list[dict[str, Any]]:
+def lines_provenance(document: MemoryDocument, numbers: Sequence[int]) -> list[LineProvenance]:
     """The entries of `line_provenance` for some line numbers only (search's ``explain``)."""
     wanted = set(numbers)
     return [entry for entry in line_provenance(document) if entry["line"] in wanted]
@@ -116,7 +162,7 @@ def attach_provenance(assistant_id: int, results: list[dict[str, Any]]) -> None:
 
     Search's ``explain`` (memory_app.api.search_views): each document is read once per search.
     """
-    by_path: dict[str, list[dict[str, Any]]] = {}
+    by_path: dict[str, list[LineProvenance]] = {}
     paths = {r["path"] for r in results if r.get("source") == "memory" and isinstance(r.get("explain"), dict)}
     for document in MemoryDocument.objects.filter(assistant_id=assistant_id, path__in=paths):
         by_path[document.path] = line_provenance(document)
@@ -126,5 +172,5 @@ def attach_provenance(assistant_id: int, results: list[dict[str, Any]]) -> None:
             continue
         shown = entries[result["start_line"] - 1 : result["end_line"]]
         result["explain"]["provenance"] = [
-            {"line": e["line"], "origin": e["origin"], "trust": e["trust"], "at": e["at"]} for e in shown
+            ShownLine(line=e["line"], origin=e["origin"], trust=e["trust"], at=e["at"]) for e in shown
         ]

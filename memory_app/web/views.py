@@ -7,6 +7,7 @@ signed-in user as the provenance; these views only translate forms to those call
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -30,7 +31,7 @@ from memory_app.documents import (
     revert_document,
     write_document,
 )
-from memory_app.governance.provenance import line_provenance
+from memory_app.governance.provenance import LineProvenance, line_provenance
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
 from memory_app.selectors import (
@@ -192,9 +193,15 @@ def memory_document(request: WebRequest, slug: str, path: str) -> HttpResponse:
     )
 
 
-def _blame_line(entry: dict[str, Any]) -> dict[str, Any]:
+class BlameLine(LineProvenance):
+    """A provenance entry with a short label of its origin."""
+
+    label: str
+
+
+def _blame_line(entry: LineProvenance) -> BlameLine:
     """A provenance entry with a short label of its origin, for the document's "Who wrote it" view."""
-    origin = entry["origin"]
+    origin: Mapping[str, Any] = entry["origin"]
     kind = origin.get("kind", "unknown")
     who = {
         "person": origin.get("user") or "a person",

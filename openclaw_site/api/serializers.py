@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import API_KEY_PREFIX, ApiKey, Assistant, Scope, Team, WorkspaceAccess
-from openclaw_site.usage.ledger import GROUPINGS
+from openclaw_site.usage.ledger import GROUPINGS, UsageRow
 
 
 def _check_timezone(value: str) -> None:
@@ -161,11 +161,9 @@ class UsageQueryInput(StrictSerializer):
 
 
 class UsageFiguresOutput(serializers.Serializer):
-    """The summed figures of one group of `GET /usage/` (or of everything, as ``totals``)."""
+    """The summed figures of one group of `GET /usage/` (or of everything, as ``totals``): a `UsageRow`."""
 
-    key = serializers.CharField(
-        allow_null=True, help_text="The group: a purpose, slug, session id, model or day."
-    )
+    key = serializers.SerializerMethodField(help_text="The group: a purpose, slug, session id, model or day.")
     calls = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
@@ -173,4 +171,18 @@ class UsageFiguresOutput(serializers.Serializer):
     cache_write_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     cost = serializers.CharField(help_text="US dollars, a decimal string.")
-    unpriced_calls = serializers.IntegerField(help_text="Calls of models without a price (counted at 0).")
+    unpriced_calls = serializers.IntegerField(
+        source="unpriced", help_text="Calls of models without a price (counted at 0)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_key(self, row: UsageRow) -> str | int | None:
+        return row.key_text
+
+
+class UsageReportOutput(serializers.Serializer):
+    """A `UsageReport`."""
+
+    by = serializers.CharField()
+    totals = UsageFiguresOutput()
+    rows = UsageFiguresOutput(many=True)

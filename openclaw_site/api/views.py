@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,8 +17,8 @@ from openclaw_site.api.serializers import (
     AssistantOutput,
     AssistantUpdateInput,
     TaskOutput,
-    UsageFiguresOutput,
     UsageQueryInput,
+    UsageReportOutput,
 )
 from openclaw_site.guards.auth import check_scope
 from openclaw_site.jobs.tasks import task_read_scopes, task_status
@@ -136,12 +136,6 @@ class TaskDetailApi(TeamApiView):
         return Response(TaskOutput(task_status(record)).data)
 
 
-UsageReport = inline_serializer(
-    "UsageReport",
-    {"by": serializers.CharField(), "totals": UsageFiguresOutput(), "rows": UsageFiguresOutput(many=True)},
-)
-
-
 class UsageApi(TeamApiView):
     """``GET /usage/``: the team's tokens and cost, totalled and broken down (docs/design.md, Usage and cost)."""
 
@@ -150,7 +144,7 @@ class UsageApi(TeamApiView):
     @extend_schema(
         operation_id="usage_retrieve",
         parameters=[UsageQueryInput],
-        responses={200: UsageReport},
+        responses={200: UsageReportOutput},
     )
     def get(self, request: Request) -> Response:
         query = validated(UsageQueryInput, request.query_params.dict())
@@ -164,6 +158,5 @@ class UsageApi(TeamApiView):
         )
         by = query.get("by", "purpose")
         rows = usage.breakdown(records, by)
-        return Response(
-            {"by": by, "totals": usage.totals(records).as_dict(), "rows": [row.as_dict() for row in rows]}
-        )
+        report = usage.UsageReport(by=by, totals=usage.totals(records), rows=rows)
+        return Response(UsageReportOutput(report).data)

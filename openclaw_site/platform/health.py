@@ -10,7 +10,7 @@ time; ``?deep=1`` probes now and loads the embedder, for a signed-in staff user 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import openai
 from django.conf import settings
@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from openclaw_site.errors import error_body
 from providers.chat import get_chat_model
-from providers.embeddings import embedder_status
+from providers.embeddings import EmbedderStatus, embedder_status
 from providers.errors import provider_error_from
 from providers.openai_client import make_openai_client
 
@@ -31,7 +31,54 @@ MODEL_PROBE_TIMEOUT_SECONDS = 3.0
 _REACHABLE_STATUSES = (404, 405)
 
 
-def _database() -> dict[str, Any]:
+class DatabaseCheck(TypedDict):
+    ok: bool
+    pgvector: NotRequired[str | None]
+    embedded: NotRequired[bool]
+    error: NotRequired[str]
+
+
+class BrokerCheck(TypedDict):
+    ok: bool
+    kind: str
+    sync: NotRequired[bool]
+    error: NotRequired[str]
+
+
+class ModelProbe(TypedDict):
+    """One probe of the model endpoint (cached for MODEL_PROBE_TTL_SECONDS)."""
+
+    reachable: bool
+    error: str | None
+    latency_ms: int
+    checked_at: float
+    cached: NotRequired[bool]
+    age_seconds: NotRequired[float]
+
+
+class ModelCheck(TypedDict):
+    ok: bool
+    configured: bool
+    model: str | None
+    offline: bool
+    hint: NotRequired[str]
+    probe: NotRequired[ModelProbe]
+
+
+class EmbedderCheck(EmbedderStatus):
+    ok: bool
+    setting: str
+    search_mode: str
+
+
+class Checks(TypedDict):
+    database: DatabaseCheck
+    broker: BrokerCheck
+    embedder: EmbedderCheck
+    model: ModelCheck
+
+
+def _database() -> DatabaseCheck:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -41,7 +88,7 @@ def _database() -> dict[str, Any]:
         return {"ok": False, "error": str(error)}
 
 
-def _broker() -> dict[str, Any]:
+def _broker() -> BrokerCheck:
     if settings.REDIS_URL:
         try:
             import redis
@@ -53,7 +100,7 @@ def _broker() -> dict[str, Any]:
     return {"ok": True, "kind": "orm", "sync": settings.TASKS_SYNC}
 
 
-def _model(*, probe_now: bool) -> dict[str, Any]:
+def _model(*, probe_now: bool) -> ModelCheck:
     chat = get_chat_model("chat")
     if chat is None:
         return {
@@ -73,18 +120,19 @@ def _model(*, probe_now: bool) -> dict[str, Any]:
     }
 
 
-def _probe_model(*, force: bool) -> dict[str, Any]:
+def _probe_model(*, force: bool) -> ModelProbe:
     """Return the cached probe of the model endpoint, probing when it is missing, stale or forced."""
     key = f"healthz:model-probe:{settings.LLM_BASE_URL}"
     cached = None if force else cache.get(key)
     if cached is not None:
-        return {**cached, "cached": True, "age_seconds": round(time.time() - cached["checked_at"], 1)}
+        probe: ModelProbe = cached
+        return {**probe, "cached": True, "age_seconds": round(time.time() - probe["checked_at"], 1)}
     result = _probe_endpoint()
     cache.set(key, result, timeout=MODEL_PROBE_TTL_SECONDS)
     return {**result, "cached": False, "age_seconds": 0.0}
 
 
-def _probe_endpoint() -> dict[str, Any]:
+def _probe_endpoint() -> ModelProbe:
     client = make_openai_client(
         base_url=settings.LLM_BASE_URL,
         api_key=settings.LLM_API_KEY,
@@ -107,13 +155,13 @@ def _probe_endpoint() -> dict[str, Any]:
     }
 
 
-def _embedder(*, load: bool) -> dict[str, Any]:
+def _embedder(*, load: bool) -> EmbedderCheck:
     status = embedder_status(load=load)
     # No embedder is a supported mode (text-only search), so it is reported, not failed.
     return {"ok": True, "setting": settings.EMBEDDING_PROVIDER, "search_mode": _search_mode(status), **status}
 
 
-def _search_mode(status: dict[str, Any]) -> str:
+def _search_mode(status: EmbedderStatus) -> str:
     if status["preloading"]:
         return "loading the embedder (started with the process)"
     if not status["checked"]:
@@ -131,7 +179,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
             "OPENCLAW_HEALTHZ_DEEP_PUBLIC=true. /healthz without it reports the cached probe."
         )
         return JsonResponse(error_body("permission_denied", message), status=403)
-    checks = {
+    checks: Checks = {
         "database": _database(),
         "broker": _broker(),
         "embedder": _embedder(load=deep),

@@ -148,15 +148,19 @@ class UsageRow:
             return str(UsagePurpose(self.key).label)
         return "—" if self.key is None else self.name or str(self.key)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key.isoformat() if isinstance(self.key, date) else self.key,
-            "calls": self.calls,
-            **{name: getattr(self, name) for name in TOKEN_FIELDS},
-            "total_tokens": self.total_tokens,
-            "cost": str(self.cost),
-            "unpriced_calls": self.unpriced,
-        }
+    @property
+    def key_text(self) -> str | int | None:
+        """The key as JSON shows it: a day in ISO 8601, a session id, a slug, a purpose or a model."""
+        return self.key.isoformat() if isinstance(self.key, date) else self.key
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """``GET /usage/``: the totals and one row per group of the breakdown ``by``."""
+
+    by: str
+    totals: UsageRow
+    rows: list[UsageRow]
 
 
 # What each breakdown groups by: a column or an expression of the record.

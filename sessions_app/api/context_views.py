@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.http import HttpResponse
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer, validated
 from openclaw_site.guards.auth import check_scope
+from sessions_app.api.answers import CompactionHistory
 from sessions_app.api.responses import (
     CONTEXT_ALSO_NEEDS,
     compact_or_raise,
@@ -18,11 +19,11 @@ from sessions_app.api.responses import (
 from sessions_app.api.serializers import (
     CompactedOutput,
     CompactionPreviewOutput,
-    CompactionRunOutput,
+    CompactionsOutput,
     ContextOutput,
 )
 from sessions_app.api.views import SessionApiView
-from sessions_app.compaction import CompactionPreview, entry_dict, run_dict
+from sessions_app.compaction import CompactionPreview
 from sessions_app.context import session_figures
 from sessions_app.models import Session
 from sessions_app.selectors import compaction_entry_list, compaction_run_list, session_get
@@ -73,28 +74,21 @@ class SessionCompactApi(SessionApiView):
         instructions = (data.get("instructions") or "").strip() or None
         result = compact_or_raise(session, instructions=instructions, dry_run=data["dry_run"])
         if isinstance(result, CompactionPreview):
-            return Response(result.as_dict())
+            return Response(CompactionPreviewOutput(result).data)
+        tokens = session_figures(Session.objects.get(pk=session.pk))
         return Response(
-            {"run": run_dict(result), "tokens": session_figures(Session.objects.get(pk=session.pk))},
-            status=status.HTTP_201_CREATED,
+            CompactedOutput({"run": result, "tokens": tokens}).data, status=status.HTTP_201_CREATED
         )
 
 
 class SessionCompactionsApi(SessionApiView):
     """``GET /sessions/{id}/compactions/``: compaction entries (seq order) and run receipts (newest first)."""
 
-    @extend_schema(
-        operation_id="sessions_compactions",
-        responses=inline_serializer(
-            "Compactions",
-            {
-                "entries": serializers.ListField(child=serializers.JSONField()),
-                "runs": CompactionRunOutput(many=True),
-            },
-        ),
-    )
+    @extend_schema(operation_id="sessions_compactions", responses=CompactionsOutput)
     def get(self, request: Request, session_id: int) -> Response:
         session = session_get(team=self.team, pk=session_id)
-        entries = compaction_entry_list(session=session)
-        runs = compaction_run_list(session=session)[:200]
-        return Response({"entries": [entry_dict(e) for e in entries], "runs": [run_dict(r) for r in runs]})
+        history = CompactionHistory(
+            entries=list(compaction_entry_list(session=session)),
+            runs=list(compaction_run_list(session=session)[:200]),
+        )
+        return Response(CompactionsOutput(history).data)

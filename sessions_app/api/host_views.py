@@ -8,17 +8,18 @@ plugin, the endpoints).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from memory_app.api.views import memory_write_payload
 from memory_app.documents import Provenance
@@ -33,9 +34,8 @@ from sessions_app import host
 from sessions_app.agent import ToolFailure, tool_result_get
 from sessions_app.api.context_views import StrictBooleanField
 from sessions_app.api.payloads import message_api_error
-from sessions_app.api.serializers import SessionOutput
+from sessions_app.api.serializers import CompactionRunOutput, SessionOutput
 from sessions_app.api.views import SessionApiView
-from sessions_app.compaction import run_dict
 from sessions_app.context import local_today, session_figures
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
@@ -147,6 +147,14 @@ class HostContextOutput(HostContextHeadOutput):
     messages = serializers.ListField(child=serializers.JSONField())
 
 
+class HostCompactionResultOutput(serializers.Serializer):
+    """OpenClaw's CompactResult: the summary and the tokens before and after."""
+
+    summary = serializers.CharField(allow_blank=True)
+    tokens_before = serializers.IntegerField(source="run.tokens_before", allow_null=True)
+    tokens_after = serializers.IntegerField(source="run.tokens_after", allow_null=True)
+
+
 class HostCompactedOutput(serializers.Serializer):
     ok = serializers.BooleanField()
     compacted = serializers.BooleanField()
@@ -154,18 +162,15 @@ class HostCompactedOutput(serializers.Serializer):
     result = serializers.SerializerMethodField()
     run = serializers.SerializerMethodField()
 
-    def get_result(self, outcome: host.HostCompaction) -> dict[str, Any] | None:
-        run = outcome.run
-        if run is None or not outcome.compacted:
+    @extend_schema_field(HostCompactionResultOutput(allow_null=True))
+    def get_result(self, outcome: host.HostCompaction) -> ReturnDict | None:
+        if outcome.run is None or not outcome.compacted:
             return None
-        return {
-            "summary": outcome.summary,
-            "tokens_before": run.tokens_before,
-            "tokens_after": run.tokens_after,
-        }
+        return HostCompactionResultOutput(outcome).data
 
-    def get_run(self, outcome: host.HostCompaction) -> dict[str, Any] | None:
-        return run_dict(outcome.run) if outcome.run is not None else None
+    @extend_schema_field(CompactionRunOutput(allow_null=True))
+    def get_run(self, outcome: host.HostCompaction) -> ReturnDict | None:
+        return CompactionRunOutput(outcome.run).data if outcome.run is not None else None
 
 
 class ToolResultOutput(serializers.Serializer):
@@ -328,7 +333,7 @@ class HostToolApi(TeamApiView):
 
     def run(
         self, name: str, assistant: Assistant, arguments: dict[str, Any], key: str | None
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, object]:
         if name == "memory_write":
             return memory_write_payload(
                 assistant,

@@ -8,10 +8,11 @@ takes for `"respond": true` and for a `/compact` chat message; the views of `/co
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rest_framework import status
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from openclaw_site.errors import DomainError, error_body
 from openclaw_site.guards.auth import KeyWatch
@@ -25,12 +26,20 @@ from sessions_app.agent import (
     TurnError,
     TurnEvent,
     TurnFinished,
-    TurnResult,
     TurnStarted,
-    reply_payload,
     run_turn,
     stream_turn,
     turn_tools,
+)
+from sessions_app.api.answers import CompactCommand, NextCall
+from sessions_app.api.payloads import MessagePayload
+from sessions_app.api.serializers import (
+    CompactCommandOutput,
+    ContextHeadOutput,
+    ContextOutput,
+    StoredMessageOutput,
+    TurnOutput,
+    stored_messages_data,
 )
 from sessions_app.compaction import (
     NOT_A_COMMAND,
@@ -38,14 +47,8 @@ from sessions_app.compaction import (
     compact_session,
     manual_reply_text,
     parse_compact_command,
-    run_dict,
 )
-from sessions_app.context import (
-    ModelContext,
-    build_model_context,
-    session_figures,
-    token_figures,
-)
+from sessions_app.context import build_model_context, session_figures, token_figures
 from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionRun, Session
 from sessions_app.view_cache import encode_json
@@ -58,22 +61,14 @@ STREAM_FAULT = (
     "(read its messages) and the server's log has the cause."
 )
 
-# --- shapes -----------------------------------------------------------------------------------
-
-
-def openai_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": spec} for spec in specs]
-
-
 # The context holds the memory files' text (MEMORY.md in the system prompt), so reading it needs
 # `memory:read` beside `sessions:read`, on REST and MCP alike (docs/design.md, Limits and refusals).
 CONTEXT_ALSO_NEEDS = (Scope.MEMORY_READ,)
 
 
-def context_payload(session: Session) -> dict[str, Any]:
+def context_payload(session: Session) -> ReturnDict[str, Any]:
     """Return exactly what the session's next model call would send, and how it was made."""
-    context, payload = _context_parts(session)
-    return {**payload, "messages": context.openai_messages, "agent_messages": context.agent_messages}
+    return ContextOutput(next_call(session)).data
 
 
 def context_payload_json(session: Session) -> str:
@@ -82,37 +77,19 @@ def context_payload_json(session: Session) -> str:
     The two message lists are most of a long session's payload, and a cached view keeps their
     messages' JSON (`sessions_app.view_cache.ViewMemo`), so only what changed is encoded.
     """
-    context, payload = _context_parts(session)
-    messages, agent_messages = context.messages_json()
-    head = encode_json(payload)
+    call = next_call(session)
+    messages, agent_messages = call.context.messages_json()
+    head = encode_json(ContextHeadOutput(call).data)
     return f'{head[:-1]},"messages":{messages},"agent_messages":{agent_messages}}}'
 
 
-def _context_parts(session: Session) -> tuple[ModelContext, dict[str, Any]]:
-    """Build the next call's context; return it and every payload field but the message lists."""
-    context = build_model_context(session, tools=turn_tools())
-    figures = token_figures(session)  # from the stored estimates: one query, the same figures
-    latest = context.compaction_index
-    compaction = context.entries[latest] if latest >= 0 else None
-    return context, {
-        "session": session.pk,
-        "model": context.model or None,
-        "tools": openai_tools(context.tools),
-        "system_prompt": context.system_prompt.text,
-        "memory_files": list(context.system_prompt.memory_paths),
-        "compaction": {"entry_id": compaction["id"], "first_kept_entry_id": compaction["firstKeptEntryId"]}
-        if compaction
-        else None,
-        "estimated_tokens": context.prompt_estimate,
-        "estimated_tokens_uncorrected": context.raw_prompt_estimate,
-        "context_window": figures.thresholds.context_window,
-        "flush_threshold": figures.thresholds.flush_threshold,
-        "compaction_threshold": figures.thresholds.compaction_threshold,
-        "tokens": figures.as_dict(),
-        "pruning": context.pruning.as_dict(),
-        # Estimated tokens per part of the request, and what is left of the window.
-        "breakdown": context.breakdown(context_window=figures.thresholds.context_window).as_dict(),
-    }
+def next_call(session: Session) -> NextCall:
+    """Build the next call's context, with the token figures from the stored estimates (one query)."""
+    return NextCall(
+        session=session,
+        context=build_model_context(session, tools=turn_tools()),
+        figures=token_figures(session),
+    )
 
 
 # --- domain calls ---------------------------------------------------------------------------
@@ -130,9 +107,9 @@ def compact_or_raise(
     return result
 
 
-def compact_command_text(payload: Any) -> str | None:
+def compact_command_text(payload: MessagePayload) -> str | None:
     """Return the instructions ("" for none) if the request is one `/compact` user message, else None."""
-    if getattr(payload, "is_batch", False) or len(payload.messages) != 1:
+    if payload.is_batch or len(payload.messages) != 1:
         return None
     message = payload.messages[0]
     if message.role != "user":
@@ -143,23 +120,19 @@ def compact_command_text(payload: Any) -> str | None:
     return parsed if isinstance(parsed, str) else ""
 
 
-def run_compact_command(session: Session, *, instructions: str | None) -> dict[str, Any]:
+def run_compact_command(session: Session, *, instructions: str | None) -> ReturnDict[str, Any]:
     """Answer a `/compact [instructions]` chat message (not stored, as OpenClaw's commands are not)."""
     run = compact_or_raise(session, instructions=instructions)
     assert isinstance(run, CompactionRun)
-    reply = manual_reply_text(run, context_window=session.context_window)
-    return {
-        "command": "compact",
-        "messages": [],
-        "reply": {"text": reply, "silent": False},
-        "run": run_dict(run),
-        "tokens": session_figures(Session.objects.get(pk=session.pk)),
-    }
+    command = CompactCommand(
+        run=run,
+        reply_text=manual_reply_text(run, context_window=session.context_window),
+        tokens=session_figures(Session.objects.get(pk=session.pk)),
+    )
+    return CompactCommandOutput(command).data
 
 
-def respond_to_message(
-    session: Session, message: MessageInput, *, stored_message_dict: Any
-) -> tuple[int, dict[str, Any]]:
+def respond_to_message(session: Session, message: MessageInput) -> tuple[int, Mapping[str, object]]:
     """Run an assistant turn; return (status, body). A failed turn is an error body listing what was stored."""
     try:
         result = run_turn(session=session, message=message)
@@ -168,30 +141,18 @@ def respond_to_message(
     except TurnError as error:
         if not error.stored:
             raise  # a refusal: the API renders it like any domain error
-        return error.status, turn_error_body(error, stored_message_dict=stored_message_dict)
-    return status.HTTP_201_CREATED, turn_body(result, stored_message_dict=stored_message_dict)
+        return error.status, turn_error_body(error)
+    return status.HTTP_201_CREATED, TurnOutput(result).data
 
 
-def turn_body(result: TurnResult, *, stored_message_dict: Any) -> dict[str, Any]:
-    """Return a finished turn as the API answers it: what it stored, the reply, the token figures."""
-    return {
-        "messages": [stored_message_dict(row) for row in [result.user_message, *result.messages]],
-        "reply": reply_payload(result),
-        "compactions": [run_dict(run) for run in result.compactions],
-        "tokens": session_figures(result.final_session, figures=result.figures)
-        if result.final_session is not None
-        else session_figures(Session.objects.get(pk=result.user_message.session_id)),
-    }
-
-
-def turn_error_body(error: TurnError, *, stored_message_dict: Any) -> dict[str, Any]:
+def turn_error_body(error: TurnError) -> Mapping[str, object]:
     """Return a failed turn as the error envelope, listing what it stored."""
-    details = {**error.details, "messages": [stored_message_dict(row) for row in error.stored]}
-    return {"error": {"code": error.code, "message": error.message, "details": details}}
+    stored = stored_messages_data(error.stored)
+    return error_body(error.code, error.message, {**error.details, "messages": stored})
 
 
 def respond_events(
-    session: Session, message: MessageInput, *, stored_message_dict: Any, watch: KeyWatch | None = None
+    session: Session, message: MessageInput, *, watch: KeyWatch | None = None
 ) -> Iterator[bytes]:
     """Run an assistant turn as server-sent events (docs/design.md, Streaming).
 
@@ -203,7 +164,7 @@ def respond_events(
     turn = stream_turn(session=session, inputs=[message])
     try:
         for event in turn:
-            name, data = _event_data(event, stored_message_dict=stored_message_dict)
+            name, data = _event_data(event)
             yield sse_event(data, event=name)
             refusal = None if isinstance(event, TurnFinished) or watch is None else watch.refusal()
             if refusal is not None:
@@ -211,7 +172,7 @@ def respond_events(
                 yield sse_event(error_body(refusal.code, refusal.message, refusal.details), event="error")
                 return
     except TurnError as error:
-        yield sse_event(turn_error_body(error, stored_message_dict=stored_message_dict), event="error")
+        yield sse_event(turn_error_body(error), event="error")
     except DomainError as error:  # a refusal from within the turn (an archived assistant)
         yield sse_event(error.envelope(), event="error")
     except Session.DoesNotExist:  # deleted by another request while the turn ran
@@ -223,15 +184,15 @@ def respond_events(
         turn.close()
 
 
-def _event_data(event: TurnEvent, *, stored_message_dict: Any) -> tuple[str, dict[str, Any]]:
+def _event_data(event: TurnEvent) -> tuple[str, Mapping[str, object]]:
     if isinstance(event, TurnStarted):
-        return "started", {"messages": [stored_message_dict(row) for row in event.inputs]}
+        return "started", {"messages": stored_messages_data(event.inputs)}
     if isinstance(event, ReplyDelta):
         return "delta", {"text": event.text}
     if isinstance(event, ToolCalled):
         call = event.call
         return "tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments}
     if isinstance(event, ToolResultStored):
-        return "tool_result", {"message": stored_message_dict(event.message)}
+        return "tool_result", {"message": StoredMessageOutput(event.message).data}
     assert isinstance(event, TurnFinished)
-    return "done", turn_body(event.result, stored_message_dict=stored_message_dict)
+    return "done", TurnOutput(event.result).data

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterable
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import ReturnList
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import Assistant
+from sessions_app.agent import TurnResult
+from sessions_app.api.answers import CompactionHistory, CompactionRef, NextCall, OpenAITool
+from sessions_app.compaction import CompactionPreview, entry_dict
 from sessions_app.context import session_figures
-from sessions_app.models import Message, Session
+from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.transcript import to_agent_message
 
 
@@ -66,41 +73,58 @@ class SessionOutput(serializers.ModelSerializer):
         return counted if counted is not None else session.messages.count()
 
 
-def stored_message_dict(message: Message) -> dict[str, Any]:
-    """Return a stored message as the API shows it: OpenClaw's AgentMessage plus our storage fields."""
-    return {
-        **to_agent_message(message),
-        "id": message.pk,
-        "seq": message.seq,
-        "entry_id": message.entry_id,
-        "silent": message.silent,
-        "estimated_tokens": message.estimated_tokens,
-        "created_at": message.created_at.isoformat(),
-    }
+class IsoDateTimeField(serializers.DateTimeField):
+    """A time as Python's ``isoformat()`` writes it (``+00:00``), as the transcript's times are."""
+
+    def to_representation(self, value: datetime.datetime) -> str:
+        return value.isoformat()
+
+
+# What `StoredMessageOutput` adds to OpenClaw's AgentMessage: our storage fields.
+STORAGE_FIELDS = ("id", "seq", "entry_id", "silent", "estimated_tokens", "created_at")
 
 
 class StoredMessageOutput(serializers.Serializer):
-    """Documentation of `stored_message_dict` (role-specific keys follow OpenClaw's AgentMessage)."""
+    """A stored message: OpenClaw's AgentMessage (role-specific keys) plus our storage fields.
 
-    id = serializers.IntegerField()
-    seq = serializers.IntegerField()
-    entry_id = serializers.CharField()
+    The AgentMessage part is `sessions_app.transcript.to_agent_message`, shared with the JSONL
+    transcript; the storage fields follow it.
+    """
+
     entryId = serializers.CharField()
     role = serializers.ChoiceField(choices=["user", "assistant", "toolResult", "system"])
     content = serializers.JSONField()
     timestamp = serializers.IntegerField(help_text="epoch milliseconds")
-    silent = serializers.BooleanField()
-    estimated_tokens = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
     toolCallId = serializers.CharField(required=False)
     toolName = serializers.CharField(required=False)
     isError = serializers.BooleanField(required=False)
     usage = serializers.JSONField(required=False, allow_null=True)
     stopReason = serializers.CharField(required=False)
     model = serializers.CharField(required=False)
+    id = serializers.IntegerField(source="pk")
+    seq = serializers.IntegerField()
+    entry_id = serializers.CharField()
+    silent = serializers.BooleanField()
+    estimated_tokens = serializers.IntegerField()
+    created_at = IsoDateTimeField()
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        storage = {name: self._render(name, instance) for name in STORAGE_FIELDS}
+        return {**to_agent_message(instance), **storage}
+
+    def _render(self, name: str, message: Message) -> Any:
+        field = self.fields[name]
+        return field.to_representation(field.get_attribute(message))
+
+
+def stored_messages_data(messages: Iterable[Message]) -> ReturnList[Any]:
+    """Render stored messages with `StoredMessageOutput`."""
+    return serializers.ListSerializer(messages, child=StoredMessageOutput()).data
 
 
 class MessagesCreatedOutput(serializers.Serializer):
+    """201 of a plain append: the stored messages."""
+
     messages = StoredMessageOutput(many=True)
 
 
@@ -130,8 +154,10 @@ class MessagePostInput(serializers.Serializer):
 
 
 class TranscriptPageOutput(serializers.Serializer):
-    session = serializers.IntegerField()
-    last_seq = serializers.IntegerField()
+    """One page of a session's transcript (`sessions_app.api.views.TranscriptPage`)."""
+
+    session = serializers.IntegerField(source="session.pk")
+    last_seq = serializers.IntegerField(source="session.last_seq")
     entries = serializers.ListField(
         child=serializers.JSONField(),
         help_text="JSONL v3 entries ('message' or 'compaction') with seq, in seq order.",
@@ -140,7 +166,7 @@ class TranscriptPageOutput(serializers.Serializer):
     next_after_seq = serializers.IntegerField(allow_null=True)
 
 
-# --- documentation of the context engine's payloads (sessions_app/api/responses.py) -------------
+# --- the context engine's answers (sessions_app/api/responses.py builds what they render) -------
 
 
 def _objects(**kwargs: Any) -> serializers.ListField:
@@ -149,10 +175,10 @@ def _objects(**kwargs: Any) -> serializers.ListField:
 
 
 class CompactionRunOutput(serializers.Serializer):
-    """Documentation of `compaction.run_dict`: one compaction run receipt."""
+    """One compaction run receipt (a `CompactionRun`)."""
 
-    id = serializers.IntegerField()
-    session = serializers.IntegerField()
+    id = serializers.IntegerField(source="pk")
+    session = serializers.IntegerField(source="session_id")
     trigger = serializers.ChoiceField(choices=["threshold", "overflow", "manual", "budget"])
     state = serializers.CharField(
         help_text="pending, flushing, flushed, flush_skipped, summarizing, committed, failed"
@@ -160,49 +186,98 @@ class CompactionRunOutput(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
     instructions = serializers.CharField(allow_blank=True)
     flush_outcome = serializers.CharField(allow_blank=True)
-    flush = serializers.DictField(help_text="What the memory flush did: status, reason, appended, stored.")
+    flush = serializers.DictField(
+        source="flush_details", help_text="What the memory flush did: status, reason, appended, stored."
+    )
     tokens_before = serializers.IntegerField(allow_null=True)
     tokens_after = serializers.IntegerField(allow_null=True)
     offline = serializers.BooleanField()
-    entry = serializers.DictField(
-        allow_null=True, help_text="The compaction entry it wrote (JSONL v3 fields)."
+    entry = serializers.SerializerMethodField(help_text="The compaction entry it wrote (JSONL v3 fields).")
+    created_at = IsoDateTimeField()
+    updated_at = IsoDateTimeField()
+    finished_at = IsoDateTimeField(allow_null=True)
+
+    def get_entry(self, run: CompactionRun) -> dict[str, Any] | None:
+        return entry_dict(run.entry) if run.entry is not None else None
+
+
+class ContextHeadOutput(serializers.Serializer):
+    """What the next model call would send (a `NextCall`), but its two message lists.
+
+    The lists are most of a long session's answer; the views splice in their kept JSON
+    (`sessions_app.api.responses.context_payload_json`).
+    """
+
+    session = serializers.IntegerField(source="session.pk")
+    model = serializers.SerializerMethodField()
+    tools = serializers.SerializerMethodField()
+    system_prompt = serializers.CharField(source="context.system_prompt.text", allow_blank=True)
+    memory_files = serializers.ListField(
+        child=serializers.CharField(), source="context.system_prompt.memory_paths"
     )
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
-
-
-class ContextOutput(serializers.Serializer):
-    """Documentation of `responses.context_payload`: exactly what the next model call would send."""
-
-    session = serializers.IntegerField()
-    model = serializers.CharField(allow_null=True)
-    messages = _objects(help_text="The OpenAI chat messages, system prompt first.")
-    tools = _objects()
-    agent_messages = _objects(help_text="The same messages as OpenClaw AgentMessages.")
-    system_prompt = serializers.CharField(allow_blank=True)
-    memory_files = serializers.ListField(child=serializers.CharField())
-    compaction = serializers.DictField(
-        allow_null=True, help_text="{entry_id, first_kept_entry_id} of the summary."
+    compaction = serializers.SerializerMethodField(
+        help_text="{entry_id, first_kept_entry_id} of the summary."
     )
-    estimated_tokens = serializers.IntegerField()
-    estimated_tokens_uncorrected = serializers.IntegerField()
-    context_window = serializers.IntegerField()
-    flush_threshold = serializers.IntegerField()
-    compaction_threshold = serializers.IntegerField()
-    tokens = serializers.DictField()
-    pruning = serializers.DictField()
+    estimated_tokens = serializers.IntegerField(source="context.prompt_estimate")
+    estimated_tokens_uncorrected = serializers.IntegerField(source="context.raw_prompt_estimate")
+    context_window = serializers.IntegerField(source="figures.thresholds.context_window")
+    flush_threshold = serializers.IntegerField(source="figures.thresholds.flush_threshold")
+    compaction_threshold = serializers.IntegerField(source="figures.thresholds.compaction_threshold")
+    tokens = serializers.SerializerMethodField()
+    pruning = serializers.SerializerMethodField()
+    breakdown = serializers.SerializerMethodField(
+        help_text="Estimated tokens per part of the request, and what is left of the window."
+    )
+
+    def get_model(self, call: NextCall) -> str | None:
+        return call.context.model or None
+
+    @extend_schema_field(_objects())
+    def get_tools(self, call: NextCall) -> list[OpenAITool]:
+        return [{"type": "function", "function": spec} for spec in call.context.tools]
+
+    def get_compaction(self, call: NextCall) -> CompactionRef | None:
+        context = call.context
+        if context.compaction_index < 0:
+            return None
+        entry = context.entries[context.compaction_index]
+        return {"entry_id": entry["id"], "first_kept_entry_id": entry["firstKeptEntryId"]}
+
+    @extend_schema_field(serializers.DictField())
+    def get_tokens(self, call: NextCall) -> dict[str, Any]:
+        return call.figures.as_dict()
+
+    @extend_schema_field(serializers.DictField())
+    def get_pruning(self, call: NextCall) -> dict[str, Any]:
+        return call.context.pruning.as_dict()
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_breakdown(self, call: NextCall) -> dict[str, int]:
+        return call.context.breakdown(context_window=call.figures.thresholds.context_window).as_dict()
+
+
+class ContextOutput(ContextHeadOutput):
+    """The whole context answer (its schema): the head and the two message lists."""
+
+    messages = _objects(
+        source="context.openai_messages", help_text="The OpenAI chat messages, system prompt first."
+    )
+    agent_messages = _objects(
+        source="context.agent_messages", help_text="The same messages as OpenClaw AgentMessages."
+    )
 
 
 class CompactedOutput(serializers.Serializer):
+    """201 of ``POST /compact/``: the run and the session's token figures after it."""
+
     run = CompactionRunOutput()
     tokens = serializers.DictField(help_text="The session's token figures after the compaction.")
 
 
 class CompactionPreviewOutput(serializers.Serializer):
-    """Documentation of `CompactionPreview.as_dict` (a dry run; nothing written)."""
+    """A dry run (a `CompactionPreview`): what would be summarised and kept; nothing written."""
 
-    dry_run = serializers.BooleanField()
+    dry_run = serializers.SerializerMethodField()
     trigger = serializers.CharField()
     first_kept_entry_id = serializers.CharField()
     summarized = _objects()
@@ -217,23 +292,59 @@ class CompactionPreviewOutput(serializers.Serializer):
     offline = serializers.BooleanField()
     notes = serializers.ListField(child=serializers.CharField())
 
+    def get_dry_run(self, preview: CompactionPreview) -> bool:
+        return True
 
-class ReplyOutput(serializers.Serializer):
-    """Documentation of `agent.reply_payload`; `text` is null for a silent (NO_REPLY) answer."""
 
-    text = serializers.CharField(allow_null=True, allow_blank=True)
+class CompactionsOutput(serializers.Serializer):
+    """``GET /compactions/``: the compaction entries (seq order) and the run receipts (newest first)."""
+
+    entries = serializers.SerializerMethodField()
+    runs = CompactionRunOutput(many=True)
+
+    @extend_schema_field(_objects())
+    def get_entries(self, history: CompactionHistory) -> list[dict[str, Any]]:
+        return [entry_dict(entry) for entry in history.entries]
+
+
+class CommandReplyOutput(serializers.Serializer):
+    """The reply to a chat command: its text, never silent."""
+
+    text = serializers.CharField(source="reply_text", allow_null=True, allow_blank=True)
     silent = serializers.BooleanField()
-    entry_id = serializers.CharField(allow_null=True, required=False)
-    compactions = serializers.ListField(child=serializers.IntegerField(), required=False)
+
+
+class ReplyOutput(CommandReplyOutput):
+    """A turn's reply (a `TurnResult`); `text` is null for a silent (NO_REPLY) answer."""
+
+    entry_id = serializers.SerializerMethodField()
+    compactions = serializers.SerializerMethodField(help_text="The ids of the compactions the turn ran.")
     scheduled = serializers.JSONField(required=False)
 
+    def get_entry_id(self, result: TurnResult) -> str | None:
+        return result.reply.entry_id if result.reply is not None else None
 
-class TurnOutput(MessagesCreatedOutput):
+    def get_compactions(self, result: TurnResult) -> list[int]:
+        return [run.pk for run in result.compactions]
+
+
+class TurnOutput(serializers.Serializer):
     """201: the stored messages; with ``respond`` also the reply, compactions run and token figures."""
 
-    reply = ReplyOutput(required=False)
+    messages = serializers.SerializerMethodField()
+    reply = ReplyOutput(source="*", required=False)
     compactions = CompactionRunOutput(many=True, required=False)
-    tokens = serializers.DictField(required=False)
+    tokens = serializers.SerializerMethodField()
+
+    @extend_schema_field(StoredMessageOutput(many=True))
+    def get_messages(self, result: TurnResult) -> ReturnList[Any]:
+        return stored_messages_data([result.user_message, *result.messages])
+
+    @extend_schema_field(serializers.DictField(required=False))
+    def get_tokens(self, result: TurnResult) -> dict[str, Any]:
+        if result.final_session is not None:
+            return session_figures(result.final_session, figures=result.figures)
+        return session_figures(Session.objects.get(pk=result.user_message.session_id))
 
 
 class CompactCommandOutput(serializers.Serializer):
@@ -241,6 +352,6 @@ class CompactCommandOutput(serializers.Serializer):
 
     command = serializers.ChoiceField(choices=["compact"])
     messages = _objects()
-    reply = ReplyOutput()
+    reply = CommandReplyOutput(source="*")
     run = CompactionRunOutput()
     tokens = serializers.DictField()

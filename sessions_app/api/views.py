@@ -40,6 +40,7 @@ from openclaw_site.platform.streaming import EVENT_STREAM, streaming_response
 from openclaw_site.selectors import assistant_get
 from sessions_app import services
 from sessions_app.agent import require_chat_model
+from sessions_app.api.answers import TranscriptPage
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.api.responses import (
     compact_command_text,
@@ -50,12 +51,12 @@ from sessions_app.api.responses import (
 from sessions_app.api.serializers import (
     CompactCommandOutput,
     MessagePostInput,
+    MessagesCreatedOutput,
     SessionCreateInput,
     SessionOutput,
     SessionUpdateInput,
     TranscriptPageOutput,
     TurnOutput,
-    stored_message_dict,
 )
 from sessions_app.compaction import coverage_map
 from sessions_app.models import Session
@@ -156,15 +157,8 @@ class SessionMessagesApi(SessionApiView):
         for entry in entries:
             if entry["type"] == "message" and entry["id"] in covered:
                 entry["covered_by"] = covered[entry["id"]]
-        return Response(
-            {
-                "session": session.pk,
-                "last_seq": session.last_seq,
-                "entries": entries,
-                "has_more": has_more,
-                "next_after_seq": entries[-1]["seq"] if has_more else None,
-            }
-        )
+        page = TranscriptPage(session=session, entries=entries, has_more=has_more)
+        return Response(TranscriptPageOutput(page).data)
 
     @extend_schema(
         operation_id="messages_create",
@@ -207,7 +201,7 @@ class SessionMessagesApi(SessionApiView):
                 rows = services.ingest_messages(session_id=session.pk, messages=payload.messages)
             except Session.DoesNotExist:  # deleted by another request since we looked it up
                 raise not_found("Session") from None
-            return StoredResponse(status=201, body={"messages": [stored_message_dict(row) for row in rows]})
+            return StoredResponse(status=201, body=MessagesCreatedOutput({"messages": rows}).data)
 
         return self.idempotent(action)
 
@@ -215,9 +209,7 @@ class SessionMessagesApi(SessionApiView):
         """Store the user message and run an assistant turn (sessions_app.agent); 201 with the reply."""
 
         def action() -> StoredResponse:
-            status_code, body = respond_to_message(
-                session, payload.messages[0], stored_message_dict=stored_message_dict
-            )
+            status_code, body = respond_to_message(session, payload.messages[0])
             return StoredResponse(status=status_code, body=body)
 
         # The turn commits each message as it is made, so it runs outside the key's transaction.
@@ -236,7 +228,7 @@ class SessionMessagesApi(SessionApiView):
         watch = KeyWatch(self.team_context.api_key)  # a key revoked meanwhile ends the stream
         return streaming_response(
             self.request,
-            lambda: respond_events(session, message, stored_message_dict=stored_message_dict, watch=watch),
+            lambda: respond_events(session, message, watch=watch),
         )
 
     def compact_command(self, session: Session, instructions: str | None) -> Response:
