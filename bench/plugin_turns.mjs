@@ -78,7 +78,7 @@ function turnMessages(turn) {
   ];
 }
 
-// What a compaction summary's user message starts with (sessions_app/cutpoint.py, Pi's own text).
+// What a compaction summary's user message starts with (sessions_app/compaction/cutpoint.py, Pi's own text).
 const SUMMARY_PREFIX = "The conversation history before this point was compacted";
 /** What an assemble answered: its messages, their estimated tokens, their size as JSON. */
 function contextFigures(context) {

@@ -106,7 +106,7 @@ try:
     # A session's export and index check run this long after the first change of a batch, so the
     # changes of that time share one run (openclaw_site.jobs.tasks: a coalescing job's delay).
     SESSION_JOB_DELAY_SECONDS = env_float("SESSION_JOB_DELAY_SECONDS", 1.0, minimum=0)
-    # Messages of recently used sessions' views each process keeps (sessions_app.view_cache); 0: off.
+    # Messages of recently used sessions' views each process keeps (sessions_app.context.view_cache); 0: off.
     SESSION_VIEW_CACHE_MESSAGES = env_int("SESSION_VIEW_CACHE_MESSAGES", 50_000, minimum=0)
     MAX_MESSAGE_BYTES = env_int("OPENCLAW_MAX_MESSAGE_BYTES", 1_000_000, minimum=1024)
     MAX_REQUEST_BYTES = env_int("OPENCLAW_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)

@@ -3,8 +3,8 @@
 An OpenAI client points its `base_url` at `http://host/v1` and uses a team API key. `model` is
 an assistant's slug; the session is named by the `X-Session-Key` header, `user`,
 `metadata.session_key` or Open WebUI's `X-OpenWebUI-Chat-Id` (a new session otherwise, its key in the answer's `X-Session-Key`). The
-messages the session does not hold yet (`sessions_app.history.held_history`, compared under the
-turn's lock) are appended and the turn runs through our engine (`sessions_app.agent.stream_turn`); the caller's tools go to the
+messages the session does not hold yet (`sessions_app.turn.history.held_history`, compared under the
+turn's lock) are appended and the turn runs through our engine (`sessions_app.turn.loop.stream_turn`); the caller's tools go to the
 model and a call of one ends the turn as `tool_calls`.
 """
 
@@ -40,7 +40,12 @@ from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.platform.streaming import sse_event, streaming_response
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
-from sessions_app.agent import (
+from sessions_app.api.payloads import message_api_error
+from sessions_app.api.responses import STREAM_FAULT
+from sessions_app.messages import MessageError, MessageInput, validate_message
+from sessions_app.models import Session
+from sessions_app.services import check_session_key, session_discard_if_empty, session_get_or_create
+from sessions_app.turn.loop import (
     ReplyDelta,
     ToolCalled,
     TurnError,
@@ -53,11 +58,6 @@ from sessions_app.agent import (
     server_tool_names,
     stream_turn,
 )
-from sessions_app.api.payloads import message_api_error
-from sessions_app.api.responses import STREAM_FAULT
-from sessions_app.messages import MessageError, MessageInput, validate_message
-from sessions_app.models import Session
-from sessions_app.services import check_session_key, session_discard_if_empty, session_get_or_create
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from providers.model_text import storable_text, storable_value
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
 
-# Pi's `COMPACTION_SUMMARY_PREFIX` / `COMPACTION_SUMMARY_SUFFIX` (sessions_app.cutpoint holds the
+# Pi's `COMPACTION_SUMMARY_PREFIX` / `COMPACTION_SUMMARY_SUFFIX` (sessions_app.compaction.cutpoint holds the
 # same text for the summariser; this module may not import the apps).
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"

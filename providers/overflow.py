@@ -2,7 +2,7 @@
 
 Pure module: no Django. Rate-limit, billing and similar look-alikes are excluded first; then one
 classifier folds OpenClaw's `isLikelyContextOverflowError` and Pi's `OVERFLOW_PATTERNS`, so every
-provider error goes through one decision: the turn loop (sessions_app.agent) compacts and retries,
+provider error goes through one decision: the turn loop (sessions_app.turn.loop) compacts and retries,
 or surfaces the error. `providers.errors.ProviderError.is_context_overflow` reads it.
 """
 

@@ -118,7 +118,7 @@ class Message(models.Model):
     # Silent: a flush turn or a NO_REPLY answer; stored, shown behind a toggle, never a reply.
     silent = models.BooleanField(default=False)
     # Part of a silent pre-compaction memory flush turn: kept in the transcript (the export shows
-    # it), never in the model's context or the compaction cut (sessions_app.context).
+    # it), never in the model's context or the compaction cut (sessions_app.context.build).
     flush_turn = models.BooleanField(default=False)
     estimated_tokens = models.PositiveIntegerField(default=0)
     # `estimated_tokens` summed over the session's model-visible messages up to this one: the sum
@@ -133,7 +133,7 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         indexes = [
-            # The newest assistant usage the context's size is measured from (sessions_app.context):
+            # The newest assistant usage the context's size is measured from (sessions_app.context.build):
             # found by one index probe however many messages without usage came after it.
             models.Index(
                 fields=["session", "seq"],
@@ -261,7 +261,7 @@ class CompactionRun(models.Model):
         constraints = [
             # The per-session compaction lock: Postgres lets only one active run exist per session,
             # across processes and hosts; a crashed worker's run is expired by
-            # sessions_app.compaction (stale-run recovery), never left holding the lock forever.
+            # sessions_app.compaction.compact (stale-run recovery), never left holding the lock forever.
             models.UniqueConstraint(
                 fields=["session"],
                 condition=models.Q(state__in=[s.value for s in ACTIVE_RUN_STATES]),

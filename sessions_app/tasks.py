@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sessions_app.workspace import exports, staging
 
 if TYPE_CHECKING:
-    from sessions_app.compaction import CompactionError
+    from sessions_app.compaction.compact import CompactionError
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +76,15 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
 
 
 def memory_flush_task(session_id: int) -> dict[str, Any]:
-    """Run the pre-compaction memory flush of a session (sessions_app.flush)."""
-    from sessions_app.flush import run_memory_flush
+    """Run the pre-compaction memory flush of a session (sessions_app.compaction.flush)."""
+    from sessions_app.compaction.flush import run_memory_flush
 
     return run_memory_flush(session_id=session_id).as_dict()
 
 
 def compact_session_task(session_id: int, trigger: str = "threshold") -> dict[str, Any]:
     """Compact a session through the one entry point; a busy, refused or failed compaction is reported."""
-    from sessions_app.compaction import CompactionError, compact_session
+    from sessions_app.compaction.compact import CompactionError, compact_session
 
     try:
         run = compact_session(session_id=session_id, trigger=trigger)

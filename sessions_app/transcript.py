@@ -93,7 +93,7 @@ def append_messages(
     turn's (silent, and outside the model's view). ``announce=False`` leaves queuing the export
     and the indexer (`after_transcript_change`) to the caller, which stores more first (a turn).
     ``writable_checked``: a running turn's own output, whose turn checked the assistant writable
-    when it began (`sessions_app.agent.stream_turn`); every other append checks it here.
+    when it began (`sessions_app.turn.loop.stream_turn`); every other append checks it here.
     Each row's ``session`` is the locked session as the append left it (its counters current).
     """
     session = lock_session(session_id)

@@ -14,7 +14,7 @@ import pytest
 
 from memory_app.models import MemoryDocument
 from providers.model_text import storable_text, storable_value
-from sessions_app.flush import run_memory_flush
+from sessions_app.compaction.flush import run_memory_flush
 from sessions_app.models import Message, Session
 from tests import factories
 from tests.api_support import API

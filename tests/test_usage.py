@@ -17,8 +17,8 @@ from openclaw_site.models import ModelPrice, UsagePurpose, UsageRecord
 from openclaw_site.selectors import usage_records
 from openclaw_site.usage import ledger as usage
 from providers.chat import Usage
-from sessions_app.agent import run_turn
-from sessions_app.compaction import compact_session
+from sessions_app.compaction.compact import compact_session
+from sessions_app.turn.loop import run_turn
 from tests import factories
 from tests.chat_requests import message_input, router
 from tests.embedding_fixtures import embedded_texts

@@ -262,7 +262,7 @@ def _compacted_session(world, llm):
     llm.default_chat = router(chat="noted", summary=SUMMARY_TEXT, flush="NO_REPLY")
     session = factories.make_session(world.assistant)
     factories.add_messages(session, *chatter(6, words=40))
-    from sessions_app.compaction import compact_session
+    from sessions_app.compaction.compact import compact_session
 
     compact_session(session_id=session.pk, trigger="manual")
     return session
@@ -313,7 +313,7 @@ def test_flush_turn_is_silent_and_behind_the_toggle(world, llm):
     llm.default_chat = router(chat="noted", summary=SUMMARY_TEXT, flush=flush)
     session = factories.make_session(world.assistant)
     factories.add_messages(session, user("hi"), assistant("hello", usage=usage(10200, 20)))
-    from sessions_app.flush import run_memory_flush
+    from sessions_app.compaction.flush import run_memory_flush
 
     outcome = run_memory_flush(session_id=session.pk)
     assert outcome.status == "flushed"
@@ -427,7 +427,7 @@ def test_page_polls_while_a_flush_is_due_and_stops_after_it(world, llm):
         '<span id="silent-count"',
     ):
         assert re.search(re.escape(marker) + r'[^>]*hx-swap-oob="true"', refresh), marker
-    from sessions_app.flush import run_memory_flush
+    from sessions_app.compaction.flush import run_memory_flush
 
     run_memory_flush(session_id=session.pk)  # what the queued task does in a worker
     gauge = re.search(

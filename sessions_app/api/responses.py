@@ -19,7 +19,28 @@ from openclaw_site.guards.auth import KeyWatch
 from openclaw_site.models import Scope
 from openclaw_site.platform.streaming import sse_event
 from openclaw_site.selectors import NotFound
-from sessions_app.agent import (
+from sessions_app.api.answers import CompactCommand, NextCall
+from sessions_app.api.payloads import MessagePayload
+from sessions_app.api.serializers import (
+    CompactCommandOutput,
+    ContextHeadOutput,
+    ContextOutput,
+    StoredMessageOutput,
+    TurnOutput,
+    stored_messages_data,
+)
+from sessions_app.compaction.compact import (
+    NOT_A_COMMAND,
+    CompactionPreview,
+    compact_session,
+    manual_reply_text,
+    parse_compact_command,
+)
+from sessions_app.context.build import build_model_context, session_figures, token_figures
+from sessions_app.context.view_cache import encode_json
+from sessions_app.messages import MessageInput, text_of
+from sessions_app.models import CompactionRun, Session
+from sessions_app.turn.loop import (
     ReplyDelta,
     ToolCalled,
     ToolResultStored,
@@ -31,27 +52,6 @@ from sessions_app.agent import (
     stream_turn,
     turn_tools,
 )
-from sessions_app.api.answers import CompactCommand, NextCall
-from sessions_app.api.payloads import MessagePayload
-from sessions_app.api.serializers import (
-    CompactCommandOutput,
-    ContextHeadOutput,
-    ContextOutput,
-    StoredMessageOutput,
-    TurnOutput,
-    stored_messages_data,
-)
-from sessions_app.compaction import (
-    NOT_A_COMMAND,
-    CompactionPreview,
-    compact_session,
-    manual_reply_text,
-    parse_compact_command,
-)
-from sessions_app.context import build_model_context, session_figures, token_figures
-from sessions_app.messages import MessageInput, text_of
-from sessions_app.models import CompactionRun, Session
-from sessions_app.view_cache import encode_json
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def context_payload_json(session: Session) -> str:
     """Return `context_payload` as JSON text, each stored message encoded once per process.
 
     The two message lists are most of a long session's payload, and a cached view keeps their
-    messages' JSON (`sessions_app.view_cache.ViewMemo`), so only what changed is encoded.
+    messages' JSON (`sessions_app.context.view_cache.ViewMemo`), so only what changed is encoded.
     """
     call = next_call(session)
     messages, agent_messages = call.context.messages_json()

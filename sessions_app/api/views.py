@@ -39,7 +39,6 @@ from openclaw_site.models import Scope
 from openclaw_site.platform.streaming import EVENT_STREAM, streaming_response
 from openclaw_site.selectors import assistant_get
 from sessions_app import services
-from sessions_app.agent import require_chat_model
 from sessions_app.api.answers import TranscriptPage
 from sessions_app.api.payloads import MessagePayload, parse_message_payload
 from sessions_app.api.responses import (
@@ -58,10 +57,11 @@ from sessions_app.api.serializers import (
     TranscriptPageOutput,
     TurnOutput,
 )
-from sessions_app.compaction import coverage_map
+from sessions_app.compaction.compact import coverage_map
 from sessions_app.models import Session
 from sessions_app.selectors import session_get, session_list
 from sessions_app.transcript import transcript_entries
+from sessions_app.turn.loop import require_chat_model
 
 SessionList = inline_serializer(
     "SessionList",
@@ -206,7 +206,7 @@ class SessionMessagesApi(SessionApiView):
         return self.idempotent(action)
 
     def respond(self, session: Session, payload: MessagePayload) -> Response:
-        """Store the user message and run an assistant turn (sessions_app.agent); 201 with the reply."""
+        """Store the user message and run an assistant turn (sessions_app.turn.loop); 201 with the reply."""
 
         def action() -> StoredResponse:
             status_code, body = respond_to_message(session, payload.messages[0])

@@ -1,7 +1,7 @@
 """Dashboard pages for sessions: the list, the session page (gauge, transcript, chat, context,
 compaction) and a message permalink.
 
-The views call the context engine's domain functions (`sessions_app.context`, `.agent`,
+The views call the context engine's domain functions (`sessions_app.context.build`, `.agent`,
 `.compaction`) and render what they return; nothing here computes tokens or summaries itself.
 """
 

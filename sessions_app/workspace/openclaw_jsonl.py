@@ -19,7 +19,7 @@ from typing import Any
 
 from openclaw_site.guards.json_input import JsonInputError, loads_checked
 from sessions_app.messages import MESSAGE_FIELDS, MessageError, epoch_ms, parse_timestamp, text_of
-from sessions_app.silent import is_silent_reply_text
+from sessions_app.turn.silent import is_silent_reply_text
 
 CURRENT_VERSION = 3  # Pi CURRENT_SESSION_VERSION
 # Version 2 differs only by the old "hookMessage" role (Pi migrateV2ToV3); version 1 has no ids.

@@ -20,8 +20,8 @@ from mcp.shared.exceptions import MCPError
 from memory_app.models import MemoryDocument
 from openclaw_site.guards import throttling
 from openclaw_site.teams import services
-from sessions_app import agent
 from sessions_app.models import Message, Session
+from sessions_app.turn import loop as agent
 from tests import factories
 from tests import messages as m
 from tests.api_support import API, assert_error

@@ -11,7 +11,7 @@ import pytest
 
 from memory_app.documents import Provenance, append_to_document
 from memory_app.models import MemoryDocument, MemoryRevision
-from sessions_app.flush import FlushToolbox, run_memory_flush
+from sessions_app.compaction.flush import FlushToolbox, run_memory_flush
 from tests import factories
 from tests.api_support import API
 from tests.messages import assistant, user

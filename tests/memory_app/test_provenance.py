@@ -12,7 +12,7 @@ import pytest
 from memory_app.documents import Provenance, write_document
 from memory_app.index.rows import index_document
 from memory_app.models import MemoryDocument, MemoryImport, MemoryRevision
-from sessions_app.flush import run_memory_flush
+from sessions_app.compaction.flush import run_memory_flush
 from tests import factories
 from tests.api_support import API, login_client
 from tests.messages import assistant, tool_call, tool_result, user

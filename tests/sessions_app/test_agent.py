@@ -12,14 +12,14 @@ from memory_app.tools import build_memory_read
 from openclaw_site.models import TaskRecord
 from openclaw_site.teams.assistant_settings import validate_settings
 from providers.chat import reset_providers
-from sessions_app.agent import (
+from sessions_app.models import CompactionEntry, CompactionRun, Message, ModelCalibration, Session
+from sessions_app.turn.loop import (
     MAX_OVERFLOW_COMPACTION_ATTEMPTS,
     OVERFLOW_USER_ERROR,
     TurnError,
     run_turn,
     visible_reply_text,
 )
-from sessions_app.models import CompactionEntry, CompactionRun, Message, ModelCalibration, Session
 from tests import factories
 from tests.chat_requests import message_input, request_kinds, router, tool_names
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from memory_app.index.rebuild import reindex_assistant
-from sessions_app.agent import run_turn
 from sessions_app.models import Message
+from sessions_app.turn.loop import run_turn
 from tests import factories
 from tests.chat_requests import message_input
 from tests.fake_openai import text_reply, tool_call_reply

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from memory_app.models import IndexedSource, MemoryChunk, Source
 from sessions_app.messages import MessageInput
 from sessions_app.mirror_check import PENDING, PROBLEMS
-from sessions_app.model_output import store_messages
 from sessions_app.models import Session
+from sessions_app.turn.model_output import store_messages
 from sessions_app.workspace import exports
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, user

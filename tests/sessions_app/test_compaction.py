@@ -11,7 +11,7 @@ from django.utils import timezone
 from memory_app.models import MemoryDocument
 from openclaw_site.platform.locks import session_lock
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.compaction import (
+from sessions_app.compaction.compact import (
     NOT_A_COMMAND,
     CompactionBusy,
     CompactionFailed,
@@ -22,9 +22,9 @@ from sessions_app.compaction import (
     coverage_map,
     parse_compact_command,
 )
-from sessions_app.context import build_model_context, local_today
+from sessions_app.compaction.summary.offline import OFFLINE_MARKER
+from sessions_app.context.build import build_model_context, local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
-from sessions_app.summary.offline import OFFLINE_MARKER
 from tests import factories
 from tests.chat_requests import SUMMARY_TEXT, is_summary_request, last_user_text, request_kinds, router
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply

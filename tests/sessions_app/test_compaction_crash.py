@@ -1,7 +1,7 @@
 """A compaction whose process is killed (SIGKILL, mid-flush) can be retried at once.
 
 The compaction lock is a Postgres session-level advisory lock on a connection of its own
-(sessions_app.compaction.hold_compaction_lock): when the process dies, Postgres ends its
+(sessions_app.compaction.compact.hold_compaction_lock): when the process dies, Postgres ends its
 connections and the lock goes with them, so the next attempt takes over the abandoned run
 instead of answering 409 until a stale timeout. The flush prompt is stored only with the flush's
 first answer, so the killed flush leaves no orphan prompt behind.
@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from sessions_app.compaction import compact_session
+from sessions_app.compaction.compact import compact_session
 from sessions_app.models import CompactionEntry, CompactionRun, Message
 from tests.chat_requests import is_flush_request, router
 from tests.fake_openai import delay_reply, text_reply
@@ -35,7 +35,7 @@ from django.conf import settings
 settings.DATABASES["default"]["NAME"] = os.environ["CRASH_TEST_DATABASE"]
 import django
 django.setup()
-from sessions_app.compaction import compact_session
+from sessions_app.compaction.compact import compact_session
 compact_session(session_id=int(sys.argv[1]), trigger="manual")
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.cutpoint import (
+from sessions_app.compaction.cutpoint import (
     CompactionPlan,
     build_session_context,
     prepare_compaction,

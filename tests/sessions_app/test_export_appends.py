@@ -14,10 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.compaction import CompactionRefused, compact_session
+from sessions_app.compaction.compact import CompactionRefused, compact_session
 from sessions_app.messages import MessageInput
-from sessions_app.model_output import store_messages
 from sessions_app.models import Session, SessionExport
+from sessions_app.turn.model_output import store_messages
 from sessions_app.workspace import exports
 from sessions_app.workspace.imports import import_workspace
 from sessions_app.workspace.storage import LocalExportStorage

@@ -10,13 +10,13 @@ import pytest
 
 from memory_app.models import MemoryDocument, MemoryRevision
 from openclaw_site.teams.assistant_settings import MemoryFlushSettings, parse_settings
-from sessions_app.context import build_model_context
-from sessions_app.flush import (
+from sessions_app.compaction.flush import (
     DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT,
     build_flush_plan,
     claim_flush,
     run_memory_flush,
 )
+from sessions_app.context.build import build_model_context
 from sessions_app.models import Message, Session
 from tests import factories
 from tests.chat_requests import last_user_text, system_text, tool_names

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sessions_app.summary import MAX_COMPACTION_SUMMARY_CHARS, offline_flush_lines, offline_summary
-from sessions_app.summary.offline import OFFLINE_MARKER
+from sessions_app.compaction.summary import MAX_COMPACTION_SUMMARY_CHARS, offline_flush_lines, offline_summary
+from sessions_app.compaction.summary.offline import OFFLINE_MARKER
 from tests.messages import assistant, tool_call, user
 
 CONVERSATION = [

@@ -1,4 +1,4 @@
-"""Tests for sessions_app.pruning (docs/openclaw-behaviour.md §3, docs/design.md §D5)."""
+"""Tests for sessions_app.context.pruning (docs/openclaw-behaviour.md §3, docs/design.md §D5)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from openclaw_site.teams.assistant_settings import (
     parse_duration_ms,
     parse_settings,
 )
-from sessions_app.pruning import (
+from sessions_app.context.pruning import (
     PruneChange,
     estimate_message_chars,
     is_prunable_tool,

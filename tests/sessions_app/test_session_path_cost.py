@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app import transcript
-from sessions_app.compaction import compact_session
-from sessions_app.context import build_model_context, session_entries, token_figures
+from sessions_app.compaction.compact import compact_session
+from sessions_app.context.build import build_model_context, session_entries, token_figures
 from sessions_app.messages import validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories

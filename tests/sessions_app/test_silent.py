@@ -1,10 +1,10 @@
-"""Tests for sessions_app.silent (docs/openclaw-behaviour.md §2.6)."""
+"""Tests for sessions_app.turn.silent (docs/openclaw-behaviour.md §2.6)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sessions_app.silent import (
+from sessions_app.turn.silent import (
     SILENT_REPLY_TOKEN,
     is_silent_reply_prefix_text,
     is_silent_reply_text,

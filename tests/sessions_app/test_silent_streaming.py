@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app.silent import ReplyStream, streamable_text, visible_reply_text
+from sessions_app.turn.silent import ReplyStream, streamable_text, visible_reply_text
 
 FRAGMENTS = st.sampled_from(
     [

@@ -7,19 +7,19 @@ from typing import Any
 import pytest
 
 from openclaw_site.teams.assistant_settings import SettingsError, SummarySettings, parse_settings
-from sessions_app.summary import (
+from sessions_app.compaction.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
     ensure_identifiers,
     summarize_session,
 )
-from sessions_app.summary.identifiers import SUMMARY_TRUNCATED_MARKER, extract_identifiers
-from sessions_app.summary.instructions import (
+from sessions_app.compaction.summary.identifiers import SUMMARY_TRUNCATED_MARKER, extract_identifiers
+from sessions_app.compaction.summary.instructions import (
     build_structured_instructions,
     build_summarization_instructions,
     resolve_instructions,
 )
-from sessions_app.summary.prompts import (
+from sessions_app.compaction.summary.prompts import (
     DEFAULT_COMPACTION_INSTRUCTIONS,
     IDENTIFIER_PRESERVATION_INSTRUCTIONS,
     MERGE_SUMMARIES_INSTRUCTIONS,
@@ -28,8 +28,8 @@ from sessions_app.summary.prompts import (
     TURN_PREFIX_INSTRUCTIONS,
     UPDATE_SUMMARIZATION_PROMPT,
 )
-from sessions_app.summary.serialisation import build_summary_request, serialize_conversation
-from sessions_app.summary.staging import split_messages_by_token_share
+from sessions_app.compaction.summary.serialisation import build_summary_request, serialize_conversation
+from sessions_app.compaction.summary.staging import split_messages_by_token_share
 from tests.messages import assistant, tool_call, tool_result, user
 
 FIVE_HEADINGS = (

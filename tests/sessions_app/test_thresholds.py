@@ -10,7 +10,7 @@ from openclaw_site.teams.assistant_settings import (
     parse_settings,
     validate_settings,
 )
-from sessions_app.thresholds import (
+from sessions_app.context.thresholds import (
     Thresholds,
     effective_reserve,
     has_flushed_this_cycle,

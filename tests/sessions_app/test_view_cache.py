@@ -1,4 +1,4 @@
-"""The per-process view cache (sessions_app.view_cache): a cached view is always the view the
+"""The per-process view cache (sessions_app.context.view_cache): a cached view is always the view the
 database holds, extending it reads only the messages stored since, and what calls derive from its
 messages (their OpenAI form, their JSON) is derived once and stays what a fresh build gives."""
 
@@ -12,12 +12,12 @@ from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.teams.assistant_settings import validate_settings
 from providers.openai_chat import to_openai_messages
-from sessions_app import view_cache
 from sessions_app.api.responses import context_payload, context_payload_json
-from sessions_app.context import build_model_context, session_entries
+from sessions_app.context import view_cache
+from sessions_app.context.build import build_model_context, session_entries
 from sessions_app.messages import validate_message
-from sessions_app.model_output import store_messages
 from sessions_app.models import Session
+from sessions_app.turn.model_output import store_messages
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, user
 

@@ -40,12 +40,10 @@ from openclaw_site.platform.row_sql import RowRead
 from openclaw_site.teams.assistant_settings import PruningSettings
 from providers.chat import get_chat_model
 from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages, tool_flags_of
-from sessions_app import view_cache
-from sessions_app.cutpoint import build_session_context, extend_session_context
-from sessions_app.messages import epoch_ms
-from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
-from sessions_app.pruning import PruneResult, prune_context, should_prune
-from sessions_app.thresholds import (
+from sessions_app.compaction.cutpoint import build_session_context, extend_session_context
+from sessions_app.context import view_cache
+from sessions_app.context.pruning import PruneResult, prune_context, should_prune
+from sessions_app.context.thresholds import (
     Thresholds,
     has_flushed_this_cycle,
     output_tokens_of,
@@ -53,6 +51,8 @@ from sessions_app.thresholds import (
     prompt_tokens_of,
     thresholds_for,
 )
+from sessions_app.messages import epoch_ms
+from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
 from sessions_app.transcript import to_agent_message
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -81,7 +81,7 @@ def session_entries(session: Session) -> list[dict[str, Any]]:
     That is the latest compaction entry and everything from its first kept message on: what
     `build_session_context` shows and `prepare_compaction` may summarise. Nothing before it is
     read, so the cost follows the model's view, not the history (docs/design.md §D11); a view
-    this process built before is extended with the messages stored since (`sessions_app.view_cache`).
+    this process built before is extended with the messages stored since (`sessions_app.context.view_cache`).
     Flush-turn messages are left out: they are the assistant's private bookkeeping and must
     neither reach the model again nor become a cut point (docs/design.md §D1).
 
@@ -590,7 +590,7 @@ class ModelContext:
     compaction_index: int = field(repr=False, default=-1)  # of the latest compaction in ``entries``
     # The estimates counted while building, which the figures below reuse (memory_app.tokens).
     estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
-    # What earlier calls derived from the view's messages (sessions_app.view_cache).
+    # What earlier calls derived from the view's messages (sessions_app.context.view_cache).
     view_memo: view_cache.ViewMemo = field(repr=False, default_factory=view_cache.ViewMemo)
 
     @property

@@ -12,14 +12,14 @@ of `content` (reading message blocks). The summariser's knobs come in as
 
 from __future__ import annotations
 
-from sessions_app.summary.identifiers import (
+from sessions_app.compaction.summary.identifiers import (
     MAX_COMPACTION_SUMMARY_CHARS,
     ensure_identifiers,
     message_source_texts,
 )
-from sessions_app.summary.offline import offline_flush_lines, offline_summary
-from sessions_app.summary.pipeline import summarize_session
-from sessions_app.summary.staging import SummaryError
+from sessions_app.compaction.summary.offline import offline_flush_lines, offline_summary
+from sessions_app.compaction.summary.pipeline import summarize_session
+from sessions_app.compaction.summary.staging import SummaryError
 
 __all__ = [
     "MAX_COMPACTION_SUMMARY_CHARS",

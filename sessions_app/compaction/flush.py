@@ -31,24 +31,24 @@ from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.openai_chat import to_openai_messages
-from sessions_app.context import (
+from sessions_app.compaction.summary import offline_flush_lines
+from sessions_app.context.build import (
     assistant_zone,
     build_model_context,
     effective_model,
     record_calibration,
 )
+from sessions_app.context.thresholds import prompt_tokens_of
 from sessions_app.messages import MessageInput, epoch_ms
-from sessions_app.model_output import (
+from sessions_app.models import Message, Session
+from sessions_app.transcript import to_agent_message
+from sessions_app.turn.model_output import (
     assistant_input,
     error_assistant_input,
     store_messages,
     tool_result_input,
 )
-from sessions_app.models import Message, Session
-from sessions_app.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
-from sessions_app.summary import offline_flush_lines
-from sessions_app.thresholds import prompt_tokens_of
-from sessions_app.transcript import to_agent_message
+from sessions_app.turn.silent import SILENT_REPLY_TOKEN, is_silent_reply_text
 
 logger = logging.getLogger(__name__)
 

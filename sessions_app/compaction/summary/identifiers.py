@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from sessions_app.summary.content import TOOL_CALL_TYPES, Message
-from sessions_app.summary.prompts import EXACT_IDENTIFIERS_HEADING
+from sessions_app.compaction.summary.content import TOOL_CALL_TYPES, Message
+from sessions_app.compaction.summary.prompts import EXACT_IDENTIFIERS_HEADING
 
 MAX_COMPACTION_SUMMARY_CHARS = 16_000
 SUMMARY_TRUNCATED_MARKER = "\n\n[Compaction summary truncated to fit budget]"

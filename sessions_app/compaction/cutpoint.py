@@ -197,7 +197,7 @@ def _entry_message(entry: Entry) -> Message:
     """Return the entry's message carrying our `entryId` key: itself if it has it, else a copy.
 
     The message itself, not a copy, is what lets a cached view's memo recognise it
-    (`sessions_app.view_cache.ViewMemo`); messages are never changed in place.
+    (`sessions_app.context.view_cache.ViewMemo`); messages are never changed in place.
     """
     original: Message = entry["message"]
     if original.get("entryId") == entry.get("id"):

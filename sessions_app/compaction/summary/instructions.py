@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 from openclaw_site.teams.assistant_settings import SummarySettings
-from sessions_app.summary.prompts import (
+from sessions_app.compaction.summary.prompts import (
     COMPACT_CONTEXT_LABEL,
     CUSTOM_IDENTIFIER_POLICY_LABEL,
     DEFAULT_COMPACTION_INSTRUCTIONS,

@@ -33,7 +33,17 @@ from openclaw_site.teams.services import check_writable
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
-from sessions_app.context import (
+from sessions_app.compaction.cutpoint import CompactionPlan, prepare_compaction
+from sessions_app.compaction.flush import FlushOutcome, release_flush, run_memory_flush, skip_reason
+from sessions_app.compaction.summary import (
+    MAX_COMPACTION_SUMMARY_CHARS,
+    SummaryError,
+    ensure_identifiers,
+    message_source_texts,
+    offline_summary,
+    summarize_session,
+)
+from sessions_app.context.build import (
     calibration_ratio,
     effective_model,
     latest_compaction_index,
@@ -42,8 +52,7 @@ from sessions_app.context import (
     token_figures,
     view_tokens,
 )
-from sessions_app.cutpoint import CompactionPlan, prepare_compaction
-from sessions_app.flush import FlushOutcome, release_flush, run_memory_flush, skip_reason
+from sessions_app.context.thresholds import effective_reserve, has_flushed_this_cycle
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -54,15 +63,6 @@ from sessions_app.models import (
     Session,
     Trigger,
 )
-from sessions_app.summary import (
-    MAX_COMPACTION_SUMMARY_CHARS,
-    SummaryError,
-    ensure_identifiers,
-    message_source_texts,
-    offline_summary,
-    summarize_session,
-)
-from sessions_app.thresholds import effective_reserve, has_flushed_this_cycle
 from sessions_app.transcript import (
     after_transcript_change,
     compaction_entry_dict,

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sessions_app.summary.content import Message, content_blocks, drop_orphan_tool_results, tool_call_ids
+from sessions_app.compaction.summary.content import (
+    Message,
+    content_blocks,
+    drop_orphan_tool_results,
+    tool_call_ids,
+)
 
 MAX_RECENT_TURN_TEXT_CHARS = 600
 

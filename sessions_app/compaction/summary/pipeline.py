@@ -16,26 +16,26 @@ from dataclasses import dataclass
 
 from memory_app.tokens import estimate_messages_tokens
 from openclaw_site.teams.assistant_settings import SummarySettings
-from sessions_app.summary.content import Message
-from sessions_app.summary.identifiers import (
+from sessions_app.compaction.summary.content import Message
+from sessions_app.compaction.summary.identifiers import (
     extract_identifiers,
     message_source_texts,
     place_identifiers,
     split_identifier_section,
 )
-from sessions_app.summary.instructions import (
+from sessions_app.compaction.summary.instructions import (
     build_structured_instructions,
     compose_split_turn_instructions,
     resolve_instructions,
 )
-from sessions_app.summary.prompts import SPLIT_TURN_HEADER, TURN_PREFIX_INSTRUCTIONS
-from sessions_app.summary.serialisation import (
+from sessions_app.compaction.summary.prompts import SPLIT_TURN_HEADER, TURN_PREFIX_INSTRUCTIONS
+from sessions_app.compaction.summary.serialisation import (
     build_structured_fallback_summary,
     collect_tool_failures,
     format_tool_failures_section,
     has_real_conversation,
 )
-from sessions_app.summary.staging import (
+from sessions_app.compaction.summary.staging import (
     SAFETY_MARGIN,
     SummarizeFn,
     SummaryClient,
@@ -43,7 +43,7 @@ from sessions_app.summary.staging import (
     prune_history_for_context_share,
     summarize_in_stages,
 )
-from sessions_app.summary.turns import format_preserved_turns_section, split_preserved_recent_turns
+from sessions_app.compaction.summary.turns import format_preserved_turns_section, split_preserved_recent_turns
 
 
 @dataclass(frozen=True)

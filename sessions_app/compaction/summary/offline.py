@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from sessions_app.summary.content import Message
-from sessions_app.summary.identifiers import ensure_identifiers, extract_identifiers, message_source_texts
-from sessions_app.summary.prompts import EXACT_IDENTIFIERS_HEADING, REQUIRED_SUMMARY_SECTIONS
+from sessions_app.compaction.summary.content import Message
+from sessions_app.compaction.summary.identifiers import (
+    ensure_identifiers,
+    extract_identifiers,
+    message_source_texts,
+)
+from sessions_app.compaction.summary.prompts import EXACT_IDENTIFIERS_HEADING, REQUIRED_SUMMARY_SECTIONS
 
 OFFLINE_MARKER = "_(offline summary: no model configured)_"
 MAX_ITEM_CHARS = 200

@@ -16,16 +16,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessions_app.cutpoint import summary_message_text
-from sessions_app.silent import is_silent_reply_text
-from sessions_app.summary.content import TOOL_CALL_TYPES, Message, content_blocks, joined_text
-from sessions_app.summary.prompts import (
+from sessions_app.compaction.cutpoint import summary_message_text
+from sessions_app.compaction.summary.content import TOOL_CALL_TYPES, Message, content_blocks, joined_text
+from sessions_app.compaction.summary.prompts import (
     DEFAULT_SUMMARY_FALLBACK,
     REQUIRED_SUMMARY_SECTIONS,
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
     UPDATE_SUMMARIZATION_PROMPT,
 )
+from sessions_app.turn.silent import is_silent_reply_text
 
 ChatMessages = list[dict[str, str]]
 TOOL_RESULT_MAX_CHARS = 2000

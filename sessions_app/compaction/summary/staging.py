@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 
 from memory_app.tokens import estimate_message_tokens, estimate_messages_tokens
 from openclaw_site.teams.assistant_settings import SummarySettings
-from sessions_app.summary.content import Message, drop_orphan_tool_results, tool_call_ids
-from sessions_app.summary.instructions import build_summarization_instructions
-from sessions_app.summary.prompts import DEFAULT_SUMMARY_FALLBACK, MERGE_SUMMARIES_INSTRUCTIONS
-from sessions_app.summary.serialisation import ChatMessages, build_summary_request
+from sessions_app.compaction.summary.content import Message, drop_orphan_tool_results, tool_call_ids
+from sessions_app.compaction.summary.instructions import build_summarization_instructions
+from sessions_app.compaction.summary.prompts import DEFAULT_SUMMARY_FALLBACK, MERGE_SUMMARIES_INSTRUCTIONS
+from sessions_app.compaction.summary.serialisation import ChatMessages, build_summary_request
 
 SummarizeFn = Callable[[ChatMessages], str]
 BASE_CHUNK_RATIO = 0.4

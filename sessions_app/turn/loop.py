@@ -1,6 +1,6 @@
 """The assistant turn: store the user message, call the model with tools, store everything it did.
 
-docs/design.md, How a message flows: context (sessions_app.context) → model with `memory_search`
+docs/design.md, How a message flows: context (sessions_app.context.build) → model with `memory_search`
 (when memory_app.tools provides it), `memory_get` and `tool_result_get` → store assistant and
 tool messages with usage → tokens vs thresholds (flush task, compaction task). A context overflow
 goes through the one compaction entry point inline and the call is retried, at most
@@ -38,13 +38,14 @@ from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
-from sessions_app.compaction import (
+from sessions_app.compaction.compact import (
     CompactionBusy,
     CompactionError,
     compact_session,
     wait_for_active_run,
 )
-from sessions_app.context import (
+from sessions_app.compaction.flush import skip_reason
+from sessions_app.context.build import (
     ModelContext,
     TokenFigures,
     build_model_context,
@@ -53,21 +54,20 @@ from sessions_app.context import (
     record_calibration,
     token_figures,
 )
-from sessions_app.flush import skip_reason
-from sessions_app.history import UNSEEN_STOP_REASONS, held_history
+from sessions_app.context.thresholds import prompt_tokens_of
 from sessions_app.messages import MessageInput, text_of
-from sessions_app.model_output import (
+from sessions_app.models import CompactionRun, Message, RunState, Session
+from sessions_app.selectors import session_owner
+from sessions_app.transcript import after_transcript_change, read_session
+from sessions_app.turn.history import UNSEEN_STOP_REASONS, held_history
+from sessions_app.turn.model_output import (
     assistant_input,
     error_assistant_input,
     store_messages,
     tool_result_input,
     usage_dict,
 )
-from sessions_app.models import CompactionRun, Message, RunState, Session
-from sessions_app.selectors import session_owner
-from sessions_app.silent import ReplyStream, streamable_text, visible_reply_text
-from sessions_app.thresholds import prompt_tokens_of
-from sessions_app.transcript import after_transcript_change, read_session
+from sessions_app.turn.silent import ReplyStream, streamable_text, visible_reply_text
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,7 @@ def stream_turn(
     empty, the turn answers what the session already ends with (a retried request).
     `client_tools` are offered to the model beside ours; calling one ends the turn.
     With `resent_history`, `inputs` is a client's whole conversation: only what the session does
-    not hold yet is stored (`sessions_app.history.held_history`, compared under the turn's lock),
+    not hold yet is stored (`sessions_app.turn.history.held_history`, compared under the turn's lock),
     and a conversation the session answered already gets that answer again.
 
     ``session`` is the caller's team-checked session (a selector's). The turn carries the row its
