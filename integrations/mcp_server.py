@@ -53,7 +53,7 @@ from openclaw_site.selectors import assistant_get
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
 from sessions_app.api.serializers import stored_messages_data
-from sessions_app.context.build import local_today
+from sessions_app.context.prompt import local_today
 from sessions_app.selectors import session_get_by_key
 from sessions_app.services import SESSION_KEY_PATTERN, ingest_messages, session_get_or_create
 

@@ -45,7 +45,7 @@ from sessions_app.api.responses import STREAM_FAULT
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
 from sessions_app.services import check_session_key, session_discard_if_empty, session_get_or_create
-from sessions_app.turn.loop import (
+from sessions_app.turn.events import (
     ReplyDelta,
     ToolCalled,
     TurnError,
@@ -53,11 +53,9 @@ from sessions_app.turn.loop import (
     TurnFinished,
     TurnResult,
     TurnStarted,
-    finished_turn,
-    require_chat_model,
-    server_tool_names,
-    stream_turn,
 )
+from sessions_app.turn.loop import finished_turn, require_chat_model, stream_turn
+from sessions_app.turn.tools import server_tool_names
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 from memory_app.governance.model_consolidation import consolidate, due_for_consolidation
 from memory_app.index import debounce, rebuild, rows, vector_fill
 from memory_app.models import MemoryDocument, Source
-from openclaw_site.jobs.tasks import TaskOwner, WorkGone, defer_until, enqueue, enqueue_once, report_progress
+from openclaw_site.jobs.runs import WorkGone, defer_until, report_progress
+from openclaw_site.jobs.tasks import TaskOwner, enqueue, enqueue_once
 from openclaw_site.models import Assistant, TaskRecord
 
 logger = logging.getLogger(__name__)

@@ -17,21 +17,17 @@ from django.db import transaction
 
 from memory_app.tokens import estimate_message_tokens
 from openclaw_site.models import Assistant
-from sessions_app.compaction.compact import (
-    CompactionBusy,
-    CompactionError,
-    CompactionRefused,
-    compact_session,
-    preview_compaction,
-    wait_for_active_run,
-)
+from sessions_app.compaction.compact import compact_session, preview_compaction
 from sessions_app.compaction.cutpoint import summary_message_text
-from sessions_app.context.build import build_model_context, memory_prompt
+from sessions_app.compaction.errors import CompactionBusy, CompactionError, CompactionRefused
+from sessions_app.compaction.runs import wait_for_active_run
+from sessions_app.context.build import build_model_context
+from sessions_app.context.prompt import memory_prompt
 from sessions_app.messages import MESSAGE_FIELDS, MessageInput
 from sessions_app.models import CompactionRun, Message, Session, TurnCommit
 from sessions_app.services import session_get_or_create
 from sessions_app.transcript import append_messages, lock_session
-from sessions_app.turn.loop import schedule_maintenance
+from sessions_app.turn.maintenance import schedule_maintenance
 
 # What of an OpenClaw message is stored besides the AgentMessage fields: its time. Everything else
 # is the host's own bookkeeping (`idempotencyKey`, `responseId`, ...), dropped before validation.

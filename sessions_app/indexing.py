@@ -35,17 +35,9 @@ from memory_app.index.extend import extend_entry, fill_from_newest, growth_point
 from memory_app.index.rows import IndexOutcome, index_entry, remove_entry_rows
 from memory_app.index.status import register_index_job_kinds
 from memory_app.models import ForgottenSource, IndexedSource, Source
-from openclaw_site.jobs.tasks import (
-    WorkGone,
-    defer_until,
-    enqueue,
-    fail_if_lock_gone,
-    others_running,
-    others_waiting,
-    queued,
-    queued_or_running,
-    report_progress,
-)
+from openclaw_site.jobs.runs import WorkGone, defer_until, queued, queued_or_running, report_progress
+from openclaw_site.jobs.status import fail_if_lock_gone, others_running, others_waiting
+from openclaw_site.jobs.tasks import enqueue
 from openclaw_site.platform.locks import LockTimeout, session_lock
 from sessions_app.models import CompactionEntry, Message, Role, Session
 from sessions_app.redaction import redact_sensitive_text

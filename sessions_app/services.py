@@ -17,7 +17,7 @@ from openclaw_site.teams.services import check_writable
 from sessions_app.messages import MessageInput
 from sessions_app.models import Message, Session, new_session_key
 from sessions_app.transcript import append_messages
-from sessions_app.turn.loop import schedule_maintenance
+from sessions_app.turn.maintenance import schedule_maintenance
 
 # Keys name export files (sessions/<key>.jsonl), so no separators; colons allow OpenClaw's
 # "agent:main:main" style keys.
@@ -89,7 +89,7 @@ def ingest_messages(*, session_id: int, messages: Sequence[MessageInput]) -> lis
     """Append messages an agent sends (all or nothing), then queue what the session now needs.
 
     An ingest can push the session over a threshold: the flush or compaction is queued after the
-    commit (`sessions_app.turn.loop.schedule_maintenance`), as after a turn.
+    commit (`sessions_app.turn.maintenance.schedule_maintenance`), as after a turn.
     """
     rows = append_messages(session_id=session_id, messages=messages)
     schedule_maintenance(session_id, session=rows[0].session if rows else None)

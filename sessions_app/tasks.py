@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sessions_app.workspace import exports, staging
 
 if TYPE_CHECKING:
-    from sessions_app.compaction.compact import CompactionError
+    from sessions_app.compaction.errors import CompactionError
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,8 @@ def memory_flush_task(session_id: int) -> dict[str, Any]:
 
 def compact_session_task(session_id: int, trigger: str = "threshold") -> dict[str, Any]:
     """Compact a session through the one entry point; a busy, refused or failed compaction is reported."""
-    from sessions_app.compaction.compact import CompactionError, compact_session
+    from sessions_app.compaction.compact import compact_session
+    from sessions_app.compaction.errors import CompactionError
 
     try:
         run = compact_session(session_id=session_id, trigger=trigger)

@@ -48,7 +48,7 @@ pytest_plugins = [
 def fresh_process_copies() -> None:
     """Price and calibrate each test's calls from its own database: a rollback clears no process copy."""
     from openclaw_site.usage.ledger import forget_prices
-    from sessions_app.context.build import forget_calibrations
+    from sessions_app.context.figures import forget_calibrations
 
     forget_prices()
     forget_calibrations()

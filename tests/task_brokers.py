@@ -6,7 +6,7 @@ over both brokers: a test that asks for it runs once on each, with tasks going t
 instead of running inline (the rest of the suite runs them inline, OPENCLAW_TASKS_SYNC).
 `work_one(cluster)` takes the next task of a cluster's queue and runs it through django-q2's own
 worker and monitor functions, as one worker of that cluster does. `clock` moves Django's
-`timezone.now` forward, as waiting would, for a deferred task (openclaw_site.jobs.tasks.Deferred).
+`timezone.now` forward, as waiting would, for a deferred task (openclaw_site.jobs.runs.Deferred).
 
 A test that runs tasks needs real commits (`django_db(transaction=True)`): django-q2's worker
 closes stale connections before each task, which would end a test's wrapping transaction.

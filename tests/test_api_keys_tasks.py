@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from openclaw_site.jobs.tasks import TaskOwner, enqueue, record_task, update_progress
+from openclaw_site.jobs.runs import update_progress
+from openclaw_site.jobs.tasks import TaskOwner, enqueue, record_task
 from openclaw_site.models import ApiKey, TaskRecord, hash_secret
 from tests import factories
 from tests.api_support import API, assert_error, login_client
@@ -69,7 +70,7 @@ def test_revoking_a_key_stops_it(api, world):
 
 def count_to(total: int) -> dict:
     """A tracked test task: reports progress as it goes."""
-    from openclaw_site.jobs.tasks import report_progress
+    from openclaw_site.jobs.runs import report_progress
 
     for done in range(1, total + 1):
         report_progress(done, total, f"step {done}")

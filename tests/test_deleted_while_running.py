@@ -20,7 +20,8 @@ from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant, TaskRecord
 from openclaw_site.teams.services import assistant_delete
 from sessions_app import services
-from sessions_app.compaction.compact import CompactionRefused, compact_session
+from sessions_app.compaction.compact import compact_session
+from sessions_app.compaction.errors import CompactionRefused
 from sessions_app.indexing import schedule_session_index
 from sessions_app.models import CompactionEntry, CompactionRun, Session
 from tests import factories

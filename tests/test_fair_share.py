@@ -163,13 +163,13 @@ def test_an_import_queues_one_reindex_and_one_export_on_the_default_queue(
         (tmp_path / "memory").mkdir(exist_ok=True)
         (tmp_path / "memory" / f"note-{n:02}.md").write_text(f"note {n}: the harbour opens at six\n")
     sent: list[tuple[str, str]] = []
-    real_send = tasks._send
+    real_send = tasks.send
 
     def recording_send(job, **kwargs):  # what reaches the broker, and on which queue; then sends it
         sent.append((job.func, job.queue.value))
         return real_send(job, **kwargs)
 
-    monkeypatch.setattr(tasks, "_send", recording_send)
+    monkeypatch.setattr(tasks, "send", recording_send)
     report = import_workspace(directory=tmp_path, team_slug="acme", assistant_slug="imported")
     assert report.documents == 40
     assistant = Assistant.objects.get(team=world.acme, slug="imported")

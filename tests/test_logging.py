@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from openclaw_site.jobs import tasks
+from openclaw_site.jobs import runs
 from openclaw_site.platform.log_filters import SkipAnsweredStatus, SkipQueueChatter
 from tests import factories
 from tests.messages import user
@@ -55,10 +55,10 @@ except RuntimeError:
     request.error("Internal Server Error: %s", "/boom/", exc_info=True, extra={"status_code": 500})
 queue = logging.getLogger("django-q")
 queue.info("Enqueued [openclaw] 12")
-queue.info("Process-52ed7eba processing export-session-1 'openclaw_site.jobs.tasks.run_tracked'")
-queue.info("Processed 'openclaw_site.jobs.tasks.run_tracked' (export-session-1)")
+queue.info("Process-52ed7eba processing export-session-1 'openclaw_site.jobs.runs.run_tracked'")
+queue.info("Processed 'openclaw_site.jobs.runs.run_tracked' (export-session-1)")
 queue.info("Q Cluster zulu-emma [openclaw] running.")
-queue.error("Failed 'openclaw_site.jobs.tasks.run_tracked' (export-session-2) - boom")
+queue.error("Failed 'openclaw_site.jobs.runs.run_tracked' (export-session-2) - boom")
 """
 
 
@@ -84,7 +84,7 @@ def test_the_log_has_one_line_per_request_no_static_files_and_no_queue_chatter()
     )
     assert lines[-2:] == [
         "Q Cluster zulu-emma [openclaw] running.",
-        "Failed 'openclaw_site.jobs.tasks.run_tracked' (export-session-2) - boom",
+        "Failed 'openclaw_site.jobs.runs.run_tracked' (export-session-2) - boom",
     ]
 
 
@@ -108,8 +108,8 @@ def test_django_q2_lines_per_job_are_left_out_and_the_rest_kept():
     chatter = SkipQueueChatter()
     for line in [
         "Enqueued [openclaw] 12",
-        "Process-52ed7eba processing export-session-1 'openclaw_site.jobs.tasks.run_tracked'",
-        "Processed 'openclaw_site.jobs.tasks.run_tracked' (export-session-1)",
+        "Process-52ed7eba processing export-session-1 'openclaw_site.jobs.runs.run_tracked'",
+        "Processed 'openclaw_site.jobs.runs.run_tracked' (export-session-1)",
     ]:
         assert not chatter.filter(_record("django-q", line)), line
     for line in ["Q Cluster zulu-emma [openclaw] running.", "Process-1 ready for work at 25226"]:
@@ -121,11 +121,11 @@ def test_django_q2_lines_per_job_are_left_out_and_the_rest_kept():
 @pytest.mark.django_db
 def test_a_slow_task_is_logged_and_a_quick_one_is_not(world, caplog, monkeypatch):
     caplog.set_level(logging.WARNING, logger="openclaw_site.jobs.tasks")
-    monkeypatch.setattr(tasks, "SLOW_TASK_SECONDS", 3600.0)
-    tasks.run_tracked("t" * 32, "os.path.join", "a", "b")
+    monkeypatch.setattr(runs, "SLOW_TASK_SECONDS", 3600.0)
+    runs.run_tracked("t" * 32, "os.path.join", "a", "b")
     assert not [r for r in caplog.records if "took" in r.getMessage()]
-    monkeypatch.setattr(tasks, "SLOW_TASK_SECONDS", 0.0)
-    tasks.run_tracked("u" * 32, "os.path.join", "a", "b")
+    monkeypatch.setattr(runs, "SLOW_TASK_SECONDS", 0.0)
+    runs.run_tracked("u" * 32, "os.path.join", "a", "b")
     slow = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
     assert len(slow) == 1 and slow[0].startswith("Task os.path.join (" + "u" * 32 + ") took")
 

@@ -21,8 +21,10 @@ from django.utils import timezone
 from django_q.models import Task
 
 from memory_app.models import Source
-from openclaw_site.jobs import tasks
-from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue, purge_task_records, run_tracked
+from openclaw_site.jobs import retention, runs, tasks
+from openclaw_site.jobs.retention import purge_task_records
+from openclaw_site.jobs.runs import run_tracked
+from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue
 from openclaw_site.models import TaskRecord
 from sessions_app.indexing import schedule_session_index
 from tests import factories
@@ -171,7 +173,7 @@ def test_the_index_job_waits_for_the_latest_request_not_the_one_that_queued_it(w
         latest = debounce.request(**key, delay_seconds=1.5, max_delay_seconds=5)
     # Started now, the one pending job is not due: it hands its wait back to the queue until
     # 1.5 s after the latest save.
-    with pytest.raises(tasks.Deferred) as deferred:
+    with pytest.raises(runs.Deferred) as deferred:
         reindex_document(document.pk)
     assert deferred.value.until == latest == timezone.now() + timedelta(seconds=1.5)
     frozen_clock.advance(1.5)
@@ -337,7 +339,7 @@ def test_the_purge_deletes_old_records_in_bounded_statements_and_fails_lost_ones
         Task.objects.create(
             id=f"q-{n}", name=f"q-{n}", func="f", started=stopped, stopped=stopped, success=True
         )
-    monkeypatch.setattr(tasks, "PURGE_BATCH", 3)
+    monkeypatch.setattr(retention, "PURGE_BATCH", 3)
 
     with CaptureQueriesContext(connection) as queries:
         outcome = purge_task_records()
@@ -363,7 +365,7 @@ def test_the_purge_runs_from_its_own_schedule():
 
     schedule = Schedule.objects.get(name="task-records-purge")
     assert (schedule.func, schedule.minutes, schedule.repeats) == (
-        "openclaw_site.jobs.tasks.purge_task_records",
+        "openclaw_site.jobs.retention.purge_task_records",
         10,
         -1,
     )

@@ -1,4 +1,4 @@
-"""A job started before it is due waits in the queue, not in a worker (openclaw_site.jobs.tasks.Deferred).
+"""A job started before it is due waits in the queue, not in a worker (openclaw_site.jobs.runs.Deferred).
 
 Tasks go through the ORM broker and a real Redis (tests/task_brokers.py); `clock` moves time
 forward instead of waiting.
@@ -16,7 +16,9 @@ from django_q.brokers import get_broker
 from django_q.signing import SignedPackage
 
 from memory_app.models import MemoryChunk
-from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, defer_until, enqueue, task_status
+from openclaw_site.jobs.runs import defer_until
+from openclaw_site.jobs.status import task_status
+from openclaw_site.jobs.tasks import TaskOwner, TaskQueue, enqueue
 from openclaw_site.models import TaskRecord
 from tests import factories
 from tests.messages import user

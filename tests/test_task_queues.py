@@ -22,7 +22,7 @@ from openclaw_site.jobs.tasks import TaskQueue
 from openclaw_site.models import TaskRecord
 from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app.models import CompactionEntry, Session
-from sessions_app.turn.loop import schedule_maintenance
+from sessions_app.turn.maintenance import schedule_maintenance
 from tests import factories
 from tests.messages import assistant, chatter, usage, user
 from tests.task_brokers import TaskBroker, tracked_func, work_one

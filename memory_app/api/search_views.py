@@ -25,7 +25,7 @@ from memory_app.tasks import queue_reindex as queue_reindex_job
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
-from openclaw_site.jobs.tasks import task_status
+from openclaw_site.jobs.status import task_status
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
 from openclaw_site.usage.fair_share import TeamWork, team_slot

@@ -32,7 +32,8 @@ from memory_app.selectors import proposal_get, proposal_list
 from openclaw_site.api.base import StrictCharField, StrictSerializer, not_found, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError
-from openclaw_site.jobs.tasks import TaskOwner, enqueue, task_status
+from openclaw_site.jobs.status import task_status
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import ApiKey, Assistant
 from openclaw_site.selectors import assistant_get
 

@@ -3,7 +3,7 @@
 A change records a request (`request`), which sets the row's ``due_at``, then enqueues the index
 job, one pending per document or session (`openclaw_site.jobs.tasks`, coalescing). The job asks
 `take_turn` when it starts: while the request is not due, it hands its wait back to the queue
-(`openclaw_site.jobs.tasks.defer_until`) instead of sleeping in a worker, queued again so later changes
+(`openclaw_site.jobs.runs.defer_until`) instead of sleeping in a worker, queued again so later changes
 fold into it; once due, it takes the request (the row is cleared, so the next change starts a new
 one) and indexes what is there then.
 

@@ -28,7 +28,7 @@ from memory_app.models import (
     MemoryDocument,
     Source,
 )
-from openclaw_site.jobs.tasks import WorkGone
+from openclaw_site.jobs.runs import WorkGone
 from openclaw_site.models import Assistant
 from openclaw_site.platform.locks import LockTimeout, session_lock
 from providers.embeddings import Embedder, get_embedder

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
-from sessions_app.context.build import ModelContext, TokenFigures
+from sessions_app.context.build import ModelContext
+from sessions_app.context.figures import TokenFigures
 from sessions_app.models import CompactionEntry, CompactionRun, Session
 
 
@@ -50,7 +51,7 @@ class CompactCommand:
 
     run: CompactionRun
     reply_text: str
-    tokens: dict[str, Any]  # `sessions_app.context.build.session_figures`
+    tokens: dict[str, Any]  # `sessions_app.context.figures.session_figures`
     command: Literal["compact"] = "compact"
     messages: tuple[()] = ()  # the command is not stored
     silent: bool = False

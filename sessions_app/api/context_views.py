@@ -24,7 +24,7 @@ from sessions_app.api.serializers import (
 )
 from sessions_app.api.views import SessionApiView
 from sessions_app.compaction.compact import CompactionPreview
-from sessions_app.context.build import session_figures
+from sessions_app.context.figures import session_figures
 from sessions_app.models import Session
 from sessions_app.selectors import compaction_entry_list, compaction_run_list, session_get
 

@@ -35,14 +35,15 @@ from sessions_app.api.context_views import StrictBooleanField
 from sessions_app.api.payloads import message_api_error
 from sessions_app.api.serializers import CompactionRunOutput, SessionOutput
 from sessions_app.api.views import SessionApiView
-from sessions_app.context.build import local_today, session_figures
+from sessions_app.context.figures import session_figures
+from sessions_app.context.prompt import local_today
 from sessions_app.context.view_cache import encode_json
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import Session
 from sessions_app.provenance import recent_fetching_tools
 from sessions_app.selectors import session_by_key
 from sessions_app.services import check_session_key
-from sessions_app.turn.loop import ToolFailure, tool_result_get
+from sessions_app.turn.tools import ToolFailure, tool_result_get
 
 MAX_TOKEN_BUDGET = 10_000_000
 

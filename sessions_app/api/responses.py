@@ -29,18 +29,14 @@ from sessions_app.api.serializers import (
     TurnOutput,
     stored_messages_data,
 )
-from sessions_app.compaction.compact import (
-    NOT_A_COMMAND,
-    CompactionPreview,
-    compact_session,
-    manual_reply_text,
-    parse_compact_command,
-)
-from sessions_app.context.build import build_model_context, session_figures, token_figures
+from sessions_app.compaction.command import NOT_A_COMMAND, manual_reply_text, parse_compact_command
+from sessions_app.compaction.compact import CompactionPreview, compact_session
+from sessions_app.context.build import build_model_context
+from sessions_app.context.figures import session_figures, token_figures
 from sessions_app.context.view_cache import encode_json
 from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionRun, Session
-from sessions_app.turn.loop import (
+from sessions_app.turn.events import (
     ReplyDelta,
     ToolCalled,
     ToolResultStored,
@@ -48,10 +44,9 @@ from sessions_app.turn.loop import (
     TurnEvent,
     TurnFinished,
     TurnStarted,
-    run_turn,
-    stream_turn,
-    turn_tools,
 )
+from sessions_app.turn.loop import run_turn, stream_turn
+from sessions_app.turn.tools import turn_tools
 
 logger = logging.getLogger(__name__)
 

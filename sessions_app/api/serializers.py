@@ -13,11 +13,12 @@ from rest_framework.utils.serializer_helpers import ReturnList
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import Assistant
 from sessions_app.api.answers import CompactionHistory, CompactionRef, NextCall, OpenAITool
-from sessions_app.compaction.compact import CompactionPreview, entry_dict
-from sessions_app.context.build import session_figures
+from sessions_app.compaction.compact import CompactionPreview
+from sessions_app.compaction.errors import entry_dict
+from sessions_app.context.figures import session_figures
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.transcript import to_agent_message
-from sessions_app.turn.loop import TurnResult
+from sessions_app.turn.events import TurnResult
 
 
 class SessionCreateInput(StrictSerializer):
@@ -39,7 +40,7 @@ class SessionOutput(serializers.ModelSerializer):
     )
     message_count = serializers.SerializerMethodField()
     tokens = serializers.SerializerMethodField(
-        help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.build.session_figures)."
+        help_text="Context estimate, window, flush and compaction thresholds (sessions_app.context.figures.session_figures)."
     )
 
     class Meta:

@@ -1,6 +1,6 @@
 """The compaction view of recently used sessions, kept per process and extended from the last seq.
 
-Building a session's view (`sessions_app.context.build.session_entries`) reads every message from the
+Building a session's view (`sessions_app.context.view.session_entries`) reads every message from the
 latest compaction's first kept one and turns each row into an AgentMessage; with a large window
 that is thousands of rows per turn and per `/context/`. A stored message never changes after its
 transaction commits (docs/design.md §D11), so a view stays true as long as its floor and its

@@ -18,7 +18,7 @@ from openclaw_site.models import Assistant
 from sessions_app.models import CompactionRun, Session
 
 if TYPE_CHECKING:
-    from sessions_app.compaction.compact import CompactionError
+    from sessions_app.compaction.errors import CompactionError
 
 # --- sessions ---------------------------------------------------------------------------------
 
@@ -51,7 +51,7 @@ NO_MODEL_MESSAGE = (
 def model_status(assistant: Assistant) -> ModelStatus:
     """Say whether the assistant can reply, and how to make it able to."""
     from providers.chat import get_chat_model
-    from sessions_app.context.build import effective_model
+    from sessions_app.context.figures import effective_model
 
     model = effective_model(assistant)
     if get_chat_model("chat") is not None:
@@ -149,12 +149,13 @@ def gauge(session: Session) -> Gauge:
     """Return the session's gauge figures (`context.token_figures`) and what maintenance is due.
 
     A due flush or compaction has been queued by the turn that crossed the threshold
-    (`agent.schedule_maintenance`); the page polls until a worker has done it.
+    (`sessions_app.turn.maintenance.schedule_maintenance`); the page polls until a worker has done it.
     """
     from sessions_app.compaction.flush import skip_reason
-    from sessions_app.context.build import build_model_context, token_figures
+    from sessions_app.context.build import build_model_context
+    from sessions_app.context.figures import token_figures
     from sessions_app.models import ACTIVE_RUN_STATES
-    from sessions_app.turn.loop import turn_tools
+    from sessions_app.turn.tools import turn_tools
 
     figures = token_figures(session)
     limits = figures.thresholds
@@ -293,7 +294,7 @@ def model_context(session: Session) -> ContextView:
 
 def _agent_tools(session: Session) -> list[dict[str, Any]]:
     """The tool specs an assistant turn offers, so the shown system prompt matches the real one."""
-    from sessions_app.turn.loop import turn_tools
+    from sessions_app.turn.tools import turn_tools
 
     return list(turn_tools())
 
@@ -324,7 +325,8 @@ class Preview:
 
 def compaction_preview(*, session: Session, instructions: str) -> Preview:
     """Return what a manual compaction would do now, writing nothing (the API's dry run)."""
-    from sessions_app.compaction.compact import CompactionError, compact_session
+    from sessions_app.compaction.compact import compact_session
+    from sessions_app.compaction.errors import CompactionError
 
     try:
         preview = compact_session(
@@ -364,8 +366,8 @@ def compaction_error_text(session: Session, error: CompactionError) -> str:
     Compaction keeps the most recent keepRecentTokens verbatim (docs/openclaw-behaviour.md §1.1), so
     it has something to summarise once the session's messages pass that many tokens.
     """
-    from sessions_app.compaction.compact import format_token_count as count
-    from sessions_app.context.build import token_figures
+    from sessions_app.compaction.command import format_token_count as count
+    from sessions_app.context.figures import token_figures
 
     if error.code != "nothing_to_compact":
         return error.message
@@ -394,7 +396,9 @@ class CompactResult:
 
 def compact(*, session: Session, instructions: str) -> CompactResult:
     """Compact now through the one entry point; a refusal or failure changes nothing."""
-    from sessions_app.compaction.compact import CompactionError, compact_session, manual_reply_text
+    from sessions_app.compaction.command import manual_reply_text
+    from sessions_app.compaction.compact import compact_session
+    from sessions_app.compaction.errors import CompactionError
 
     try:
         # A session too small to compact is told so by a dry run, which records no failed run.
@@ -427,14 +431,15 @@ class ChatOutcome:
 
 def is_command(text: str) -> bool:
     """Tell whether a chat text is a command (`/compact [instructions]`) rather than a message."""
-    from sessions_app.compaction.compact import NOT_A_COMMAND, parse_compact_command
+    from sessions_app.compaction.command import NOT_A_COMMAND, parse_compact_command
 
     return parse_compact_command(text) is not NOT_A_COMMAND
 
 
 def turn_refusal(assistant: Assistant) -> ChatOutcome | None:
     """Return why no turn can run now (no model configured), or None."""
-    from sessions_app.turn.loop import TurnError, require_chat_model
+    from sessions_app.turn.events import TurnError
+    from sessions_app.turn.loop import require_chat_model
 
     try:
         require_chat_model()
@@ -445,7 +450,7 @@ def turn_refusal(assistant: Assistant) -> ChatOutcome | None:
 
 def chat(*, session: Session, text: str) -> ChatOutcome:
     """Post the user's message and run the assistant's turn; `/compact [instructions]` compacts."""
-    from sessions_app.compaction.compact import NOT_A_COMMAND, parse_compact_command
+    from sessions_app.compaction.command import NOT_A_COMMAND, parse_compact_command
 
     instructions = parse_compact_command(text)
     if instructions is not NOT_A_COMMAND:
@@ -467,12 +472,13 @@ def _assistant_turn(*, session: Session, text: str) -> ChatOutcome:
 
 
 def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]:
-    """Run `agent.stream_turn` on the text, as the REST API's ``"respond": true`` does.
+    """Run `sessions_app.turn.loop.stream_turn` on the text, as the REST API's ``"respond": true`` does.
 
     Yields the reply's visible text as it arrives, then the ChatOutcome.
     """
     from sessions_app.messages import MessageError, validate_message
-    from sessions_app.turn.loop import ReplyDelta, TurnError, TurnFinished, stream_turn
+    from sessions_app.turn.events import ReplyDelta, TurnError, TurnFinished
+    from sessions_app.turn.loop import stream_turn
 
     try:
         message = validate_message({"role": "user", "content": text}, max_bytes=max_message_bytes())
@@ -495,8 +501,9 @@ def streamed_turn(*, session: Session, text: str) -> Iterator[str | ChatOutcome]
 
 
 def retry(*, session: Session) -> ChatOutcome:
-    """Run the session's failed last turn again (`agent.retry_turn`)."""
-    from sessions_app.turn.loop import TurnError, retry_turn
+    """Run the session's failed last turn again (`sessions_app.turn.loop.retry_turn`)."""
+    from sessions_app.turn.events import TurnError
+    from sessions_app.turn.loop import retry_turn
 
     try:
         result = retry_turn(session=session)

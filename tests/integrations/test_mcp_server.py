@@ -11,7 +11,7 @@ from django.utils import timezone
 from memory_app.models import MemoryDocument, MemoryRevision
 from memory_app.search.hybrid import MODES
 from memory_app.search.snippets import SNIPPET_MODES
-from sessions_app.context.build import local_today
+from sessions_app.context.prompt import local_today
 from sessions_app.models import Message, Session
 from tests import factories
 from tests import messages as m

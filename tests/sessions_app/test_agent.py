@@ -13,13 +13,9 @@ from openclaw_site.models import TaskRecord
 from openclaw_site.teams.assistant_settings import validate_settings
 from providers.chat import reset_providers
 from sessions_app.models import CompactionEntry, CompactionRun, Message, ModelCalibration, Session
-from sessions_app.turn.loop import (
-    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
-    OVERFLOW_USER_ERROR,
-    TurnError,
-    run_turn,
-    visible_reply_text,
-)
+from sessions_app.turn.events import MAX_OVERFLOW_COMPACTION_ATTEMPTS, OVERFLOW_USER_ERROR, TurnError
+from sessions_app.turn.loop import run_turn
+from sessions_app.turn.silent import visible_reply_text
 from tests import factories
 from tests.chat_requests import message_input, request_kinds, router, tool_names
 from tests.fake_openai import delay_reply, error_reply, text_reply, tool_call_reply

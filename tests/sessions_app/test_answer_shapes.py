@@ -1,6 +1,6 @@
 """The output serializers render a run receipt as the compaction errors show it, byte for byte.
 
-A compaction error's details carry `sessions_app.compaction.compact.run_dict`; every answer renders the
+A compaction error's details carry `sessions_app.compaction.errors.run_dict`; every answer renders the
 same run through `CompactionRunOutput`: the two must say the same thing in the same JSON.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app.api.serializers import CompactionRunOutput, stored_messages_data
-from sessions_app.compaction.compact import run_dict
+from sessions_app.compaction.errors import run_dict
 from sessions_app.models import CompactionRun
 from sessions_app.transcript import to_agent_message
 from tests import factories

@@ -11,19 +11,13 @@ from django.utils import timezone
 from memory_app.models import MemoryDocument
 from openclaw_site.platform.locks import session_lock
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.compaction.compact import (
-    NOT_A_COMMAND,
-    CompactionBusy,
-    CompactionFailed,
-    CompactionPreview,
-    CompactionRefused,
-    compact_session,
-    compaction_lock_name,
-    coverage_map,
-    parse_compact_command,
-)
+from sessions_app.compaction.command import NOT_A_COMMAND, parse_compact_command
+from sessions_app.compaction.compact import CompactionPreview, compact_session, coverage_map
+from sessions_app.compaction.errors import CompactionBusy, CompactionFailed, CompactionRefused
+from sessions_app.compaction.runs import compaction_lock_name
 from sessions_app.compaction.summary.offline import OFFLINE_MARKER
-from sessions_app.context.build import build_model_context, local_today
+from sessions_app.context.build import build_model_context
+from sessions_app.context.prompt import local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.chat_requests import SUMMARY_TEXT, is_summary_request, last_user_text, request_kinds, router

@@ -1,7 +1,7 @@
 """A compaction whose process is killed (SIGKILL, mid-flush) can be retried at once.
 
 The compaction lock is a Postgres session-level advisory lock on a connection of its own
-(sessions_app.compaction.compact.hold_compaction_lock): when the process dies, Postgres ends its
+(sessions_app.compaction.runs.hold_compaction_lock): when the process dies, Postgres ends its
 connections and the lock goes with them, so the next attempt takes over the abandoned run
 instead of answering 409 until a stale timeout. The flush prompt is stored only with the flush's
 first answer, so the killed flush leaves no orphan prompt behind.

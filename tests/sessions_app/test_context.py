@@ -9,12 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.context.build import (
-    build_model_context,
-    calibration_ratio,
-    record_calibration,
-    token_figures,
-)
+from sessions_app.context.build import build_model_context
+from sessions_app.context.figures import calibration_ratio, record_calibration, token_figures
 from sessions_app.models import ModelCalibration
 from tests import factories
 from tests.messages import assistant, chatter, tool_call, tool_result, usage, user
@@ -181,7 +177,8 @@ def test_a_process_uses_the_ratio_its_call_recorded_without_reading_it_again():
 @pytest.mark.django_db
 def test_stored_figures_agree_with_the_view_and_ignore_stale_usage(world, no_llm):
     from sessions_app.compaction.compact import compact_session
-    from sessions_app.context.build import session_entries, view_tokens
+    from sessions_app.context.figures import view_tokens
+    from sessions_app.context.view import session_entries
     from sessions_app.messages import validate_message
     from sessions_app.transcript import append_messages
 
@@ -206,7 +203,8 @@ def test_stored_figures_agree_with_the_view_and_ignore_stale_usage(world, no_llm
 
 @pytest.mark.django_db
 def test_stored_figures_pass_over_usage_pi_would_not_trust(world, no_llm):
-    from sessions_app.context.build import session_entries, view_tokens
+    from sessions_app.context.figures import view_tokens
+    from sessions_app.context.view import session_entries
 
     session = factories.make_session(world.assistant)
     factories.add_messages(session, user("a"), assistant("counted", usage=usage(3000, 20)))
@@ -250,7 +248,8 @@ def test_running_sums_match_the_messages_through_flush_turns_compactions_and_an_
 ):
     """The per-message running sums the figures are read from agree with adding the estimates up."""
     from sessions_app.compaction.compact import compact_session
-    from sessions_app.context.build import session_entries, view_tokens
+    from sessions_app.context.figures import view_tokens
+    from sessions_app.context.view import session_entries
     from sessions_app.messages import validate_message
     from sessions_app.models import Message, Session
     from sessions_app.turn.model_output import store_messages

@@ -8,7 +8,7 @@ import pytest
 
 from openclaw_site.platform.locks import session_lock
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.compaction.compact import compaction_lock_name
+from sessions_app.compaction.runs import compaction_lock_name
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.api_support import API, assert_error

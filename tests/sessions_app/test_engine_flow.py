@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from memory_app.models import MemoryDocument
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.context.build import local_today
+from sessions_app.context.prompt import local_today
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.turn.loop import run_turn
 from tests import factories

@@ -14,7 +14,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.compaction.compact import CompactionRefused, compact_session
+from sessions_app.compaction.compact import compact_session
+from sessions_app.compaction.errors import CompactionRefused
 from sessions_app.messages import MessageInput
 from sessions_app.models import Session, SessionExport
 from sessions_app.turn.model_output import store_messages

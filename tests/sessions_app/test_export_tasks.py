@@ -153,7 +153,7 @@ def test_qcluster_runs_enqueued_exports_with_the_orm_broker(export_root, world, 
         _wait_for(
             lambda: (
                 TaskRecord.objects.filter(kind="export_memory", state="succeeded").exists()
-                and Task.objects.filter(func="openclaw_site.jobs.tasks.run_tracked", success=True).exists()
+                and Task.objects.filter(func="openclaw_site.jobs.runs.run_tracked", success=True).exists()
             ),
             what="the task result",
             process=cluster,

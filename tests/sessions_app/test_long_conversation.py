@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_app.models import MemoryDocument, MemoryRevision
 from openclaw_site.teams.assistant_settings import validate_settings
-from sessions_app.context.build import local_today
+from sessions_app.context.prompt import local_today
 from sessions_app.models import CompactionEntry, CompactionRun, Message, Session
 from tests import factories
 from tests.api_support import API

@@ -18,7 +18,9 @@ from django.test.utils import CaptureQueriesContext
 from openclaw_site.teams.assistant_settings import validate_settings
 from sessions_app import transcript
 from sessions_app.compaction.compact import compact_session
-from sessions_app.context.build import build_model_context, session_entries, token_figures
+from sessions_app.context.build import build_model_context
+from sessions_app.context.figures import token_figures
+from sessions_app.context.view import session_entries
 from sessions_app.messages import validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from tests import factories

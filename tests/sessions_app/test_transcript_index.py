@@ -509,7 +509,7 @@ def test_a_first_index_is_sliced_as_well(world, someone_waiting, fake_embeddings
 @pytest.mark.django_db(transaction=True)
 def test_a_second_run_of_a_transcripts_index_waits_for_the_first(world, fake_embeddings) -> None:
     """Side by side, each run would find the other's rows and fall back to a whole pass."""
-    from openclaw_site.jobs.tasks import Deferred
+    from openclaw_site.jobs.runs import Deferred
     from openclaw_site.platform.locks import session_lock
     from sessions_app.indexing import BUSY_RETRY_SECONDS, run_debounced_index
 

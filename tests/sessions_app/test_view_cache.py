@@ -14,7 +14,8 @@ from openclaw_site.teams.assistant_settings import validate_settings
 from providers.openai_chat import to_openai_messages
 from sessions_app.api.responses import context_payload, context_payload_json
 from sessions_app.context import view_cache
-from sessions_app.context.build import build_model_context, session_entries
+from sessions_app.context.build import build_model_context
+from sessions_app.context.view import session_entries
 from sessions_app.messages import validate_message
 from sessions_app.models import Session
 from sessions_app.turn.model_output import store_messages
