@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from django.conf import settings as django_settings
 from django.utils import timezone as dj_timezone
 
-from memory_app import tools as memory_tools
-from memory_app.tools import json_result
-from openclaw_site.errors import DomainError
-from openclaw_site.jobs.tasks import TaskQueue, enqueue, record_failure
+from openclaw_site.jobs.tasks import record_failure
 from openclaw_site.models import UsagePurpose
 from openclaw_site.platform.locks import LockTimeout, session_lock
 from openclaw_site.teams.services import check_writable
@@ -38,28 +34,38 @@ from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
-from sessions_app.compaction.compact import (
-    CompactionBusy,
-    CompactionError,
-    compact_session,
-    wait_for_active_run,
-)
+from sessions_app.compaction.compact import compact_session
+from sessions_app.compaction.errors import CompactionBusy, CompactionError
 from sessions_app.compaction.flush import skip_reason
+from sessions_app.compaction.runs import wait_for_active_run
 from sessions_app.context.build import (
     ModelContext,
-    TokenFigures,
     build_model_context,
     cache_touch_fields,
     record_cache_touch,
-    record_calibration,
-    token_figures,
 )
+from sessions_app.context.figures import record_calibration, token_figures
 from sessions_app.context.thresholds import prompt_tokens_of
 from sessions_app.messages import MessageInput, text_of
 from sessions_app.models import CompactionRun, Message, RunState, Session
 from sessions_app.selectors import session_owner
 from sessions_app.transcript import after_transcript_change, read_session
+from sessions_app.turn.events import (
+    FAILED_TURN_KIND,
+    MAX_OVERFLOW_COMPACTION_ATTEMPTS,
+    MODEL_NOT_CONFIGURED,
+    OVERFLOW_USER_ERROR,
+    ReplyDelta,
+    ToolCalled,
+    ToolResultStored,
+    TurnError,
+    TurnEvent,
+    TurnFinished,
+    TurnResult,
+    TurnStarted,
+)
 from sessions_app.turn.history import UNSEEN_STOP_REASONS, held_history
+from sessions_app.turn.maintenance import maintenance_for
 from sessions_app.turn.model_output import (
     assistant_input,
     error_assistant_input,
@@ -68,257 +74,9 @@ from sessions_app.turn.model_output import (
     usage_dict,
 )
 from sessions_app.turn.silent import ReplyStream, streamable_text, visible_reply_text
+from sessions_app.turn.tools import run_tool, server_tool_names, turn_tools
 
 logger = logging.getLogger(__name__)
-
-MODEL_NOT_CONFIGURED = (
-    "No chat model is configured, so the assistant cannot reply. Set LLM_BASE_URL to any "
-    "OpenAI-compatible endpoint (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1), "
-    "LLM_API_KEY and LLM_MODEL (or the assistant's `model`), then restart the server. Nothing was "
-    'stored; post the message without "respond" to store it anyway.'
-)
-# The turn's overflow recovery (docs/openclaw-behaviour.md §1.4, T3): compact and retry the call at
-# most this many times, then give the user this error.
-MAX_OVERFLOW_COMPACTION_ATTEMPTS = 3
-OVERFLOW_USER_ERROR = (
-    "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh "
-    "session, or use a larger-context model."
-)
-DEFAULT_TOOL_RESULT_CHARS = 12_000
-MAX_TOOL_RESULT_CHARS = 50_000
-
-TOOL_RESULT_GET_SPEC: dict[str, Any] = {
-    "name": "tool_result_get",
-    "description": (
-        "Read the original text of an earlier tool result by its message id. Old tool results "
-        "are shortened to save context and name their original as `[Original: message <id>; ...]`; "
-        "page through long ones with from/length (characters)."
-    ),
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "description": "The message id named in the shortened result"},
-            "from": {"type": "integer", "minimum": 0, "description": "First character (0-based, default 0)"},
-            "length": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Characters to return (default 12000)",
-            },
-        },
-        "required": ["id"],
-    },
-}
-
-
-class TurnError(DomainError):
-    """A turn that could not produce a reply; what was stored is kept and listed (``stored``).
-
-    Raised before anything is stored, it is a refusal every adapter renders like any domain error;
-    after, the adapters answer with its envelope and the stored messages in its details.
-    """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        status: int,
-        details: dict[str, Any] | None = None,
-        stored: list[Message] | None = None,
-    ) -> None:
-        super().__init__(code, message, status=status, details=details)
-        self.stored = stored or []
-
-
-@dataclass
-class TurnResult:
-    """What a turn stored and what the user gets back."""
-
-    user_message: Message
-    messages: list[Message] = field(default_factory=list)
-    reply: Message | None = None
-    reply_text: str | None = None
-    silent: bool = False
-    compactions: list[CompactionRun] = field(default_factory=list)
-    scheduled: dict[str, bool] = field(default_factory=dict)
-    # Calls of tools the caller supplied (the OpenAI-compatible endpoint): the turn stops there
-    # and the caller answers them in its next request.
-    client_tool_calls: tuple[ToolCall, ...] = ()
-    # The session as the turn left it and its token figures (what the response reports).
-    final_session: Session | None = None
-    figures: TokenFigures | None = None
-
-
-@dataclass(frozen=True)
-class TurnStarted:
-    """The turn's input is stored (the user message, or a client's tool results)."""
-
-    inputs: list[Message]
-
-
-@dataclass(frozen=True)
-class ReplyDelta:
-    """More of the reply's visible text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolCalled:
-    """The model called a tool (ours run next; the caller's end the turn)."""
-
-    call: ToolCall
-    client: bool = False
-
-
-@dataclass(frozen=True)
-class ToolResultStored:
-    """One of our tools answered; its toolResult message is stored."""
-
-    message: Message
-
-
-@dataclass(frozen=True)
-class TurnFinished:
-    """The turn is over: everything it stored, the reply and the token figures' scheduling."""
-
-    result: TurnResult
-
-
-TurnEvent = TurnStarted | ReplyDelta | ToolCalled | ToolResultStored | TurnFinished
-
-
-# --- tools ------------------------------------------------------------------------------------
-
-
-def turn_tools() -> list[dict[str, Any]]:
-    """Return the tools of a turn: memory_app's (memory_search when indexed, memory_get) + tool_result_get."""
-    return [*memory_tools.TOOL_SPECS, TOOL_RESULT_GET_SPEC]
-
-
-class ToolFailure(Exception):
-    """A tool call that failed; the model is told with an `isError` result."""
-
-
-def run_tool(call: ToolCall, *, session: Session) -> tuple[str, bool]:
-    """Run one tool call and return (result text, is_error); never raises."""
-    memory_names = {spec["name"] for spec in memory_tools.TOOL_SPECS}
-    try:
-        if call.name == TOOL_RESULT_GET_SPEC["name"]:
-            return tool_result_get(call.arguments, session=session), False
-        if call.name in memory_names:
-            return memory_tools.run_memory_tool(
-                call.name, call.arguments, assistant=session.assistant, session_key=session.key
-            ), False
-        return f"Tool {call.name} not found", True  # Pi's answer to an unknown tool
-    except ToolFailure as failure:
-        return str(failure), True
-    except Exception as error:  # a broken tool must not break the turn; the model reads the error
-        logger.exception("tool %s failed in session %s", call.name, session.pk)
-        return f"Tool {call.name} failed: {type(error).__name__}: {error}", True
-
-
-def _int_argument(arguments: dict[str, Any], key: str, default: int) -> int:
-    value = arguments.get(key)
-    if value is None:
-        return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, str))
-        or not str(value).strip().lstrip("-").isdigit()
-    ):
-        raise ToolFailure(f"{key} must be an integer")
-    return int(value)
-
-
-def tool_result_get(arguments: dict[str, Any], *, session: Session) -> str:
-    """Return a page of a stored tool result's original text (docs/design.md §D5)."""
-    entry_id = str(arguments.get("id") or arguments.get("entryId") or arguments.get("entry_id") or "").strip()
-    if not entry_id:
-        raise ToolFailure("id required: the message id named in the shortened tool result")
-    row = Message.objects.filter(session=session, entry_id=entry_id).first()
-    if row is None:
-        raise ToolFailure(f"No message {entry_id} in this session.")
-    if row.role != "toolResult":
-        raise ToolFailure(f"Message {entry_id} is a {row.role} message, not a tool result.")
-    text = _tool_result_text(row.content)
-    start = max(0, _int_argument(arguments, "from", 0))
-    length = min(MAX_TOOL_RESULT_CHARS, max(1, _int_argument(arguments, "length", DEFAULT_TOOL_RESULT_CHARS)))
-    chunk = text[start : start + length]
-    payload: dict[str, Any] = {
-        "id": entry_id,
-        "toolName": row.tool_name,
-        "isError": row.is_error,
-        "from": start,
-        "length": len(chunk),
-        "totalChars": len(text),
-        "text": chunk,
-    }
-    if start + len(chunk) < len(text):
-        payload.update(truncated=True, nextFrom=start + len(chunk))
-        payload["text"] = f"{chunk}\n\n[More content available. Use from={start + len(chunk)} to continue.]"
-    return json_result(payload)
-
-
-def _tool_result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if block.get("type") == "text":
-            parts.append(block.get("text", ""))
-        elif block.get("type") == "image":
-            parts.append(
-                f"[image: {block.get('mimeType', 'image')}, {len(block.get('data', ''))} base64 chars]"
-            )
-    return "\n".join(parts)
-
-
-# --- scheduling after a turn or an ingest ------------------------------------------------------
-
-
-def schedule_maintenance(
-    session_id: int, *, prompt_estimate: int = 0, session: Session | None = None
-) -> dict[str, Any]:
-    """Queue the compaction (threshold) or the flush the session's figures call for, after commit.
-
-    Called after every successful turn and after a REST ingest; `prompt_estimate` is the next
-    prompt when it is known (before a turn's model call), as in OpenClaw's projected count.
-    `session` is the row as the caller's append left it (locked and saved), so it is not read again.
-    """
-    if session is None:
-        session = read_session(session_id)
-    return maintenance_for(session, token_figures(session, prompt_estimate=prompt_estimate))
-
-
-def maintenance_for(session: Session, figures: TokenFigures) -> dict[str, Any]:
-    """Queue what `figures` (the session's, computed by the caller) call for; see `schedule_maintenance`."""
-    session_id = session.pk
-    if figures.compaction_due:
-        enqueue(
-            "sessions_app.tasks.compact_session_task",
-            session_id,
-            "threshold",
-            owner=session_owner(session=session),
-            task_name=f"compact-{session_id}-{session.compaction_count}",
-            queue=TaskQueue.URGENT,
-            coalesce_key=f"compact-session:{session_id}",
-        )
-        return {"compaction": True, "flush": False}
-    if figures.flush_reason and skip_reason(session) is None:
-        enqueue(
-            "sessions_app.tasks.memory_flush_task",
-            session_id,
-            owner=session_owner(session=session),
-            task_name=f"flush-{session_id}-{session.compaction_count}",
-            queue=TaskQueue.URGENT,
-            coalesce_key=f"flush-session:{session_id}",
-        )
-        return {"compaction": False, "flush": True, "flush_reason": figures.flush_reason}
-    return {"compaction": False, "flush": False}
-
-
-# --- the turn ---------------------------------------------------------------------------------
 
 
 def run_turn(*, session: Session, message: MessageInput) -> TurnResult:
@@ -476,10 +234,6 @@ def _replayed_turn(reply: Message) -> Iterator[TurnEvent]:
     for call in calls:
         yield ToolCalled(call, client=True)
     yield TurnFinished(result)
-
-
-def server_tool_names() -> set[str]:
-    return {spec["name"] for spec in turn_tools()}
 
 
 def _writable_session(session_id: int) -> Session:
@@ -790,23 +544,9 @@ class _Turn:
         )
 
 
-FAILED_TURN_KIND = "assistant_turn"  # "Assistant turn" on the Jobs page
-
-
 def _wait_for_turn_seconds() -> float:
     return float(django_settings.LLM_TIMEOUT_SECONDS)
 
 
 def _wait_seconds() -> float:
     return float(django_settings.LLM_TIMEOUT_SECONDS) * 4
-
-
-def reply_payload(result: TurnResult) -> dict[str, Any]:
-    """Return the turn's outcome for API responses (messages are serialised by the caller)."""
-    return {
-        "text": result.reply_text,
-        "silent": result.silent,
-        "entry_id": result.reply.entry_id if result.reply else None,
-        "compactions": [run.pk for run in result.compactions],
-        "scheduled": result.scheduled,
-    }
