@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, Literal, overload
 
 from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
@@ -26,15 +25,21 @@ from django.utils import timezone as dj_timezone
 from memory_app.documents import daily_note_path
 from memory_app.models import MemoryDocument
 from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
-from openclaw_site.errors import DomainError
 from openclaw_site.models import UsagePurpose
-from openclaw_site.platform.locks import LockTimeout, session_lock
 from openclaw_site.teams.services import check_writable
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import get_chat_model
 from providers.errors import ProviderError
 from sessions_app.compaction.cutpoint import CompactionPlan, prepare_compaction
-from sessions_app.compaction.flush import FlushOutcome, release_flush, run_memory_flush, skip_reason
+from sessions_app.compaction.errors import (
+    ALREADY_COMPACTED,
+    NOTHING_TO_COMPACT,
+    SESSION_DELETED,
+    CompactionFailed,
+    CompactionRefused,
+)
+from sessions_app.compaction.flush import FlushOutcome, run_memory_flush, skip_reason
+from sessions_app.compaction.runs import acquire_run, advance, heartbeat, hold_compaction_lock
 from sessions_app.compaction.summary import (
     MAX_COMPACTION_SUMMARY_CHARS,
     SummaryError,
@@ -43,16 +48,10 @@ from sessions_app.compaction.summary import (
     offline_summary,
     summarize_session,
 )
-from sessions_app.context.build import (
-    calibration_ratio,
-    effective_model,
-    latest_compaction_index,
-    local_today,
-    session_entries,
-    token_figures,
-    view_tokens,
-)
+from sessions_app.context.figures import calibration_ratio, effective_model, token_figures, view_tokens
+from sessions_app.context.prompt import local_today
 from sessions_app.context.thresholds import effective_reserve, has_flushed_this_cycle
+from sessions_app.context.view import latest_compaction_index, session_entries
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -65,261 +64,12 @@ from sessions_app.models import (
 )
 from sessions_app.transcript import (
     after_transcript_change,
-    compaction_entry_dict,
     lock_session,
     take_seq,
     unique_entry_id,
 )
 
 logger = logging.getLogger(__name__)
-
-WAIT_POLL_SECONDS = 0.25
-
-
-class CompactionError(DomainError):
-    """Why a compaction did not happen: busy, refused or failed (docs/architecture.md, Errors).
-
-    Each owns its code, message and status; ``run`` is the run it concerns when there is one (the
-    one running, or the one that recorded the refusal or failure), and the details show it.
-    ``outcome`` is the word a background task reports it by.
-    """
-
-    outcome: ClassVar[str]
-
-    def __init__(self, code: str, message: str, *, status: int, run: CompactionRun | None = None) -> None:
-        super().__init__(code, message, status=status)
-        self.run = run
-
-    @property
-    def details(self) -> dict[str, Any]:
-        return {"run": run_dict(self.run)} if self.run is not None else {}
-
-
-class CompactionBusy(CompactionError):
-    """Another compaction of this session is running."""
-
-    outcome = "busy"
-
-    def __init__(self, run: CompactionRun) -> None:
-        super().__init__(
-            "compaction_in_progress",
-            "A compaction of this session is already running; try again when it has finished.",
-            status=409,
-            run=run,
-        )
-        self.run: CompactionRun = run
-
-    @property
-    def details(self) -> dict[str, Any]:
-        return {"run": self.run.pk}
-
-
-class CompactionRefused(CompactionError):
-    """Pi's refusals: the last entry is already a compaction, or there is nothing to compact."""
-
-    outcome = "refused"
-
-
-class CompactionFailed(CompactionError):
-    """The summary could not be made; nothing was written (the run records the reason)."""
-
-    outcome = "failed"
-
-    def __init__(self, run: CompactionRun) -> None:
-        super().__init__("compaction_failed", compaction_failure_message(run), status=502, run=run)
-        self.run: CompactionRun = run
-
-    @property
-    def details(self) -> dict[str, Any]:
-        return {"run": run_dict(self.run), "flush": self.run.flush_details or None}
-
-
-def compaction_failure_message(run: CompactionRun) -> str:
-    """Say what a failed compaction left behind: nothing, or what its memory flush wrote first."""
-    flush = run.flush_details or {}
-    stored, appended = flush.get("stored") or [], flush.get("appended") or []
-    if not stored and not appended:
-        return f"Compaction failed: {run.reason}. Nothing was written; the history is unchanged."
-    wrote = []
-    if stored:
-        wrote.append(f"stored {len(stored)} silent flush message(s) ({', '.join(stored)})")
-    if appended:
-        paths = sorted({item.get("path", "") for item in appended})
-        wrote.append(f"appended to {', '.join(paths)}")
-    return (
-        f"Compaction failed: {run.reason}. No summary was written, so the model still sees the whole "
-        f"history; the memory flush before it {' and '.join(wrote)}."
-    )
-
-
-def run_dict(run: CompactionRun) -> dict[str, Any]:
-    """Return a CompactionRun receipt as every answer shows it (REST, the plugin's endpoints, errors)."""
-    return {
-        "id": run.pk,
-        "session": run.session_id,
-        "trigger": run.trigger,
-        "state": run.state,
-        "reason": run.reason,
-        "instructions": run.instructions,
-        "flush_outcome": run.flush_outcome,
-        "flush": run.flush_details,
-        "tokens_before": run.tokens_before,
-        "tokens_after": run.tokens_after,
-        "offline": run.offline,
-        "entry": entry_dict(run.entry) if run.entry is not None else None,
-        "created_at": run.created_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-    }
-
-
-def entry_dict(entry: CompactionEntry) -> dict[str, Any]:
-    """Return a compaction entry: the JSONL v3 fields plus ours (trigger, tokens after, offline)."""
-    return {
-        **compaction_entry_dict(entry),
-        "tokensAfter": entry.tokens_after,
-        "trigger": entry.trigger,
-        "offline": entry.offline,
-    }
-
-
-class _SessionGone(Exception):
-    """The session was deleted while its compaction ran (its run went with it)."""
-
-
-SESSION_DELETED = (
-    "session_deleted",
-    "The session was deleted, so the compaction stopped and wrote nothing.",
-    410,
-)
-
-ALREADY_COMPACTED = ("already_compacted", "Already compacted: the latest entry is a compaction.", 409)
-NOTHING_TO_COMPACT = ("nothing_to_compact", "Nothing to compact (session too small).", 422)
-
-
-# --- /compact as a chat message ---------------------------------------------------------------
-
-
-NOT_A_COMMAND = object()
-
-
-def parse_compact_command(text: str) -> str | object | None:
-    """Return the instructions of a `/compact [instructions]` message, None for none, else NOT_A_COMMAND.
-
-    OpenClaw (`commands-compact.ts`): exactly `/compact` or `/compact <text>`, case-insensitive;
-    the text after it, with an optional leading `:`, trimmed, becomes the custom instructions.
-    """
-    trimmed = (text or "").strip()
-    lowered = trimmed.lower()
-    if lowered != "/compact" and not lowered.startswith(("/compact ", "/compact:", "/compact\n")):
-        return NOT_A_COMMAND
-    rest = trimmed[len("/compact") :].lstrip()
-    if rest.startswith(":"):
-        rest = rest[1:].lstrip()
-    return rest.strip() or None
-
-
-def format_token_count(value: int) -> str:
-    """Format a token count the way OpenClaw's status line does (`12k`, `3.4k`, `1.2m`)."""
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:.1f}m".replace(".0m", "m")
-    if value >= 10_000:
-        return f"{round(value / 1000)}k"
-    if value >= 1_000:
-        return f"{value / 1000:.1f}k".replace(".0k", "k")
-    return str(value)
-
-
-def manual_reply_text(run: CompactionRun, *, context_window: int) -> str:
-    """Return `⚙️ Compacted (<before> → <after>) • Context <after>/<window> (<pct>%)`."""
-    before, after = run.tokens_before or 0, run.tokens_after or 0
-    percent = min(999, round(after / context_window * 100)) if context_window else 0
-    context = f"Context {format_token_count(after)}/{format_token_count(context_window)} ({percent}%)"
-    label = "Compacted (offline summary)" if run.offline else "Compacted"
-    return f"⚙️ {label} ({format_token_count(before)} → {format_token_count(after)}) • {context}"
-
-
-# --- the lock ---------------------------------------------------------------------------------
-
-
-def compaction_lock_name(session_id: int) -> str:
-    return f"compaction:{session_id}"
-
-
-def hold_compaction_lock(stack: ExitStack, session: Session) -> None:
-    """Take the session's compaction lock for the life of ``stack``; raise CompactionBusy if held.
-
-    A Postgres session-level advisory lock on a connection of its own (openclaw_site.platform.locks): a
-    worker that dies, however it dies, ends that connection and the lock with it, so a retry can
-    start at once instead of waiting for a stale timeout (docs/design.md, Limits and refusals).
-    """
-    try:
-        stack.enter_context(session_lock(compaction_lock_name(session.pk), timeout_seconds=0))
-    except LockTimeout:
-        active = CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).first()
-        raise CompactionBusy(active or CompactionRun(session=session, trigger="manual")) from None
-
-
-def acquire_run(session: Session, *, trigger: str, instructions: str | None) -> CompactionRun:
-    """Create the session's active run; the caller holds the compaction lock.
-
-    Holding the lock proves that no live worker runs a compaction of this session, so an active
-    run found now was left by a worker that died (killed, out of memory, host lost): it is failed
-    and this run takes its place.
-    """
-    now = dj_timezone.now()
-    for abandoned in CompactionRun.objects.filter(session=session, state=RunState.FLUSHING):
-        _release_abandoned_flush(session, abandoned)
-    CompactionRun.objects.filter(session=session, state__in=ACTIVE_RUN_STATES).update(
-        state=RunState.FAILED,
-        reason="stale: its worker is gone (the compaction lock was free); taken over by a new run",
-        finished_at=now,
-        updated_at=now,
-    )
-    return CompactionRun.objects.create(session=session, trigger=trigger, instructions=instructions or "")
-
-
-def _release_abandoned_flush(session: Session, run: CompactionRun) -> None:
-    """A run that died while flushing claimed this cycle's flush but never finished it: undo the claim."""
-    before = (run.flush_details or {}).get("before")
-    if not isinstance(before, dict):
-        return
-    previous_at = before.get("memory_flush_at")
-    release_flush(
-        session.pk,
-        cycle=session.compaction_count,
-        previous=before.get("memory_flush_compaction_count"),
-        previous_at=datetime.fromisoformat(previous_at) if previous_at else None,
-    )
-
-
-def _advance(run: CompactionRun, state: str, **fields: Any) -> None:
-    """Move the run to a new state (which also proves the worker is alive)."""
-    run.state = state
-    for name, value in fields.items():
-        setattr(run, name, value)
-    if state in (RunState.COMMITTED, RunState.FAILED):
-        run.finished_at = dj_timezone.now()
-    run.save(force_update=True)  # never re-inserts a run deleted with its session
-
-
-def _heartbeat(run: CompactionRun) -> None:
-    """Note that the run is alive; stop it before the next model call if its session was deleted."""
-    if not CompactionRun.objects.filter(pk=run.pk).update(updated_at=dj_timezone.now()):
-        raise _SessionGone(f"compaction run {run.pk} is gone with its session")
-
-
-def wait_for_active_run(session_id: int, *, timeout_seconds: float) -> CompactionRun | None:
-    """Wait until the session has no active run; return the run that finished last."""
-    deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        if not CompactionRun.objects.filter(session_id=session_id, state__in=ACTIVE_RUN_STATES).exists():
-            break
-        time.sleep(WAIT_POLL_SECONDS)
-    return CompactionRun.objects.filter(session_id=session_id).order_by("-created_at", "-id").first()
-
-
-# --- planning ---------------------------------------------------------------------------------
 
 
 def _plan(session: Session, entries: list[dict[str, Any]]) -> CompactionPlan:
@@ -420,9 +170,6 @@ def _previous_summary_tokens(plan: CompactionPlan) -> int:
     return estimate_text_tokens(plan.previous_summary or "")
 
 
-# --- the entry point --------------------------------------------------------------------------
-
-
 @overload
 def compact_session(
     *,
@@ -490,13 +237,13 @@ def compact_session(
             return _compact(session, run, instructions=instructions, observed_tokens=observed_tokens)
         except CompactionRefused as refused:
             _refuse_if_session_gone(session_id)
-            _advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
+            advance(run, RunState.FAILED, reason=f"{refused.code}: {refused.message}")
             refused.run = run
             raise
         except Exception as error:
             _refuse_if_session_gone(session_id)
             logger.warning("compaction of session %s failed: %s", session_id, error, exc_info=True)
-            _advance(run, RunState.FAILED, reason=failure_reason(error))
+            advance(run, RunState.FAILED, reason=failure_reason(error))
             raise CompactionFailed(run) from error
 
 
@@ -530,7 +277,7 @@ def _compact(
     plan = _plan(session, entries)  # again: messages may have arrived during the flush
     ratio = calibration_ratio(effective_model(session.assistant))
     tokens_before = observed_tokens or view_tokens(entries, ratio=ratio)
-    _advance(run, RunState.SUMMARIZING, tokens_before=tokens_before)
+    advance(run, RunState.SUMMARIZING, tokens_before=tokens_before)
     summary, offline, details = _summarize(
         session, run, plan, instructions=instructions, memory_text=_flushed_memory_text(session, outcome)
     )
@@ -553,10 +300,10 @@ def _flush_first(session: Session, run: CompactionRun) -> FlushOutcome:
         "memory_flush_compaction_count": session.memory_flush_compaction_count,
         "memory_flush_at": session.memory_flush_at.isoformat() if session.memory_flush_at else None,
     }
-    _advance(run, RunState.FLUSHING, flush_details={"before": before})
+    advance(run, RunState.FLUSHING, flush_details={"before": before})
     outcome = run_memory_flush(session_id=session.pk)
     state = RunState.FLUSHED if outcome.status == "flushed" else RunState.FLUSH_SKIPPED
-    _advance(run, state, flush_outcome=outcome.label[:64], flush_details=outcome.as_dict())
+    advance(run, state, flush_outcome=outcome.label[:64], flush_details=outcome.as_dict())
     return outcome
 
 
@@ -636,7 +383,7 @@ def _summarizer(session: Session, run: CompactionRun, model: Any) -> Callable[[l
     def summarize(chat: list[dict[str, Any]]) -> str:
         if time.monotonic() > deadline:
             raise SummaryError(f"compaction timed out after {compaction.timeout_seconds} s")
-        _heartbeat(run)
+        heartbeat(run)
         completion = model.complete(messages=chat, model=model_name, max_tokens=max_tokens)
         record_usage(
             assistant=session.assistant,
@@ -712,7 +459,7 @@ def _commit(
             "updated_at",
         ]
     )
-    _advance(
+    advance(
         run,
         RunState.COMMITTED,
         entry=entry,
@@ -723,9 +470,6 @@ def _commit(
     )
     after_transcript_change(session)  # export mirror + transcript indexing, after the commit
     return run
-
-
-# --- reading ----------------------------------------------------------------------------------
 
 
 def coverage_map(session: Session) -> dict[str, str]:

@@ -32,12 +32,9 @@ from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
 from providers.openai_chat import to_openai_messages
 from sessions_app.compaction.summary import offline_flush_lines
-from sessions_app.context.build import (
-    assistant_zone,
-    build_model_context,
-    effective_model,
-    record_calibration,
-)
+from sessions_app.context.build import build_model_context
+from sessions_app.context.figures import effective_model, record_calibration
+from sessions_app.context.prompt import assistant_zone
 from sessions_app.context.thresholds import prompt_tokens_of
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import Message, Session
