@@ -202,7 +202,7 @@ class TaskRecord(models.Model):
 
     django-q2's own rows carry no team, so the jobs page and ``GET /tasks/{id}/`` read these: a task
     id that is unknown or belongs to another team is a 404. The worker keeps the state, times,
-    progress and error here (`openclaw_site.jobs.tasks.run_tracked`). A coalescing task (an export or an
+    progress and error here (`openclaw_site.jobs.runs.run_tracked`). A coalescing task (an export or an
     index of one object) has a ``coalesce_key``: at most one record per key is queued, and newer
     changes fold into it, counted in ``coalesced``.
     """
@@ -243,7 +243,7 @@ class TaskRecord(models.Model):
                 condition=models.Q(finished_at__isnull=False),
             ),
             # The live records, a bounded few: a sliced run asks between slices whether others
-            # are queued or running (`openclaw_site.jobs.tasks.others_waiting` and its neighbours),
+            # are queued or running (`openclaw_site.jobs.status.others_waiting` and its neighbours),
             # which without this read every record the retention keeps.
             models.Index(
                 fields=["state", "coalesce_key"],

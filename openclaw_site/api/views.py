@@ -21,7 +21,7 @@ from openclaw_site.api.serializers import (
     UsageReportOutput,
 )
 from openclaw_site.guards.auth import check_scope
-from openclaw_site.jobs.tasks import task_read_scopes, task_status
+from openclaw_site.jobs.status import task_read_scopes, task_status
 from openclaw_site.models import Scope
 from openclaw_site.selectors import (
     api_key_get,
@@ -126,7 +126,7 @@ class ApiKeyRevokeApi(TeamApiView):
 class TaskDetailApi(TeamApiView):
     """``GET /tasks/{id}/``: state, progress and result of a background task of the caller's team.
 
-    The caller needs the read scope of what the task works on (`openclaw_site.jobs.tasks.TASK_KIND_SCOPES`).
+    The caller needs the read scope of what the task works on (`openclaw_site.jobs.status.TASK_KIND_SCOPES`).
     """
 
     @extend_schema(operation_id="tasks_retrieve", responses=TaskOutput)

@@ -68,48 +68,25 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
-from collections.abc import Collection
 from contextlib import nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from typing import Any, NoReturn, overload
+from typing import Any, overload
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import QuerySet
+from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
-from django_q.models import Task
 from django_q.tasks import async_task
 
-from openclaw_site.models import Assistant, Scope, TaskRecord, TaskState, Team
-from openclaw_site.platform import locks
-from openclaw_site.platform.row_sql import partial_index_condition
+from openclaw_site.models import Assistant, TaskRecord, TaskState, Team
 
 logger = logging.getLogger(__name__)
-# A task that succeeds after this long is logged (docs/design.md, The log).
-SLOW_TASK_SECONDS = 30.0
-
-# The TaskRecord id of the task running in this context (set by run_tracked).
-_current_task: ContextVar[str | None] = ContextVar("openclaw_current_task", default=None)
-
-FINISHED_STATES = (TaskState.SUCCEEDED, TaskState.FAILED)
-# The retention purge deletes at most this many records a run (every 10 minutes), so one run never
-# holds locks on a large table for long.
-PURGE_BATCH = 10_000
-# A running record past the task timeout by this much lost its worker (`_fail_overdue_running`).
-OVERDUE_MARGIN_SECONDS = 60
-# A deferred job on a broker that cannot hold a task back (Redis) pauses its worker at most this
-# long before it goes back to the end of the queue: a bounded share of the slot, and no spinning.
-UNDELAYED_PAUSE_SECONDS = 0.5
 
 
 class TaskQueue(StrEnum):
@@ -147,7 +124,7 @@ class TaskOwner:
 
 
 @dataclass(frozen=True)
-class _Job:
+class Job:
     """What to send to django-q2 once the record exists."""
 
     func: str
@@ -197,7 +174,7 @@ def enqueue(
     ``coalesce_key`` the record is written now and returned; with it, the record is written (or the
     change folded into the key's pending job) after the commit, and nothing is returned.
     """
-    job = _Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    job = Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
     if coalesce_key is not None:
         enqueue_coalesced(Coalesced(job, owner=owner, coalesce_key=coalesce_key))
         return None
@@ -208,7 +185,7 @@ def enqueue(
         kind=job.kind,
         object_ids=owner.object_ids(),
     )
-    transaction.on_commit(partial(_send, job, record_pk=record.pk, task_id=record.task_id))
+    transaction.on_commit(partial(send, job, record_pk=record.pk, task_id=record.task_id))
     return record
 
 
@@ -231,12 +208,12 @@ def enqueue_once(
     `synchronous_commit` off for the transaction it runs in: keep that transaction to the request
     for the job (a lost one is asked for again by the next request, or the periodic refresh).
     """
-    job = _Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
+    job = Job(func=func, args=args, kind=kind or func.rsplit(".", 1)[-1], queue=queue, task_name=task_name)
     record_pk, task_id, inserted = _fold([Coalesced(job, owner=owner, coalesce_key=coalesce_key)])[
         coalesce_key
     ]
     if inserted:
-        transaction.on_commit(partial(_send, job, record_pk=record_pk, task_id=task_id))
+        transaction.on_commit(partial(send, job, record_pk=record_pk, task_id=task_id))
     return TaskRecord.objects.get(pk=record_pk)
 
 
@@ -244,7 +221,7 @@ def enqueue_once(
 class Coalesced:
     """A coalescing job (`enqueue` with a ``coalesce_key``), for `enqueue_coalesced`."""
 
-    job: _Job
+    job: Job
     owner: TaskOwner
     coalesce_key: str
 
@@ -264,7 +241,7 @@ def coalesced(
     time fold into it and share one run; a change that folds into it does not push it further out.
     """
     kind = func.rsplit(".", 1)[-1]
-    job = _Job(func=func, args=args, kind=kind, queue=queue, task_name=task_name, delay_seconds=delay_seconds)
+    job = Job(func=func, args=args, kind=kind, queue=queue, task_name=task_name, delay_seconds=delay_seconds)
     return Coalesced(job, owner=owner, coalesce_key=coalesce_key)
 
 
@@ -289,6 +266,8 @@ _FOLD_ROW = (
     "(%s, %s::integer, %s::integer, %s, %s::jsonb, %s, 0, '', "
     f"'{TaskState.QUEUED.value}', '{{}}'::jsonb, '', %s::timestamptz, %s::timestamptz)"
 )
+
+
 _FOLD_SQL = f"""
     INSERT INTO {TaskRecord._meta.db_table} AS record
         (task_id, team_id, assistant_id, kind, object_ids, coalesce_key, coalesced,
@@ -312,10 +291,10 @@ def _fold_or_send(jobs: tuple[Coalesced, ...]) -> None:
     for key, (record_pk, task_id, inserted) in folded.items():
         if inserted:
             job = by_key[key].job
-            _send(job, record_pk=record_pk, task_id=task_id, not_before=_held_until(job))
+            send(job, record_pk=record_pk, task_id=task_id, not_before=_held_until(job))
 
 
-def _held_until(job: _Job) -> datetime | None:
+def _held_until(job: Job) -> datetime | None:
     """When a new record of ``job`` may run; None for at once (no delay, or run inline)."""
     if not job.delay_seconds or Conf.SYNC:
         return None
@@ -345,7 +324,7 @@ def _fold(jobs: list[Coalesced]) -> dict[str, tuple[int, str, bool]]:
     return folded
 
 
-def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | None = None) -> None:
+def send(job: Job, *, record_pk: int, task_id: str, not_before: datetime | None = None) -> None:
     """Send the record's task to django-q2, to run no earlier than ``not_before`` if given.
 
     The ORM broker holds such a task back until then (`_HeldBackORM`); a broker that cannot (Redis)
@@ -354,13 +333,13 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
     name = (job.task_name or f"{job.kind}-{task_id}")[:100]
     through: dict[str, Any] = {}
     if not_before is not None:
-        if _holds_tasks_back(job.queue):
+        if holds_tasks_back(job.queue):
             through["broker"] = _HeldBackORM(job.queue.cluster, not_before)
         else:
             through["not_before"] = not_before.isoformat()
     try:
         q_id = async_task(
-            "openclaw_site.jobs.tasks.run_tracked",
+            "openclaw_site.jobs.runs.run_tracked",
             task_id,
             job.func,
             *job.args,
@@ -384,7 +363,7 @@ def _send(job: _Job, *, record_pk: int, task_id: str, not_before: datetime | Non
     TaskRecord.objects.filter(pk=record_pk).update(q_task_id=q_id or "")
 
 
-def _holds_tasks_back(queue: TaskQueue) -> bool:
+def holds_tasks_back(queue: TaskQueue) -> bool:
     """Tell whether the queue's broker can hold a task back until a time (the ORM broker; not Redis)."""
     return isinstance(get_broker(queue.cluster), ORM)
 
@@ -449,384 +428,4 @@ def record_task(
     team_field = {"team": team} if isinstance(team, Team) else {"team_id": team}
     return TaskRecord.objects.create(
         task_id=task_id, q_task_id=task_id, kind=kind, object_ids=object_ids or {}, **team_field
-    )
-
-
-class Deferred(Exception):
-    """Raised by a task function that is not due yet: run it again, no earlier than ``until``.
-
-    Raise it before reading what the job works on: the job goes back to queued (`run_tracked`), so
-    the changes that fold into it meanwhile are seen by its next run.
-    """
-
-    def __init__(self, until: datetime) -> None:
-        super().__init__(f"deferred until {until.isoformat()}")
-        self.until = until
-
-
-class WorkGone(Exception):
-    """What a running task works on was deleted meanwhile (an assistant, a session): it stops.
-
-    `run_tracked` ends the record failed with this message alone, no exception name and no
-    traceback, so the Jobs page says in words why the job stopped (docs/design.md, Background work).
-    """
-
-
-def defer_until(when: datetime) -> NoReturn:
-    """Hand the running job's wait back to the queue: it runs again once ``when`` has passed."""
-    raise Deferred(when)
-
-
-def run_tracked(
-    task_id: str, func: str, *args: Any, queue: str = TaskQueue.DEFAULT.value, not_before: str | None = None
-) -> Any:
-    """Worker entry point: run ``func(*args)`` and record its state and result on the TaskRecord.
-
-    The move to running is its own statement, committed (the worker runs in autocommit) before the
-    function reads anything: from then on a change folds into a new job, and every change that
-    folded into this one committed before it (module docstring). A task handed out before
-    ``not_before`` (ISO time; a broker that cannot hold it back), or whose function raises
-    `Deferred`, is queued again on ``queue`` (`_defer`).
-    """
-    now = timezone.now()
-    if not_before is not None and now < (until := datetime.fromisoformat(not_before)):
-        return _defer(task_id, func, args, queue=TaskQueue(queue), until=until)
-    if Conf.SYNC and _inline_later.get() is None:  # the outermost task run inline
-        return _run_inline(task_id, func, args, queue=queue)
-    TaskRecord.objects.filter(task_id=task_id).update(state=TaskState.RUNNING, started_at=now, updated_at=now)
-    started = time.monotonic()
-    token = _current_task.set(task_id)
-    try:
-        result = import_string(func)(*args)
-    except Deferred as deferred:
-        if Conf.SYNC:  # no queue: the outermost inline task runs it after itself
-            return _defer_inline(task_id, func, args, queue=queue, until=deferred.until)
-        return _defer(task_id, func, args, queue=TaskQueue(queue), until=deferred.until)
-    except WorkGone as gone:
-        logger.info("Task %s (%s) stopped: %s", func, task_id, gone)
-        stopped = {"stopped": str(gone)}
-        _finish(task_id, state=TaskState.FAILED, result=stopped, error=f"Stopped: {gone}")
-        return stopped
-    except Exception as error:
-        _finish(task_id, state=TaskState.FAILED, error=f"{type(error).__name__}: {error}")
-        raise  # django-q2 records the failure too
-    finally:
-        _current_task.reset(token)
-    _finish(task_id, state=TaskState.SUCCEEDED, result=_jsonable(result))
-    if (seconds := time.monotonic() - started) >= SLOW_TASK_SECONDS:
-        # django-q2 logs a failure itself, a success only below the default level (settings.LOGGING).
-        logger.warning("Task %s (%s) took %.0f s", func, task_id, seconds)
-    return result
-
-
-# Run inline (OPENCLAW_TASKS_SYNC): the jobs deferred while the outermost inline task ran (itself
-# and the tasks it queued, run inside it), as (task id, function, arguments, queue, due time).
-_InlineJob = tuple[str, str, tuple[Any, ...], str, datetime]
-_inline_later: ContextVar[list[_InlineJob] | None] = ContextVar("openclaw_inline_later", default=None)
-
-
-def _run_inline(task_id: str, func: str, args: tuple[Any, ...], *, queue: str) -> Any:
-    """Run a task inline, then the jobs deferred while it ran, each once it is due.
-
-    With no queue to hand a wait to, a deferred job waits here. Not inside the task that queued
-    it, which it may be waiting for (a transcript's next index run for the lock of the run that
-    queued it: sleeping that out would never end), but after it, as a queue would run it.
-    """
-    later: list[_InlineJob] = []
-    token = _inline_later.set(later)
-    try:
-        result = run_tracked(task_id, func, *args, queue=queue)
-    finally:
-        _inline_later.reset(token)
-    for deferred_id, deferred_func, deferred_args, deferred_queue, until in later:
-        time.sleep(max(0.0, (until - timezone.now()).total_seconds()))
-        if not TaskRecord.objects.filter(task_id=deferred_id, state=TaskState.QUEUED).exists():
-            continue  # failed or carried by a newer job meanwhile
-        try:
-            _run_inline(deferred_id, deferred_func, deferred_args, queue=deferred_queue)
-        except Exception:  # recorded on its own record; the jobs after it still run
-            logger.exception("Inline task %s failed", deferred_id)
-    return result
-
-
-def _defer_inline(
-    task_id: str, func: str, args: tuple[Any, ...], *, queue: str, until: datetime
-) -> dict[str, Any]:
-    """Put the record back to queued, for the outermost inline task to run after itself."""
-    skipped = _requeue(task_id)
-    if skipped is not None:
-        return skipped
-    later = _inline_later.get()
-    assert later is not None  # set by `_run_inline` for every task run inline
-    later.append((task_id, func, args, queue, until))
-    return {"deferred_until": until.isoformat()}
-
-
-def _requeue(task_id: str) -> dict[str, Any] | None:
-    """Put a deferred job's record back to queued; return its outcome if a newer job carries it.
-
-    If a change queued a newer record with the same key while this job ran, that job carries the
-    change: this one succeeds.
-    """
-    try:
-        with transaction.atomic():
-            TaskRecord.objects.filter(task_id=task_id).update(
-                state=TaskState.QUEUED, started_at=None, updated_at=timezone.now()
-            )
-    except IntegrityError:  # the partial unique index: a record with this key is queued already
-        outcome = {"skipped": "a newer queued job carries the change"}
-        _finish(task_id, state=TaskState.SUCCEEDED, result=outcome)
-        return outcome
-    return None
-
-
-def _defer(
-    task_id: str, func: str, args: tuple[Any, ...], *, queue: TaskQueue, until: datetime
-) -> dict[str, Any]:
-    """Put the record back to queued and send its task again, to run no earlier than ``until``.
-
-    If a newer job carries the change (`_requeue`), this one succeeds and sends nothing.
-    """
-    skipped = _requeue(task_id)
-    if skipped is not None:
-        return skipped
-    record = TaskRecord.objects.get(task_id=task_id)
-    job = _Job(func=func, args=args, kind=record.kind, queue=queue, task_name=None)
-    if not _holds_tasks_back(queue):  # no delayed delivery (Redis): a short pause
-        time.sleep(min(UNDELAYED_PAUSE_SECONDS, max(0.0, (until - timezone.now()).total_seconds())))
-    _send(job, record_pk=record.pk, task_id=task_id, not_before=until)
-    return {"deferred_until": until.isoformat()}
-
-
-def _finish(task_id: str, *, state: str, result: Any = None, error: str = "") -> None:
-    now = timezone.now()
-    TaskRecord.objects.filter(task_id=task_id).update(
-        state=state, result=result, error=error[:10000], finished_at=now, updated_at=now
-    )
-
-
-def _jsonable(value: Any) -> Any:
-    """Return ``value`` if it can be stored as JSON, else its repr (a result must never fail a task)."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)[:10000]
-    return value
-
-
-def update_progress(task_id: str, done: int, total: int | None, message: str = "") -> None:
-    """Store a task's progress (``done`` of ``total`` units, and what it is doing now)."""
-    progress: dict[str, Any] = {"done": done, "total": total}
-    if message:
-        progress["message"] = message
-    TaskRecord.objects.filter(task_id=task_id).update(progress=progress, updated_at=timezone.now())
-
-
-def _live_records() -> QuerySet[TaskRecord]:
-    """The queued and running records, in the terms of their partial index (`taskrecord_active`).
-
-    The index's condition in literals keeps it usable by a prepared statement's generic plan
-    (`openclaw_site.platform.row_sql.partial_index_condition`); these reads come between every slice of an
-    index run, and the retention keeps every finished record beside the few live ones.
-    """
-    return TaskRecord.objects.filter(partial_index_condition(TaskRecord, "taskrecord_active"))
-
-
-def others_waiting(*, except_key: str | Collection[str]) -> bool:
-    """Tell whether a job other than those of ``except_key`` is queued (any team, queue or due time).
-
-    A long job that works in slices asks this between them: it goes on while nobody waits, and
-    gives its worker up once someone does. Counting held-back and urgent jobs too errs towards
-    giving the worker up.
-    """
-    keys = [except_key] if isinstance(except_key, str) else list(except_key)
-    return _live_records().filter(state=TaskState.QUEUED).exclude(coalesce_key__in=keys).exists()
-
-
-def others_running() -> bool:
-    """Tell whether a task other than the one running here is running (any team, queue or host).
-
-    A record a dead worker left running counts until the task timeout has passed since it
-    started (no task runs longer), which errs towards leaving the other workers alone.
-    """
-    since = timezone.now() - timedelta(seconds=int(settings.Q_CLUSTER["timeout"]))
-    return (
-        _live_records()
-        .filter(state=TaskState.RUNNING, started_at__gte=since)
-        .exclude(task_id=_current_task.get() or "")
-        .exists()
-    )
-
-
-def fail_if_lock_gone(key: str, *, lock: str, grace_seconds: float) -> int:
-    """Fail the running record of ``key`` whose task no longer holds ``lock``: its worker died.
-
-    For a task that takes ``lock`` as it starts and holds it while it runs. Postgres ends a dead
-    process's connection and its locks with it, so a record running for more than
-    ``grace_seconds`` (the time from turning running to taking the lock) without the lock held
-    lost its worker; failing it frees its key for a new job and tells the truth on the Jobs page.
-    A task that lets go of the lock just as it ends is failed for that moment, and its own finish
-    records what it did. Return how many records were failed.
-    """
-    now = timezone.now()
-    running = _live_records().filter(
-        state=TaskState.RUNNING, coalesce_key=key, started_at__lt=now - timedelta(seconds=grace_seconds)
-    )
-    if not running.exists() or locks.held(lock):
-        return 0
-    return running.update(
-        state=TaskState.FAILED,
-        error="its worker stopped while it ran: the task no longer held its lock",
-        finished_at=now,
-        updated_at=now,
-    )
-
-
-def queued(key: str) -> bool:
-    """Tell whether a job with this coalescing key is queued (held back or not)."""
-    return _live_records().filter(state=TaskState.QUEUED, coalesce_key=key).exists()
-
-
-def queued_or_running(key: str) -> bool:
-    """Tell whether a job with this coalescing key is queued or running."""
-    return _live_records().filter(coalesce_key=key).exists()
-
-
-def report_progress(done: int, total: int | None, message: str = "") -> None:
-    """Update the progress of the task running now; a no-op outside one."""
-    task_id = _current_task.get()
-    if task_id is not None:
-        update_progress(task_id, done, total, message)
-
-
-# Who may read a task's record over the API: the read scope of what the task works on. A kind not
-# listed (a new task nobody classified yet) needs `admin` until it is.
-TASK_KIND_SCOPES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(
-        (
-            "reindex",
-            "reindex_document",
-            "reindex_assistant",
-            "refresh_indexes",
-            "export_memory",
-            "consolidate",
-        ),
-        (Scope.MEMORY_READ,),
-    ),
-    **dict.fromkeys(
-        (
-            "assistant_turn",
-            "export_session",
-            "export_sessions_index",
-            "transcript_changed",
-            "index_session_transcript",
-            "fill_session_vectors",
-            "memory_flush_task",
-            "compact_session_task",
-        ),
-        (Scope.SESSIONS_READ,),
-    ),
-    **dict.fromkeys(
-        ("export_assistant", "export_assistant_metadata"), (Scope.SESSIONS_READ, Scope.MEMORY_READ)
-    ),
-}
-
-
-def task_read_scopes(kind: str) -> tuple[str, ...]:
-    """Return the scopes of which a caller needs one to read a task of this kind."""
-    return TASK_KIND_SCOPES.get(kind, (Scope.ADMIN,))
-
-
-def task_status(record: TaskRecord) -> dict[str, Any]:
-    """Return a task's state for the API: our record, completed by django-q2's own outcome."""
-    queued = Task.objects.filter(id=record.q_task_id).first() if record.q_task_id else None
-    state, result, error = record.state, record.result, record.error
-    # A task recorded with record_task (not run through run_tracked), or one whose worker died,
-    # only has its outcome in django-q2's table.
-    if queued is not None and state in (TaskState.QUEUED, TaskState.RUNNING):
-        state = TaskState.SUCCEEDED if queued.success else TaskState.FAILED
-        if queued.success:
-            result = _jsonable(queued.result)
-        else:
-            error = str(queued.result)[:10000]
-    return {
-        "id": record.task_id,
-        "kind": record.kind,
-        "state": state,
-        "objects": record.object_ids,
-        "progress": record.progress,
-        "result": result,
-        "error": error,
-        "attempts": queued.attempt_count if queued is not None else None,
-        "created_at": record.created_at,
-        "started_at": record.started_at or (queued.started if queued is not None else None),
-        "finished_at": record.finished_at or (queued.stopped if queued is not None else None),
-    }
-
-
-def purge_task_records() -> dict[str, int]:
-    """Delete finished records past the retention; fail pending ones whose task was lost and
-    running ones whose worker was lost.
-
-    Scheduled every 10 minutes (migration openclaw_site/0004). One bounded DELETE of the oldest
-    finished records (`PURGE_BATCH`), so the table stays as long as the retention; one of
-    django-q2's task outcomes past the same retention.
-    """
-    now = timezone.now()
-    cutoff = now - timedelta(days=settings.TASK_RETENTION_DAYS)
-    oldest = (
-        TaskRecord.objects.filter(state__in=FINISHED_STATES, finished_at__lt=cutoff)
-        .order_by("finished_at")
-        .values("pk")[:PURGE_BATCH]
-    )
-    deleted, _ = TaskRecord.objects.filter(pk__in=oldest).delete()
-    # django-q2's own outcomes (settings.Q_CLUSTER's save_limit 0: kept without its prune), likewise.
-    results = Task.objects.filter(stopped__lt=cutoff).order_by("stopped").values("pk")[:PURGE_BATCH]
-    deleted_results, _ = Task.objects.filter(pk__in=results).delete()
-    return {
-        "deleted": deleted,
-        "released": _fail_lost_pending(now),
-        "stopped": _fail_overdue_running(now),
-        "deleted_results": deleted_results,
-    }
-
-
-def _fail_lost_pending(now: Any) -> int:
-    """Fail pending coalescing records not started within django-q2's retry time.
-
-    django-q2 delivers a task again after ``retry`` seconds when its worker died; a record still
-    queued after that has most likely lost its task, and every later change would fold into it.
-    Failing it frees its key. Should its task run after all, `run_tracked` records that run.
-    """
-    lost_after = timedelta(seconds=int(settings.Q_CLUSTER["retry"]))
-    return TaskRecord.objects.filter(
-        state=TaskState.QUEUED, coalesce_key__isnull=False, created_at__lt=now - lost_after
-    ).update(
-        state=TaskState.FAILED,
-        error=f"not started within {int(lost_after.total_seconds())} s: its task was lost; "
-        "the next change queues a new one",
-        finished_at=now,
-        updated_at=now,
-    )
-
-
-def _fail_overdue_running(now: Any) -> int:
-    """Fail running records that started longer ago than django-q2's task timeout.
-
-    No task runs past the timeout: django-q2 stops the worker of one that does. A record still
-    running after that lost its worker (stopped at the timeout, killed, its host gone). With the
-    Redis broker nothing delivers its task again, so without this the Jobs page would show it
-    running for good; should the ORM broker deliver it again, `run_tracked` records that run.
-    """
-    timeout = int(settings.Q_CLUSTER["timeout"])
-    overdue = now - timedelta(seconds=timeout + OVERDUE_MARGIN_SECONDS)
-    return (
-        _live_records()
-        .filter(state=TaskState.RUNNING, started_at__lt=overdue)
-        .update(
-            state=TaskState.FAILED,
-            error=f"running longer than the task timeout ({timeout} s): its worker stopped or was stopped",
-            finished_at=now,
-            updated_at=now,
-        )
     )

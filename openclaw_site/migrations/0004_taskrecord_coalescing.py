@@ -1,6 +1,6 @@
 """Coalescing task records (one pending job per key) and a schedule that purges old ones.
 
-docs/design.md, Background work: `openclaw_site.jobs.tasks.purge_task_records` runs every 10 minutes.
+docs/design.md, Background work: `openclaw_site.jobs.retention.purge_task_records` runs every 10 minutes.
 """
 
 from django.db import migrations, models
@@ -12,7 +12,7 @@ def create_schedule(apps, schema_editor):
     apps.get_model("django_q", "Schedule").objects.update_or_create(
         name=PURGE_SCHEDULE,
         defaults={
-            "func": "openclaw_site.jobs.tasks.purge_task_records",
+            "func": "openclaw_site.jobs.retention.purge_task_records",
             "schedule_type": "I",
             "minutes": 10,
             "repeats": -1,
