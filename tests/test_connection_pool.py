@@ -21,24 +21,15 @@ from django.db import connection
 
 from openclaw_site.platform.locks import session_lock
 from tests import messages as m
-from tests.db_support import other_connection
+from tests.db_support import connection_pool, other_connection
 
 POOL_SIZE = 3
 
 
 @pytest.fixture
 def pool(transactional_db: None) -> Iterator[Any]:
-    settings_dict = connection.settings_dict
-    saved = settings_dict["CONN_MAX_AGE"], dict(settings_dict["OPTIONS"])
-    connection.close()
-    settings_dict["CONN_MAX_AGE"] = 0
-    settings_dict["OPTIONS"]["pool"] = {"min_size": 0, "max_size": POOL_SIZE, "timeout": 2}
-    try:
-        yield connection.pool
-    finally:
-        connection.close()
-        connection.close_pool()
-        settings_dict["CONN_MAX_AGE"], settings_dict["OPTIONS"] = saved
+    with connection_pool(POOL_SIZE) as lent:
+        yield lent
 
 
 def lock_is_free(name: str) -> bool:

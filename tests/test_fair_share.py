@@ -16,6 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx2
 import psycopg
 import pytest
 from django.conf import settings
@@ -30,7 +31,7 @@ from sessions_app.workspace.imports import import_workspace
 from tests import factories
 from tests.api_support import API, assert_error
 from tests.conftest import ALL_SCOPES, bearer_client
-from tests.db_support import other_connection
+from tests.db_support import connection_pool, other_connection
 from tests.mcp_client import call_tool, mcp_url, tool_error, tool_json
 from tests.views_support import HX, signed_in
 
@@ -122,6 +123,42 @@ def test_with_one_slot_a_second_search_of_the_team_is_refused_and_says_so(world,
     assert error["message"].startswith("This team already runs 1 search at once, its share of the server")
     assert error["details"]["limit"] == 1
     assert acme.get(f"{API}/assistants/helper/search/", {"q": "harbour"}).status_code == 200
+
+
+def slot_is_free(team_id: int, work: TeamWork, slot: int = 0) -> bool:
+    """Tell whether no session holds the slot, as another process taking it would find."""
+    with other_connection() as conn:
+        name = f"team-slot:{work.value}:{team_id}:{slot}"
+        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+        return bool(row[0])  # the lock, if taken, ends with `conn`
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task_broker", ["orm"], indirect=True)
+def test_a_teams_searches_one_after_another_each_find_the_slot_free_on_the_served_app(
+    world, fake_embeddings, task_broker, asgi_live_server, settings
+):
+    """As `runall` serves: ASGI, connections lent by a pool with several ready, tasks through django-q2's
+    ORM broker.
+
+    A search of an index behind its notes queues a reindex; the ORM broker closes old connections
+    as it queues, which gives the request's connection back to the pool in the middle of the
+    search, and the search goes on with another. Its slot must not go back to the pool with the
+    first, held, for a later search of the team to be refused.
+    """
+    settings.TEAM_SEARCH_SLOTS = 1
+    base = f"{asgi_live_server.url}{API}/assistants/helper"
+    headers = {"Authorization": f"Bearer {factories.make_api_key(world.acme, ALL_SCOPES)[1]}"}
+    searches = []  # (status, whether the slot was free once it answered), one after another
+    with connection_pool(4, min_size=3):
+        for n in range(4):
+            note = {"content": f"the zephyr{n} sails at noon\n"}
+            put = httpx2.put(f"{base}/memory/memory/zephyr{n}.md", json=note, headers=headers, timeout=30)
+            assert put.status_code in (200, 201), put.text
+            for _ in range(3):
+                found = httpx2.get(f"{base}/search/", params={"q": f"zephyr{n}"}, headers=headers, timeout=30)
+                searches.append((found.status_code, slot_is_free(world.acme.pk, TeamWork.SEARCH)))
+    assert searches == [(200, True)] * 12
 
 
 def workspace_zip(documents: int) -> io.BytesIO:

@@ -36,17 +36,30 @@ def session_lock(
 ) -> Iterator[None]:
     """Hold a lock across transactions; raise LockTimeout after ``timeout_seconds``.
 
-    The lock lives on a connection of its own: Django may close its connection in between
-    (django-q2 closes old connections after each inline task), which would silently drop a lock
-    held there. If the process dies, Postgres ends that connection and the lock with it.
+    The lock lives on a connection of its own (`lock_connection`).
     """
-    lock_connection = connection.get_new_connection(connection.get_connection_params())
-    lock_connection.autocommit = True
-    try:
-        _wait_for_lock(lock_connection, name, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
+    with lock_connection() as holder:
+        _wait_for_lock(holder, name, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
         yield
+
+
+@contextmanager
+def lock_connection() -> Iterator[Any]:
+    """Lend a connection of its own (psycopg, autocommit) for session-level locks; release them all
+    and give it back when the block ends.
+
+    Not Django's connection: Django may give that one back in the middle of the work (django-q2's
+    ORM broker closes old connections as it queues a task, and so does its worker after each inline
+    task; under the pool that hands the connection, a lock held and all, to the next request). A
+    connection of its own comes from the pool when there is one (settings.DB_POOL_SIZE). If the
+    process dies, Postgres ends that connection and its locks with it.
+    """
+    holder = connection.get_new_connection(connection.get_connection_params())
+    holder.autocommit = True
+    try:
+        yield holder
     finally:
-        _release(lock_connection)
+        _release(holder)
 
 
 def held(name: str) -> bool:
@@ -66,7 +79,7 @@ def held(name: str) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _release(lock_connection: Any) -> None:
+def _release(holder: Any) -> None:
     """End the lock connection's advisory locks, then close it or hand it back to the pool.
 
     A pooled connection (settings.DB_POOL_SIZE) came from the pool and must go back to it, or the
@@ -77,23 +90,19 @@ def _release(lock_connection: Any) -> None:
     try:
         # Closing the session would release its locks too, but only once the server has seen the
         # connection end, a moment later: another process could still find the lock taken.
-        lock_connection.execute("SELECT pg_advisory_unlock_all()")
+        holder.execute("SELECT pg_advisory_unlock_all()")
     except psycopg.Error:
-        lock_connection.close()
+        holder.close()
     if pool is None:
-        lock_connection.close()
+        holder.close()
     else:
-        pool.putconn(lock_connection)
+        pool.putconn(holder)
 
 
-def _wait_for_lock(
-    lock_connection: Any, name: str, *, timeout_seconds: float | None, poll_seconds: float
-) -> None:
+def _wait_for_lock(holder: Any, name: str, *, timeout_seconds: float | None, poll_seconds: float) -> None:
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     while True:
-        row = lock_connection.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]
-        ).fetchone()
+        row = holder.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
         if row[0]:
             return
         if deadline is not None and time.monotonic() >= deadline:

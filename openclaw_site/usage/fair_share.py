@@ -10,9 +10,13 @@ default to half the cores of the host (`OPENCLAW_TEAM_SEARCH_SLOTS`, docs/deploy
 slots on two cores let one team's storm take both, and another team's searches waited behind it.
 
 A slot is a PostgreSQL session-level advisory lock, ``team-slot:<work>:<team>:<n>``, taken with
-``pg_try_advisory_lock`` on the request's own connection and released when the work ends. No
-counter can drift: a process that dies takes its connection, and so its slots, with it, and every
-process and host that shares the database shares the count.
+``pg_try_advisory_lock`` on a connection of the slot's own (`openclaw_site.platform.locks.
+lock_connection`, lent by the pool under `runall`) and released, with the connection given back,
+when the work ends however it ends. Not on the request's connection: Django may give that one
+back to the pool in the middle of the work (django-q2's ORM broker closes old connections as a
+search queues a reindex), and a later request would be lent it with the slot still held. No
+counter can drift: a process that dies takes its connections, and so its slots, with it, and
+every process and host that shares the database shares the count.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
-from django.db import connection
 
 from openclaw_site.errors import ApiError
+from openclaw_site.platform.locks import lock_connection
 
 RETRY_AFTER_SECONDS = 1
 
@@ -76,23 +81,17 @@ def team_slot(team_id: int, work: TeamWork) -> Iterator[None]:
     if limit <= 0:
         yield
         return
-    taken = _take_slot(team_id, work, limit)
-    if taken is None:
-        raise team_busy_error(work)
-    try:
+    with lock_connection() as holder:  # released, and given back, when the block ends
+        if not _take_slot(holder, team_id, work, limit):
+            raise team_busy_error(work)
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [taken])
 
 
-def _take_slot(team_id: int, work: TeamWork, limit: int) -> str | None:
-    """Return the name of the first free slot, now held, or None when all ``limit`` are taken."""
-    with connection.cursor() as cursor:
-        for slot in range(limit):
-            name = _slot_name(work, team_id, slot)
-            cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name])
-            row = cursor.fetchone()
-            if row is not None and row[0]:
-                return name
-    return None
+def _take_slot(holder: Any, team_id: int, work: TeamWork, limit: int) -> bool:
+    """Take the first free one of the team's ``limit`` slots on ``holder``; False when all are taken."""
+    for slot in range(limit):
+        name = _slot_name(work, team_id, slot)
+        row = holder.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+        if row is not None and row[0]:
+            return True
+    return False
