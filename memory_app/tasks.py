@@ -1,5 +1,6 @@
-"""Background tasks of memory_app: thin wrappers that take ids and call one domain function, and
-the one definition of how each is queued (`queue_reindex`), which every caller uses.
+"""Background tasks of memory_app: thin wrappers that take ids and call one domain function.
+
+How each is queued is defined once, beside the index (`memory_app.index.jobs`).
 """
 
 from __future__ import annotations
@@ -7,41 +8,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from memory_app.governance.model_consolidation import consolidate, due_for_consolidation
 from memory_app.index import debounce, rebuild, rows, vector_fill
+from memory_app.index.jobs import enqueue_fill, schedule_vector_fill
 from memory_app.models import MemoryDocument, Source
 from openclaw_site.jobs.runs import WorkGone, defer_until, report_progress
-from openclaw_site.jobs.tasks import TaskOwner, enqueue, enqueue_once
-from openclaw_site.models import Assistant, TaskRecord
+from openclaw_site.jobs.tasks import TaskOwner, enqueue
+from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)
-
-# The kind every queued reindex of an assistant is recorded as (the jobs page, `GET /tasks/{id}/`).
-REINDEX_KIND = "reindex"
-# The kinds of memory_app's index jobs; `memory_app.index.status` counts those queued or running.
-INDEX_JOB_KINDS = (REINDEX_KIND, "reindex_assistant", "reindex_document", "fill_vectors")
-
-
-def queue_reindex(assistant: Assistant, *, full: bool) -> TaskRecord:
-    """Queue `reindex_assistant` for ``assistant`` unless the same one is queued already; return it.
-
-    The one way a reindex is queued: by the REST and dashboard buttons, by a search that finds the
-    index behind (`memory_app.search.service`) and by an index run that finds the settings changed
-    (`memory_app.index`). A full and an incremental run are two jobs; a second request for one
-    still queued folds into it, and everyone polls the same task.
-    """
-    return enqueue_once(
-        "memory_app.tasks.reindex_assistant",
-        assistant.pk,
-        full,
-        owner=TaskOwner.for_assistant(assistant),
-        kind=REINDEX_KIND,
-        task_name=f"reindex-{assistant.pk}-{'full' if full else 'incremental'}",
-        coalesce_key=f"reindex-assistant:{assistant.pk}:{'full' if full else 'incremental'}",
-    )
 
 
 def reindex_document(document_id: int) -> dict[str, Any]:
@@ -130,30 +107,6 @@ def refresh_indexes() -> dict[str, Any]:
 FILL_BUDGET_SECONDS = 60.0
 
 
-def schedule_vector_fill(assistant_id: int) -> None:
-    """Queue `EMBEDDING_FILL_WORKERS` vector-fill jobs for the assistant (one per slot, coalesced).
-
-    Each claims its own batches (`memory_app.index.vector_fill`), so they run side by side on as many
-    workers as are free, against the local embedder or the embedding service.
-    """
-    assistant = Assistant.objects.filter(pk=assistant_id).first()
-    if assistant is None:
-        return
-    for slot in range(settings.EMBEDDING_FILL_WORKERS):
-        _enqueue_fill(TaskOwner.for_assistant(assistant), assistant_id, slot)
-
-
-def _enqueue_fill(owner: TaskOwner, assistant_id: int, slot: int) -> None:
-    enqueue(
-        "memory_app.tasks.fill_vectors",
-        assistant_id,
-        slot,
-        owner=owner,
-        task_name=f"vectors-{assistant_id}-{slot}",
-        coalesce_key=f"fill-vectors:{assistant_id}:{slot}",
-    )
-
-
 def fill_vectors(assistant_id: int, slot: int = 0) -> dict[str, Any]:
     """Give the assistant's waiting rows their vectors, batch by batch, for `FILL_BUDGET_SECONDS`.
 
@@ -170,7 +123,7 @@ def fill_vectors(assistant_id: int, slot: int = 0) -> dict[str, Any]:
     if outcome.more:
         assistant = Assistant.objects.filter(pk=assistant_id).first()
         if assistant is not None:
-            _enqueue_fill(TaskOwner.for_assistant(assistant), assistant_id, slot)
+            enqueue_fill(TaskOwner.for_assistant(assistant), assistant_id, slot)
     return {
         "filled": outcome.filled,
         "batches": outcome.batches,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from memory_app.index.jobs import queue_reindex
 from memory_app.models import EmbeddingCache, MemoryChunk
-from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant, TaskRecord
 from openclaw_site.teams.services import assistant_delete
 from sessions_app import services

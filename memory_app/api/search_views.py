@@ -17,11 +17,11 @@ from rest_framework.response import Response
 from rest_framework.utils.serializer_helpers import ReturnDict
 
 from memory_app.governance.provenance import attach_provenance
+from memory_app.index.jobs import queue_reindex as queue_reindex_job
 from memory_app.index.status import INDEX_STATES, IndexProgress, IndexStatus, incomplete_note, index_status
 from memory_app.search.hybrid import MODES, SearchOptionError, SearchResponse, SearchResult
 from memory_app.search.service import search_memory
 from memory_app.search.snippets import SNIPPET_MODES
-from memory_app.tasks import queue_reindex as queue_reindex_job
 from openclaw_site.api.base import StrictSerializer, TeamApiView, validated
 from openclaw_site.api.serializers import TaskOutput
 from openclaw_site.errors import ApiError

@@ -24,6 +24,7 @@ from memory_app.index.entries import (
     is_current,
     prepare_chunks,
 )
+from memory_app.index.jobs import queue_reindex
 from memory_app.index.vectors import ensure_vector_index
 from memory_app.models import (
     FTS_ONLY_MODEL,
@@ -309,9 +310,6 @@ def text_only() -> RawSQL:
 
 
 def _enqueue_full_reindex(assistant: Assistant) -> None:
-    # memory_app.tasks runs this module's functions, so it is imported here, not at the top.
-    from memory_app.tasks import queue_reindex
-
     queue_reindex(assistant, full=True)
 
 

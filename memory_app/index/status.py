@@ -22,8 +22,8 @@ from typing import Any
 from django.db import connection
 
 from memory_app.index import config
+from memory_app.index.jobs import INDEX_JOB_KINDS
 from memory_app.models import FTS_ONLY_MODEL, IndexState, MemoryChunk, MemoryDocument, Source
-from memory_app.tasks import INDEX_JOB_KINDS
 from openclaw_site.models import Assistant, TaskRecord, TaskState
 from providers.embeddings import Embedder
 

@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from memory_app.index import config
+from memory_app.index.jobs import queue_reindex
 from memory_app.index.rows import get_state, index_text_now, start_build
 from memory_app.index.status import IndexCondition, IndexProgress, IndexStatus, index_status
 from memory_app.search.hybrid import SearchResponse, hybrid_search
-from memory_app.tasks import queue_reindex
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder, get_embedder
 

@@ -32,6 +32,7 @@ from memory_app.documents import (
     write_document,
 )
 from memory_app.governance.provenance import LineProvenance, line_provenance
+from memory_app.index.jobs import queue_reindex
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import DAILY_NOTE, ROOT_FILES, InvalidPath, validate_memory_path
 from memory_app.selectors import (
@@ -44,7 +45,6 @@ from memory_app.selectors import (
     revision_get,
     revision_list,
 )
-from memory_app.tasks import queue_reindex
 from memory_app.web.highlight import highlight_html
 from memory_app.web.sessions import session_links
 from openclaw_site.errors import ApiError

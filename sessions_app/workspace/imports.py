@@ -31,10 +31,10 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from memory_app.documents import Provenance, delete_document, write_document
+from memory_app.index.jobs import queue_reindex
 from memory_app.models import Author, MemoryDocument, MemoryImport
 from memory_app.paths import ROOT_FILES, InvalidPath, mirror_ancestors, validate_memory_path
 from memory_app.signals import notifications_held
-from memory_app.tasks import queue_reindex
 from openclaw_site.errors import DomainError
 from openclaw_site.guards.json_input import JsonInputError, loads_checked, unstorable_text
 from openclaw_site.jobs.tasks import TaskOwner, enqueue

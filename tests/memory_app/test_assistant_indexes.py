@@ -198,8 +198,8 @@ def test_queued_fill_jobs_make_the_index_state_indexing_until_they_ran(
     from django_q.conf import Conf
     from django_q.models import OrmQ
 
+    from memory_app.index.jobs import schedule_vector_fill
     from memory_app.index.rows import index_text_now
-    from memory_app.tasks import schedule_vector_fill
     from openclaw_site.jobs.tasks import TaskQueue
     from openclaw_site.models import TaskRecord
     from tests.task_brokers import drain
