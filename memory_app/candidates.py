@@ -53,6 +53,10 @@ TEXT_POOL_ROWS = 300
 RANK_EVERY_MATCH_ROWS = 1000
 # Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
 RANK_ROWS = 24
+# The most postings the common terms' AND may read (`_common_query`): at about 0.1-0.25 µs each
+# (EXPLAIN at a million chunks: 7.6 ms for the postings of two names each in 3-5% of chunks),
+# about 5 ms.
+COMMON_SCAN_MAX_POSTINGS = 40_000
 # An assistant whose chunks are at least this many times the square root of (pool rows x
 # table rows) has its pool read by the full-text match alone (`_by_match`).
 BY_MATCH_FACTOR = 3.0
@@ -167,13 +171,13 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
     if stats is not None:
         shares = [_share(stats, lexemes) for lexemes in lexemes_of(queries)]
         selecting, pool_rows = _selecting_query(queries, shares, stats.rows), TEXT_POOL_ROWS
-        common = _common_query(queries, shares, selecting)
+        common = _common_query(queries, shares, selecting, stats.rows)
         by_match = _by_match(stats, scope.assistant_id)
     else:
         shares, rows = _small_index_shares(scope, queries)
         if rows > RANK_EVERY_MATCH_ROWS:
             selecting, pool_rows = _selecting_query(queries, shares, rows), TEXT_POOL_ROWS
-            common = _common_query(queries, shares, selecting)
+            common = _common_query(queries, shares, selecting, rows)
         else:  # a few hundred chunks: ranking every match costs little
             selecting, pool_rows, common = " | ".join(f"({q})" for q in queries), MIN_ROWS_FOR_SELECTION, ""
     return Terms(
@@ -284,16 +288,21 @@ def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: floa
     return " | ".join(f"({queries[i]})" for i in chosen)
 
 
-def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: str) -> str:
+def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: str, rows: float) -> str:
     """Return the tsquery of chunks holding every common term, when the rare ones select.
 
     BM25 scores a chunk that holds only the query's commoner words, and ranks it high when it
     holds all of them (a mutual-fund answer that says 共同基金 without the rarer words of the
     question). Two or more common terms ANDed read their posting lists once and keep few rows;
-    one common term alone would select a large share of the index, so it never does.
+    one common term alone would select a large share of the index, so it never does. The AND
+    still reads every posting of each common term: past `COMMON_SCAN_MAX_POSTINGS` of them (a
+    large table, where the pool would be an arbitrary few hundred of tens of thousands of
+    chunks anyway) the common terms select nothing on their own.
     """
     common = [q for q, share in zip(queries, shares) if share >= COMMON_TERM_SHARE]
     if len(common) < 2 or len(common) == len(queries):  # all common: `selecting` already ANDs them
+        return ""
+    if sum(share for share in shares if share >= COMMON_TERM_SHARE) * rows > COMMON_SCAN_MAX_POSTINGS:
         return ""
     query = " & ".join(f"({q})" for q in common)
     return "" if query == selecting else query
