@@ -7,11 +7,11 @@ Not part of the test suite. What it does (docs/benchmarks.md, "Search at a milli
 
 1. The corpus, built once and kept: ``--chunks`` chunk rows over 10 assistants in 3 teams, uneven
    (40% in one assistant, 2% in the smallest), in a database of its own in the embedded
-   PostgreSQL (`openclaw_scale_<chunks>`), migrated with the project's migrations. The texts are
-   the 10,000 real texts of bench/search.py with the default embedder's real vectors (cached
-   under var/bench/); each assistant holds its own noisy copies of them (the same noise as
-   bench/search.py). Rows are loaded with COPY, then each assistant large enough gets its own
-   HNSW index (`memory_app.index.vectors`), as the product builds them. A second run finds the
+   PostgreSQL (`openclaw_scale_<chunks>`), migrated with the project's migrations. Every row
+   joins two of the 10,000 real texts of bench/search.py, its vector the mix of their real
+   default-embedder vectors (cached under var/bench/) with a little noise (`assistant_mix`): no
+   two rows are near-identical copies of one text. Rows are loaded with COPY, then each assistant
+   large enough gets its own HNSW index (`memory_app.index.vectors`), as the product builds them. A second run finds the
    database and its recorded build figures and skips all of this (``--rebuild`` starts over).
 2. In the largest and the smallest assistant: p50/p95 of hybrid search with the query vector
    given and of pgvector-only search, interleaved, through `memory_app.search.hybrid.run_search`; the
@@ -73,7 +73,10 @@ from providers.embeddings import reset_embedders  # noqa: E402
 SHARES = (0.40, 0.15, 0.10, 0.08, 0.07, 0.06, 0.05, 0.04, 0.03, 0.02)
 TEAMS = 3
 DIMS = 384
-CORPUS_VERSION = 2  # bump when the corpus' content changes: a kept database of another is rebuilt
+CORPUS_VERSION = 3  # bump when the corpus' content changes: a kept database of another is rebuilt
+# A row's vector: w * first + (1 - w) * second, w in this range, plus noise of this length.
+MIX_WEIGHT = (0.5, 0.8)
+MIX_NOISE = 0.05
 TARGETS = {"hybrid_p95_ms": 25.0, "ratio": 1.5, "recall_at_10": 0.95}
 
 
@@ -95,23 +98,84 @@ def sizes(chunks: int) -> list[int]:
     return out
 
 
-def assistant_vectors(base: np.ndarray, index: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return one assistant's rows: which base text each is, and its vector (deterministic).
+@dataclass(frozen=True)
+class Base:
+    """The real texts, their real e5 vectors, and which texts are transcript lines."""
 
-    Each assistant draws the base texts in its own order, and every row carries bench/search.py's
-    noise (cosine to the original about 0.98), but for the first copy of each text in the largest
-    assistant, which is exact. No two assistants share a vector: pgvector stores identical vectors
-    as one element of a graph, which would flatter a graph shared by all of them.
+    texts: list[str]
+    vectors: np.ndarray
+    sessions: np.ndarray  # bool per text
+
+    @classmethod
+    def of(cls, texts: list[str], vectors: np.ndarray) -> Base:
+        sessions = np.array([t.startswith(("User:", "Assistant:")) for t in texts])
+        return cls(texts, vectors, sessions)
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One assistant's rows: row i joins text ``first[i]`` and text ``second[i]``."""
+
+    first: np.ndarray
+    second: np.ndarray
+    vectors: np.ndarray
+
+
+def assistant_mix(base: Base, index: int, rows: int) -> Mix:
+    """Return one assistant's rows (deterministic): each a mix of two different real texts.
+
+    Each assistant takes every text as the first of a row in its own order (so in turn, as many
+    rows per text as it holds rows per text), and as the second a random other text of the same
+    kind (a transcript line with a transcript line, a note with a note), never the same pair
+    twice in one assistant. The row's text is the two texts one after the other; its vector the
+    normalised mix ``w * first + (1 - w) * second`` of their real vectors, ``w`` drawn from
+    `MIX_WEIGHT`, plus a little noise (`MIX_NOISE`). So no two rows are near-identical, in
+    vector or in words, and a row's neighbours are rows that share a text or mean something
+    alike, as in a real memory; not 40 noisy copies of one text, whose exact order only the
+    noise decides (docs/benchmarks.md, "Search at a million chunks").
     """
-    rng = np.random.default_rng(1000 + index)
-    order = rng.permutation(len(base))
-    which = order[np.arange(rows) % len(base)]
-    noise = rng.normal(0.0, search_bench.NOISE_SIGMA, size=(rows, base.shape[1])).astype(np.float32)
-    if index == 0:
-        noise[: min(rows, len(base))] = 0.0
-    out = base[which] + noise
-    unit: np.ndarray = (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
-    return which, unit
+    rng = np.random.default_rng(2000 + index)
+    n = len(base.texts)
+    first = rng.permutation(n)[np.arange(rows) % n]
+    second = np.empty(rows, dtype=np.int64)
+    pools = {kind: np.flatnonzero(base.sessions == kind) for kind in (True, False)}
+    todo = np.arange(rows)
+    while len(todo):
+        for kind, pool in pools.items():
+            mine = todo[base.sessions[first[todo]] == kind]
+            second[mine] = pool[rng.integers(0, len(pool), size=len(mine))]
+        pair = np.minimum(first, second) * n + np.maximum(first, second)
+        _, seen_first = np.unique(pair, return_index=True)
+        again = np.ones(rows, dtype=bool)
+        again[seen_first] = False
+        todo = np.flatnonzero(again | (first == second))
+    weight = rng.uniform(*MIX_WEIGHT, size=(rows, 1)).astype(np.float32)
+    mixed = weight * base.vectors[first] + (1 - weight) * base.vectors[second]
+    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+    sigma = MIX_NOISE / np.sqrt(base.vectors.shape[1])
+    mixed += rng.normal(0.0, sigma, size=mixed.shape).astype(np.float32)
+    unit: np.ndarray = (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
+    return Mix(first, second, unit)
+
+
+def joined(base: Base, a: int, b: int) -> str:
+    """The text of a row mixing texts ``a`` and ``b``."""
+    return f"{base.texts[a]}\n{base.texts[b]}"
+
+
+def mix_fidelity(base: Base, sample: int = 200) -> dict[str, float]:
+    """How near a row's mixed vector is to the real e5 vector of its joined text, on a sample of
+    rows drawn as the largest assistant's are (the e5 model embeds the sample's texts)."""
+    mix = assistant_mix(base, 0, sample)
+    texts = [joined(base, a, b) for a, b in zip(mix.first.tolist(), mix.second.tolist())]
+    real = search_bench.encode(search_bench._embedder(), texts).astype(np.float32)
+    real /= np.linalg.norm(real, axis=1, keepdims=True)
+    return {
+        "rows": sample,
+        "mix_to_real": round(float(np.mean(np.sum(real * mix.vectors, axis=1))), 3),
+        "first_text_to_real": round(float(np.mean(np.sum(real * base.vectors[mix.first], axis=1))), 3),
+        "unrelated_rows": round(float(np.mean(np.sum(mix.vectors[:-1] * mix.vectors[1:], axis=1))), 3),
+    }
 
 
 # --- the kept database ---------------------------------------------------------------------------
@@ -184,8 +248,9 @@ def bench_assistants() -> list[Assistant]:
     return list(Assistant.objects.filter(slug__startswith="scale-").order_by("pk"))
 
 
-def load(assistants: list[Assistant], chunks: int, texts: list[str], base: np.ndarray, model: str) -> float:
-    """COPY every assistant's rows in (each text's tsvector computed once); return seconds."""
+def load(assistants: list[Assistant], chunks: int, base: Base, model: str) -> float:
+    """COPY every assistant's rows in (`assistant_mix`), their tsvectors computed as the
+    product computes them; return seconds."""
     from pgvector.psycopg import register_vector
     from psycopg.types import TypeInfo
 
@@ -195,36 +260,33 @@ def load(assistants: list[Assistant], chunks: int, texts: list[str], base: np.nd
     vector_oid = TypeInfo.fetch(connection.connection, "vector").oid
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        cursor.execute(
-            "CREATE TEMP TABLE base (b int PRIMARY KEY, body text, hash text, itext text, tsv tsvector)"
-        )
-        cursor.execute("CREATE TEMP TABLE stage (n int, b int, emb vector)")
-        with raw.copy("COPY base (b, body, hash, itext) FROM STDIN") as copy:
-            for b, text in enumerate(texts):
-                digest = hashlib.sha256(text.encode()).hexdigest()
-                copy.write_row((b, text, digest, index_text(text)))
-        cursor.execute(f"UPDATE base SET tsv = to_tsvector('{TS_CONFIG}', itext)")
-        session = "(base.body LIKE 'User:%%' OR base.body LIKE 'Assistant:%%')"
+        cursor.execute("CREATE TEMP TABLE stage (n int, body text, hash text, itext text, emb vector)")
+        session = "(s.body LIKE 'User:%%' OR s.body LIKE 'Assistant:%%')"
         for index, (assistant, rows) in enumerate(zip(assistants, sizes(chunks))):
-            which, vectors = assistant_vectors(base, index, rows)
-            with raw.copy("COPY stage (n, b, emb) FROM STDIN WITH (FORMAT BINARY)") as copy:
-                copy.set_types(["int4", "int4", vector_oid])
-                for n, (b, vector) in enumerate(zip(which.tolist(), vectors)):
-                    copy.write_row((n, b, vector))
+            mix = assistant_mix(base, index, rows)
+            with raw.copy("COPY stage (n, body, hash, itext, emb) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "text", "text", "text", vector_oid])
+                for n, (a, b, vector) in enumerate(zip(mix.first.tolist(), mix.second.tolist(), mix.vectors)):
+                    body = joined(base, a, b)
+                    digest = hashlib.sha256(body.encode()).hexdigest()
+                    copy.write_row((n, body, digest, index_text(body), vector))
+            # Each file holds 50 rows, row k at lines 10k+1 onwards (one line per line of text).
             cursor.execute(
                 "INSERT INTO memory_app_memorychunk (assistant_id, source, generation, path, start_line, "
                 "end_line, line_numbers, text, hash, source_hash, model, dims, embedding, tsv, timestamp, "
                 f"created_at) SELECT %s, CASE WHEN {session} THEN 'sessions' ELSE 'memory' END, 1, "
                 f"CASE WHEN {session} THEN 'sessions/scale-' || (s.n / 50) || '.jsonl' "
                 "ELSE 'memory/scale/' || (s.n / 50) || '.md' END, "
-                "s.n %% 50 + 1, s.n %% 50 + 1, ARRAY[s.n %% 50 + 1], base.body, base.hash, base.hash, %s, %s, "
-                "s.emb, base.tsv, now() - (s.n %% 400) * interval '1 day', now() "
-                "FROM stage s JOIN base USING (b) ORDER BY s.n",
-                [assistant.pk, model, DIMS],
+                "l.first, l.first + l.lines - 1, ARRAY(SELECT generate_series(l.first, l.first + l.lines - 1)), "
+                "s.body, s.hash, s.hash, %s, %s, s.emb, to_tsvector(%s, s.itext), "
+                "now() - (s.n %% 400) * interval '1 day', now() "
+                "FROM stage s, LATERAL (SELECT (s.n %% 50) * 10 + 1 AS first, "
+                "array_length(string_to_array(s.body, E'\\n'), 1) AS lines) l ORDER BY s.n",
+                [assistant.pk, model, DIMS, TS_CONFIG],
             )
             cursor.execute("TRUNCATE stage")
             print(f"  loaded {assistant.name}", flush=True)
-        cursor.execute("DROP TABLE stage, base")
+        cursor.execute("DROP TABLE stage")
     return time.perf_counter() - started
 
 
@@ -268,15 +330,17 @@ def mark_indexed(assistants: list[Assistant]) -> None:
         )
 
 
-def build(args: argparse.Namespace, texts: list[str], base: np.ndarray) -> dict[str, Any]:
+def build(args: argparse.Namespace, base: Base) -> dict[str, Any]:
     """Load the corpus, optionally measure the shared-graph layout, build the product's indexes."""
     model = search_bench._embedder().model
     assistants = make_assistants(args.chunks)
     mark_indexed(assistants)
     print(f"loading {args.chunks:,} chunks ...", flush=True)
-    load_s = load(assistants, args.chunks, texts, base, model)
+    load_s = load(assistants, args.chunks, base, model)
     vacuum_analyze()
     out: dict[str, Any] = {"key": corpus_key(args.chunks), "load_seconds": round(load_s, 1)}
+    out["mix"] = mix_fidelity(base)
+    print(f"  a row's vector against the real e5 vector of its text: {out['mix']}", flush=True)
     if args.shared_baseline:
         print("the former layout: one HNSW graph for every assistant ...", flush=True)
         out["shared"] = shared_baseline(args, assistants, base)
@@ -311,10 +375,10 @@ class Probe:
 
 
 def make_probe(
-    assistant: Assistant, index: int, rows: int, base: np.ndarray, asked: list[str], qv: np.ndarray
+    assistant: Assistant, index: int, rows: int, base: Base, asked: list[str], qv: np.ndarray
 ) -> Probe:
     """Exact top 10 by numpy over the assistant's own vectors (regenerated: row i has the i-th id)."""
-    _, vectors = assistant_vectors(base, index, rows)
+    vectors = assistant_mix(base, index, rows).vectors
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT array_agg(id ORDER BY id) FROM memory_app_memorychunk WHERE assistant_id = %s",
@@ -396,9 +460,7 @@ def raw_vector_search(probe: Probe, cast: str, *, generic: bool) -> tuple[float,
     return round(times[round(0.95 * (len(times) - 1))], 2), round(found / len(probe.vectors), 4)
 
 
-def shared_baseline(
-    args: argparse.Namespace, assistants: list[Assistant], base: np.ndarray
-) -> dict[str, Any]:
+def shared_baseline(args: argparse.Namespace, assistants: list[Assistant], base: Base) -> dict[str, Any]:
     """The former layout, one graph over every assistant: its build and its filtered searches."""
     name = "memchunk_hnsw_384"
     with connection.cursor() as cursor:
@@ -422,7 +484,7 @@ def shared_baseline(
     return out
 
 
-def halfvec_figures(args: argparse.Namespace, assistant: Assistant, base: np.ndarray) -> dict[str, Any]:
+def halfvec_figures(args: argparse.Namespace, assistant: Assistant, base: Base) -> dict[str, Any]:
     """The largest assistant's graph on halfvec beside its vector one: build, size, recall, p95."""
     seconds, mb = build_index(assistant, kind=f"halfvec({DIMS})")
     probe = make_probe(assistant, 0, sizes(args.chunks)[0], base, args.asked, args.query_vectors)
@@ -512,7 +574,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     reset_embedders()
     embedder = search_bench._embedder()
     texts = search_bench.real_texts(locomo_path(), search_bench.BASE_TEXTS)
-    base = search_bench.cached_embeddings(embedder, texts).astype(np.float32)
+    base = Base.of(texts, search_bench.cached_embeddings(embedder, texts).astype(np.float32))
     args.asked = search_bench.questions(locomo_path(), args.queries)
     args.query_vectors = search_bench.encode(embedder, args.asked, queries=True).astype(np.float32)
     report: dict[str, Any] = {"chunks": args.chunks, "assistants": len(SHARES), "teams": TEAMS}
@@ -522,7 +584,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"openclaw_scale_{args.chunks}", key=corpus_key(args.chunks), rebuild=args.rebuild
     )
     if recorded is None:
-        recorded = build(args, texts, base)
+        recorded = build(args, base)
         record(recorded)
         report["built_now"] = True
     else:
@@ -582,6 +644,13 @@ def table(report: dict[str, Any]) -> str:
         f"per-assistant HNSW {b['index_seconds']} s ({len(b['indexes'])} indexes, {b['index_mb']} MB), "
         f"table {b['table_mb']} MB"
     )
+    if "mix" in b:
+        x = b["mix"]
+        lines.append(
+            f"Rows mix two real texts: cosine of a row's vector to the real e5 vector of its text "
+            f"{x['mix_to_real']} (its first text's own vector: {x['first_text_to_real']}; "
+            f"two unrelated rows: {x['unrelated_rows']}; {x['rows']} rows embedded)"
+        )
     for label, m in report["measured"].items():
         lat = m["latency_ms"]
         ratio = lat["hybrid"]["p95"] / lat["pgvector"]["p95"]

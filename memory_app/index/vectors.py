@@ -28,8 +28,10 @@ TABLE = "memory_app_memorychunk"
 HNSW_MAX_VECTOR_DIMS = 2000
 HNSW_MAX_HALFVEC_DIMS = 4000
 # HNSW build options. pgvector's default ef_construction (64) gives recall@10 0.91 at 100k
-# MiniLM chunks with ef_search 100; 128 gives 0.94-0.95 for twice the build time, and the default
-# ef_search of 200 (settings.MEMORY_HNSW_EF_SEARCH) 0.97 (bench/search.py).
+# MiniLM chunks with ef_search 100; 128 gives 0.94-0.95 for twice the build time (bench/search.py).
+# A larger graph needs a wider search for the same recall: at 400,000 vectors of one assistant,
+# ef_search 200 found 0.946 of the exact top 10, 300 0.957, 400 0.969, 600 0.989; the default is
+# 400 (settings.MEMORY_HNSW_EF_SEARCH; docs/benchmarks.md, "Search at a million chunks").
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 # An assistant gets its own HNSW graph once it holds this many vectors of one size; below it an

@@ -9,7 +9,9 @@
    terms, as many as keep the selection near `TEXT_POOL_ROWS` chunks, never one common term
    alone (term shares come from Postgres' statistics, `lexeme_stats`), plus the chunks holding
    every common term together, and of those the best-covered `RANK_ROWS` (equal coverage: the
-   shorter chunk). Every term counts in the rank.
+   shorter chunk). Every term counts in the rank. A large assistant's pool is read by the GIN
+   index alone, its rows kept as they come, not ANDed with its own b-tree index, which reads an
+   entry per chunk of the assistant (`_by_match`).
 
 Each side only picks ids; every picked chunk is then measured on both sides (its cosine to the
 query, its keyword rank and the terms it holds), so a chunk found by one side is fused with its
@@ -27,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -51,6 +53,28 @@ TEXT_POOL_ROWS = 300
 RANK_EVERY_MATCH_ROWS = 1000
 # Of those, the best-covered rows whose ts_rank_cd is computed (at least the rows asked for).
 RANK_ROWS = 24
+# The most postings the common terms' AND may read (`_common_query`): at about 0.1-0.25 µs each
+# (EXPLAIN at a million chunks: 7.6 ms for the postings of two names each in 3-5% of chunks),
+# about 5 ms.
+COMMON_SCAN_MAX_POSTINGS = 40_000
+# An assistant whose chunks are at least this many times the square root of (pool rows x
+# table rows) has its pool read by the full-text match alone (`_by_match`).
+BY_MATCH_FACTOR = 3.0
+
+# The chunks of the scope that hold `q.<column>`, at most a pool's rows. Postgres would AND the
+# GIN index with the assistant's b-tree index, whose cost grows with the assistant: fine for a
+# small assistant, the largest cost of a search for a large one (docs/design.md, "Search at a
+# million chunks"). `_POOL_BY_MATCH` reads the matches by the GIN index alone and drops other
+# assistants' rows as it goes (OFFSET 0 keeps the planner from pushing the filter down).
+_POOL = (
+    "SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
+    "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.{} LIMIT %s"
+)
+_POOL_BY_MATCH = (
+    "SELECT s.id, s.tsv FROM (SELECT c.id, c.tsv, c.assistant_id, c.generation, c.source "
+    "FROM memory_app_memorychunk c, q WHERE c.tsv @@ q.{} OFFSET 0) s WHERE s.assistant_id = %s "
+    "AND s.generation = %s AND s.source = ANY(%s) LIMIT %s"
+)
 
 _FIELDS = (
     "id",
@@ -102,6 +126,8 @@ class Terms:
     pool_rows: int
     # Chunks holding every common term are scored too (`_common_query`); "" for none.
     common: str = ""
+    # Read the pool by the full-text match alone, not with the assistant's index (`_by_match`).
+    by_match: bool = False
 
     @property
     def full(self) -> str:
@@ -141,15 +167,17 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
         return None
     queries = [q for _, q in keep]
     stats = lexeme_stats()
+    by_match = False
     if stats is not None:
         shares = [_share(stats, lexemes) for lexemes in lexemes_of(queries)]
         selecting, pool_rows = _selecting_query(queries, shares, stats.rows), TEXT_POOL_ROWS
-        common = _common_query(queries, shares, selecting)
+        common = _common_query(queries, shares, selecting, stats.rows)
+        by_match = _by_match(stats, scope.assistant_id)
     else:
         shares, rows = _small_index_shares(scope, queries)
         if rows > RANK_EVERY_MATCH_ROWS:
             selecting, pool_rows = _selecting_query(queries, shares, rows), TEXT_POOL_ROWS
-            common = _common_query(queries, shares, selecting)
+            common = _common_query(queries, shares, selecting, rows)
         else:  # a few hundred chunks: ranking every match costs little
             selecting, pool_rows, common = " | ".join(f"({q})" for q in queries), MIN_ROWS_FOR_SELECTION, ""
     return Terms(
@@ -159,6 +187,7 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
         selecting=selecting,
         pool_rows=pool_rows,
         common=common,
+        by_match=by_match,
     )
 
 
@@ -259,19 +288,38 @@ def _selecting_query(queries: Sequence[str], shares: Sequence[float], rows: floa
     return " | ".join(f"({queries[i]})" for i in chosen)
 
 
-def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: str) -> str:
+def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: str, rows: float) -> str:
     """Return the tsquery of chunks holding every common term, when the rare ones select.
 
     BM25 scores a chunk that holds only the query's commoner words, and ranks it high when it
     holds all of them (a mutual-fund answer that says 共同基金 without the rarer words of the
     question). Two or more common terms ANDed read their posting lists once and keep few rows;
-    one common term alone would select a large share of the index, so it never does.
+    one common term alone would select a large share of the index, so it never does. The AND
+    still reads every posting of each common term: past `COMMON_SCAN_MAX_POSTINGS` of them (a
+    large table, where the pool would be an arbitrary few hundred of tens of thousands of
+    chunks anyway) the common terms select nothing on their own.
     """
     common = [q for q, share in zip(queries, shares) if share >= COMMON_TERM_SHARE]
     if len(common) < 2 or len(common) == len(queries):  # all common: `selecting` already ANDs them
         return ""
+    if sum(share for share in shares if share >= COMMON_TERM_SHARE) * rows > COMMON_SCAN_MAX_POSTINGS:
+        return ""
     query = " & ".join(f"({q})" for q in common)
     return "" if query == selecting else query
+
+
+def _by_match(stats: LexemeStats, assistant_id: int) -> bool:
+    """Tell whether the assistant's pool is read by the full-text match alone.
+
+    ANDing with the assistant's b-tree index reads an entry per chunk of the assistant; the
+    match alone reads about `TEXT_POOL_ROWS` / share matches before the pool is full (the
+    selection keeps the matches of the whole table near `TEXT_POOL_ROWS`). The first grows with
+    the assistant, the second shrinks: the match alone wins once the assistant holds more than
+    a few times the square root of (pool rows x table rows) chunks, e.g. 50,000 of a million
+    (bench/scale.py). An assistant Postgres' statistics do not list is small.
+    """
+    chunks = stats.assistant_shares.get(int(assistant_id), 0.0) * stats.rows
+    return chunks >= BY_MATCH_FACTOR * math.sqrt(TEXT_POOL_ROWS * stats.rows)
 
 
 def term_weight(share: float) -> float:
@@ -285,6 +333,8 @@ class LexemeStats:
 
     rows: float
     shares: dict[str, float]
+    # The share of chunks each of the larger assistants holds (`pg_stats.most_common_vals`).
+    assistant_shares: dict[int, float] = field(default_factory=dict)
 
 
 _stats_cache: tuple[float, LexemeStats | None] = (-FREQUENCY_CACHE_SECONDS, None)
@@ -311,9 +361,16 @@ def lexeme_stats() -> LexemeStats | None:
             "WHERE s.tablename = 'memory_app_memorychunk' AND s.attname = 'tsv' ORDER BY s.inherited LIMIT 1"
         )
         row = cursor.fetchone()
+        cursor.execute(
+            "SELECT most_common_vals::text::bigint[], most_common_freqs FROM pg_stats "
+            "WHERE tablename = 'memory_app_memorychunk' AND attname = 'assistant_id' "
+            "ORDER BY inherited LIMIT 1"
+        )
+        assistants = cursor.fetchone()
     # On a small index ranking every match is cheap, and a sample of a few rows says little.
     if row is not None and row[2] is not None and row[2] >= MIN_ROWS_FOR_SELECTION and row[0]:
-        stats = LexemeStats(rows=float(row[2]), shares=dict(zip(row[0], row[1])))
+        held = dict(zip(assistants[0], assistants[1])) if assistants and assistants[0] else {}
+        stats = LexemeStats(rows=float(row[2]), shares=dict(zip(row[0], row[1])), assistant_shares=held)
     else:
         stats = None
     with _stats_lock:
@@ -366,10 +423,7 @@ def fetch_candidates(
             f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q"
             f"{common_q}{each})"
         )
-        pool = (
-            "SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
-            "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.{} LIMIT %s"
-        )
+        pool = _POOL_BY_MATCH if terms.by_match else _POOL
         common = f" UNION (({pool.format('common_q')}))" if terms.common else ""
         ctes.append(f"pool AS (({pool.format('select_q')}){common})")
         # Equal coverage: the shorter chunk first (fewer lexemes, a denser match, as BM25's

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from memory_app.search.candidates import TEXT_POOL_ROWS, _selecting_query
+from memory_app.search.candidates import (
+    COMMON_SCAN_MAX_POSTINGS,
+    TEXT_POOL_ROWS,
+    _common_query,
+    _selecting_query,
+)
 
 
 def test_the_rarest_terms_select_while_their_chunks_fit_the_pool() -> None:
@@ -30,3 +35,12 @@ def test_common_terms_select_only_all_together() -> None:
         == "('what') & ('she') & ('said')"
     )
     assert _selecting_query(["'her'"], [0.3], 100_000) == "('her')"
+
+
+def test_common_terms_select_together_unless_their_postings_are_too_many_to_read() -> None:
+    queries, shares = ["'quokka'", "'what'", "'she'"], [0.0, 0.1, 0.1]
+    # 0.2 x 100,000 = 20,000 postings: read.
+    assert _common_query(queries, shares, "('quokka')", 100_000) == "('what') & ('she')"
+    # At a million chunks the same shares are 200,000 postings: the rare term selects alone.
+    assert COMMON_SCAN_MAX_POSTINGS < 0.2 * 1_000_000
+    assert _common_query(queries, shares, "('quokka')", 1_000_000) == ""

@@ -441,6 +441,36 @@ def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypa
     assert [r.path for r in response.results] == ["memory/ab.md"]
 
 
+def test_a_large_assistants_pool_read_by_match_alone_keeps_its_results_and_its_team(
+    world, fake_embeddings, monkeypatch
+) -> None:
+    from memory_app.search import candidates
+
+    docs = {
+        "memory/a.md": "the quokka migration is blocked",
+        "memory/b.md": "quokka notes",
+        "memory/c.md": "x",
+    }
+    index(world.assistant, docs)
+    index(world.other_assistant, {"memory/a.md": "quokka migration for another team"})
+
+    def search(held: dict[int, float]) -> list[tuple[str, float]]:
+        stats = candidates.LexemeStats(rows=1e6, shares={"the": 0.5}, assistant_shares=held)
+        monkeypatch.setattr(candidates, "lexeme_stats", lambda: stats)
+        terms = candidates.terms_for(
+            candidates.Scope(world.assistant.pk, 1, ("memory",)), ["quokka", "migration"]
+        )
+        assert terms is not None and terms.by_match == bool(held)
+        response = hybrid_search(assistant=world.assistant, query="quokka migration", mode="text")
+        return [(r.path, r.score) for r in response.results]
+
+    # Listed with most of a million chunks: its pool is read by the full-text match alone, and
+    # the other team's chunk that holds both terms is still never a candidate.
+    alone = search({world.assistant.pk: 0.9, world.other_assistant.pk: 0.1})
+    assert alone == search({})  # not listed: a small assistant, ANDed with its own index
+    assert [path for path, _ in alone] == ["memory/a.md", "memory/b.md"]
+
+
 def test_lexeme_stats_come_from_postgres_statistics(world, fake_embeddings, monkeypatch) -> None:
     from django.db import connection
 
@@ -455,6 +485,7 @@ def test_lexeme_stats_come_from_postgres_statistics(world, fake_embeddings, monk
     monkeypatch.setattr(candidates, "MIN_ROWS_FOR_SELECTION", 10)
     stats = candidates.lexeme_stats()
     assert stats.rows == 30 and stats.shares["common"] == pytest.approx(1.0)
+    assert stats.assistant_shares == {world.assistant.pk: pytest.approx(1.0)}
     candidates.forget_lexeme_stats()
 
 
