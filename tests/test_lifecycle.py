@@ -196,3 +196,12 @@ def test_a_test_run_stops_the_database_it_started(var_dir: Path) -> None:
     )
     assert run.returncode == 0, run.stdout
     assert (var_dir / "pgdata").is_dir() and not db.is_running(var_dir / "pgdata")
+
+
+def test_make_stop_looks_in_the_var_folder_settings_use(monkeypatch) -> None:
+    """Without OPENCLAW_VAR_DIR, `make stop` finds runall's pid file where runall writes it: var/ beside manage.py."""
+    from openclaw_site.platform import stop
+
+    monkeypatch.delenv("OPENCLAW_VAR_DIR", raising=False)
+    assert stop.var_dir() == BASE_DIR / "var"
+    assert (BASE_DIR / "manage.py").is_file()

