@@ -1,7 +1,7 @@
 """Django settings, every value from an environment variable with a development default.
 
 README.md and .env.example list the variables. Bad values fail at start-up with the variable's
-name (see config/env.py), never later at request time.
+name (see openclaw_site/platform/env.py), never later at request time.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import (
+from openclaw_site.platform.env import (
     EnvError,
     env_bool,
     env_choice,

@@ -21,11 +21,11 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from config.env import half_the_cpus, usable_cpus
 from memory_app.models import MemoryChunk, MemoryDocument
 from openclaw_site.jobs import tasks
 from openclaw_site.jobs.tasks import TaskQueue
 from openclaw_site.models import Assistant, Membership, TaskRecord
+from openclaw_site.platform.env import half_the_cpus, usable_cpus
 from openclaw_site.usage.fair_share import TeamWork
 from sessions_app.workspace.imports import import_workspace
 from tests import factories

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from config.env import EnvError, env_bool, env_int, load_dotenv
+from openclaw_site.platform.env import EnvError, env_bool, env_int, load_dotenv
 from openclaw_site.teams.assistant_settings import (
     SCHEMA,
     AssistantSettings,

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import psutil
 
-from config.env import env_str, load_dotenv
 from openclaw_site.platform import db
+from openclaw_site.platform.env import env_str, load_dotenv
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 PID_FILE_NAME = "runall.pid"
 # runall waits up to 30 s for each child (runall.STOP_TIMEOUT_SECONDS); three of them, then the database.
 STOP_WAIT_SECONDS = 120.0
