@@ -40,6 +40,7 @@ from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.platform.streaming import sse_event, streaming_response
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
+from providers.message_types import ToolSpec
 from sessions_app.api.payloads import message_api_error
 from sessions_app.api.responses import STREAM_FAULT
 from sessions_app.messages import MessageError, MessageInput, validate_message
@@ -71,7 +72,7 @@ class ChatRequest:
     assistant: Assistant
     session_key: str | None
     messages: tuple[MessageInput, ...]
-    tools: tuple[dict[str, Any], ...]
+    tools: tuple[ToolSpec, ...]
     stream: bool
     include_usage: bool
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
+
+from providers.message_types import ToolSpec
 
 _DATA_URL_RE = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
 ERROR_TYPES = {
@@ -133,7 +135,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def client_tools(tools: Any, *, reserved: set[str]) -> list[dict[str, Any]]:
+def client_tools(tools: Any, *, reserved: set[str]) -> list[ToolSpec]:
     """Return the caller's function tools as bare specs; refuse other kinds and our own names."""
     if tools is None:
         return []
@@ -149,7 +151,8 @@ def client_tools(tools: Any, *, reserved: set[str]) -> list[dict[str, Any]]:
                 f"tools[{index}]: {function['name']!r} is one of the server's own tools; rename it.",
                 field=f"tools[{index}]",
             )
-        specs.append({key: function[key] for key in ("name", "description", "parameters") if key in function})
+        spec = {key: function[key] for key in ("name", "description", "parameters") if key in function}
+        specs.append(cast(ToolSpec, spec))
     return specs
 
 

@@ -17,12 +17,13 @@ from memory_app.paths import InvalidPath, validate_memory_path
 from memory_app.search.tool import MEMORY_SEARCH_SPEC, memory_search
 from memory_app.selectors import current_revision_id
 from openclaw_site.models import Assistant
+from providers.message_types import ToolSpec
 
 # read-file-shared.ts (later upstream): default window of a read without `lines`, and its budget.
 DEFAULT_MEMORY_READ_LINES = 120
 DEFAULT_MEMORY_READ_MAX_CHARS = 12_000
 
-MEMORY_GET_SPEC: dict[str, Any] = {
+MEMORY_GET_SPEC: ToolSpec = {
     "name": "memory_get",
     "description": (
         "Safe snippet read from MEMORY.md or memory/*.md with optional from/lines; use after "
@@ -39,7 +40,7 @@ MEMORY_GET_SPEC: dict[str, Any] = {
     },
 }
 
-TOOL_SPECS: list[dict[str, Any]] = [MEMORY_SEARCH_SPEC, MEMORY_GET_SPEC]
+TOOL_SPECS: list[ToolSpec] = [MEMORY_SEARCH_SPEC, MEMORY_GET_SPEC]
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ is `providers.openai_chat.OpenAIChatModel`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+from providers.json_types import JSONObject
+from providers.message_types import ChatMessage, OpenAITool, ToolSpec
 
 # "aborted": the reply was cut while streaming (the client went away); Pi's stop reason for it.
 StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
@@ -47,7 +50,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: JSONObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,8 @@ class ChatModel(Protocol):
     def complete(
         self,
         *,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec | OpenAITool] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
     ) -> Completion: ...
@@ -94,8 +97,8 @@ class ChatModel(Protocol):
     def stream(
         self,
         *,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec | OpenAITool] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
     ) -> Generator[StreamEvent, None, None]: ...

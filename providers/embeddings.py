@@ -80,6 +80,14 @@ def embed_documents_counted(embedder: Embedder, texts: list[str]) -> DocumentVec
     return DocumentVectors(embedder.embed_documents(texts))
 
 
+class _ProviderIdentity(TypedDict, total=False):
+    provider: str
+    baseUrl: str
+    model: str
+    dims: int
+    inputs: dict[str, str]
+
+
 def make_provider_key(
     *, provider: str, base_url: str, model: str, dims: int, inputs: dict[str, str] | None = None
 ) -> str:
@@ -88,7 +96,7 @@ def make_provider_key(
     ``inputs`` is how texts are marked as queries or documents (prefixes, input types): vectors
     made another way are not comparable, so a change rebuilds the index.
     """
-    identity: dict[str, Any] = {"provider": provider, "baseUrl": base_url, "model": model, "dims": dims}
+    identity: _ProviderIdentity = {"provider": provider, "baseUrl": base_url, "model": model, "dims": dims}
     if inputs:
         identity["inputs"] = inputs
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, cast
 
 import httpx2
 import openai
@@ -22,6 +22,18 @@ from openai.types.chat import ChatCompletion
 
 from providers.chat import Completion, StopReason, StreamEvent, TextDelta, ToolCall, Usage
 from providers.errors import ProviderError, malformed_response_error, provider_error_from
+from providers.json_types import JSONObject
+from providers.message_types import (
+    AgentMessage,
+    ChatCompletionChunk,
+    ChatContentPart,
+    ChatMessage,
+    ChatRequest,
+    ChatToolCall,
+    ContentBlock,
+    OpenAITool,
+    ToolSpec,
+)
 from providers.model_text import storable_text, storable_value
 from providers.openai_client import call_with_retries, make_openai_client
 from providers.retry import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, DEFAULT_RETRIES, Backoff
@@ -37,7 +49,7 @@ COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 MISSING_TOOL_RESULT_TEXT = "No result provided"
 # Pi's openai-completions provider: images returned by a tool travel in a follow-up user message.
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
-_IMAGES_KEY = "_images"
+_IMAGES_KEY: Final = "_images"
 DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
@@ -84,8 +96,8 @@ class OpenAIChatModel:
     def complete(
         self,
         *,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec | OpenAITool] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
@@ -111,8 +123,8 @@ class OpenAIChatModel:
     def stream(
         self,
         *,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec | OpenAITool] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
     ) -> Generator[StreamEvent, None, None]:
@@ -124,7 +136,8 @@ class OpenAIChatModel:
         request = _request_body(
             model=model or self.model, messages=messages, tools=tools, max_tokens=max_tokens
         )
-        request.update(stream=True, stream_options={"include_usage": True})
+        request["stream"] = True
+        request["stream_options"] = {"include_usage": True}
         content = request_content(request)
         chunks = call_with_retries(
             lambda: self._client.post(
@@ -170,12 +183,12 @@ def _whole_answer(chunks: openai.Stream[object], *, requested_model: str) -> Com
         raise malformed_response_error(exc) from exc
 
 
-def _chunks_or_provider_error(chunks: openai.Stream[object]) -> Iterator[dict[str, Any]]:
+def _chunks_or_provider_error(chunks: openai.Stream[object]) -> Iterator[ChatCompletionChunk]:
     """Iterate a stream, turning a cut connection or an error event into a ProviderError."""
     try:
         for chunk in chunks:
             if isinstance(chunk, dict):
-                yield chunk
+                yield cast(ChatCompletionChunk, chunk)  # read as the format says; a key may be missing
     except openai.OpenAIError as exc:
         raise provider_error_from(exc) from exc
     except httpx2.TimeoutException as exc:
@@ -199,14 +212,15 @@ class StreamedReply:
     text: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: JSONObject | None = None
     tool_calls: dict[int, _PartialToolCall] = field(default_factory=dict)
 
-    def add(self, chunk: dict[str, Any]) -> str:
+    def add(self, chunk: ChatCompletionChunk) -> str:
         """Take one chunk in; return the text it adds."""
         self.model = storable_text(str(chunk.get("model") or "")) or self.model
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
         choices = chunk.get("choices") or []
         if not choices:
             return ""
@@ -244,14 +258,14 @@ class StreamedReply:
         )
 
 
-class EncodedMessages(list[dict[str, Any]]):
+class EncodedMessages(list[ChatMessage]):
     """Chat messages that know their JSON text, from a caller that keeps each message's encoding.
 
     The list must not be changed once made: `json` is the list as it was made (encoded on first
     use by ``encode``).
     """
 
-    def __init__(self, messages: Iterable[dict[str, Any]], *, encode: Callable[[list[dict[str, Any]]], str]):
+    def __init__(self, messages: Iterable[ChatMessage], *, encode: Callable[[list[ChatMessage]], str]):
         super().__init__(messages)
         self._encode = encode
         self._json: str | None = None
@@ -262,7 +276,7 @@ class EncodedMessages(list[dict[str, Any]]):
         return self._json
 
 
-def request_content(request: dict[str, Any]) -> bytes:
+def request_content(request: ChatRequest) -> bytes:
     """Encode a request body as the SDK does (compact JSON, non-ASCII kept as it is).
 
     Messages that come encoded (`EncodedMessages`) are spliced in as they are, so a long session's
@@ -275,18 +289,20 @@ def request_content(request: dict[str, Any]) -> bytes:
     return f'{rest[:-1]},"messages":{messages.json()}}}'.encode()
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _request_body(
     *,
     model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec | OpenAITool] | None,
     max_tokens: int | None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": messages}
+) -> ChatRequest:
+    # An `EncodedMessages` list is kept as it is: `request_content` splices in its JSON.
+    kept = messages if isinstance(messages, list) else list(messages)
+    body: ChatRequest = {"model": model, "messages": kept}
     if tools:
         body["tools"] = [_openai_tool(tool) for tool in tools]
     if max_tokens is not None:
@@ -296,12 +312,13 @@ def _request_body(
     return body
 
 
-def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def _openai_tool(tool: ToolSpec | OpenAITool) -> OpenAITool:
     """Wrap a bare `{name, description, parameters}` spec in OpenAI's function-tool shape."""
-    if tool.get("type") == "function" and "function" in tool:
-        return tool
-    function = {key: tool[key] for key in ("name", "description", "parameters") if key in tool}
-    return {"type": "function", "function": function}
+    fields: Mapping[str, object] = tool
+    if fields.get("type") == "function" and "function" in fields:
+        return cast(OpenAITool, tool)
+    function = {key: fields[key] for key in ("name", "description", "parameters") if key in fields}
+    return {"type": "function", "function": cast(ToolSpec, function)}
 
 
 def completion_from(response: Any, *, requested_model: str) -> Completion:
@@ -355,11 +372,12 @@ def _reasoning_text(message: Any) -> str:
     return _reasoning_text_of(message.model_extra or {})
 
 
-def _reasoning_text_of(fields: dict[str, Any]) -> str:
+def _reasoning_text_of(fields: Mapping[str, object]) -> str:
     # Pi reads the first of these non-standard fields that OpenAI-compatible servers use.
     for key in ("reasoning_content", "reasoning", "reasoning_text"):
-        if isinstance(fields.get(key), str) and fields[key]:
-            return str(fields[key])
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
     return ""
 
 
@@ -382,17 +400,15 @@ def usage_from(usage: Any) -> Usage | None:
 
 
 # ``convert(message, openai_message_parts)``: a caller's stand-in for the per-message conversion.
-MessageConverter = Callable[
-    [dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]], list[dict[str, Any]]
-]
+MessageConverter = Callable[[AgentMessage, Callable[[AgentMessage], list[ChatMessage]]], list[ChatMessage]]
 
 
 def to_openai_messages(
-    agent_messages: list[dict[str, Any]],
+    agent_messages: Sequence[AgentMessage],
     *,
     system_prompt: str | None,
     convert: MessageConverter | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """Convert AgentMessages to OpenAI chat messages (new dicts; `entryId` is never sent).
 
     ``convert(message, openai_message_parts)`` may stand in for the per-message conversion (a
@@ -404,12 +420,12 @@ def to_openai_messages(
 
 
 def convert_messages(
-    agent_messages: Sequence[dict[str, Any]],
+    agent_messages: Sequence[AgentMessage],
     *,
     convert: MessageConverter | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """Convert message by message (the first step of `to_openai_messages`: a list converts as its parts do)."""
-    converted: list[dict[str, Any]] = []
+    converted: list[ChatMessage] = []
     for message in agent_messages:
         if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
             continue  # Pi `transformMessages`: incomplete turns are never replayed.
@@ -418,8 +434,8 @@ def convert_messages(
 
 
 def settle_openai_messages(
-    converted: list[dict[str, Any]], *, system_prompt: str | None, tool_flags: Sequence[bool] | None = None
-) -> list[dict[str, Any]]:
+    converted: list[ChatMessage], *, system_prompt: str | None, tool_flags: Sequence[bool] | None = None
+) -> list[ChatMessage]:
     """Put the system prompt first and close the tool runs (the last step of `to_openai_messages`).
 
     ``tool_flags`` (`tool_flags` of ``converted``, which a caller may keep between calls) lets the
@@ -431,15 +447,15 @@ def settle_openai_messages(
     return _settle_tool_runs([{"role": "system", "content": system_prompt}, *converted], [False, *flags])
 
 
-def tool_flags_of(messages: Sequence[dict[str, Any]]) -> list[bool]:
+def tool_flags_of(messages: Sequence[ChatMessage]) -> list[bool]:
     """Per OpenAI message: whether it is a tool answer or makes tool calls (where a run may need closing)."""
     return [message["role"] == "tool" or bool(message.get("tool_calls")) for message in messages]
 
 
-def _settle_tool_runs(messages: list[dict[str, Any]], flags: list[bool]) -> list[dict[str, Any]]:
+def _settle_tool_runs(messages: list[ChatMessage], flags: list[bool]) -> list[ChatMessage]:
     """Close each run of tool messages: answer forgotten calls, then attach tool images."""
-    settled: list[dict[str, Any]] = []
-    run: list[dict[str, Any]] = []
+    settled: list[ChatMessage] = []
+    run: list[ChatMessage] = []
     expected: list[str] = []
     index, end = 0, len(messages)
     while index < end:
@@ -469,24 +485,30 @@ def _settle_tool_runs(messages: list[dict[str, Any]], flags: list[bool]) -> list
     return settled
 
 
-def _close_tool_run(run: list[dict[str, Any]], expected: list[str]) -> list[dict[str, Any]]:
+def _close_tool_run(run: list[ChatMessage], expected: list[str]) -> list[ChatMessage]:
     # OpenAI rejects tool calls without a `tool` answer, and any non-tool message inside the run,
     # so (as Pi does) missing results are synthesised and tool images follow the whole run.
     answered = {message["tool_call_id"] for message in run}
-    tools = [{k: v for k, v in m.items() if k != _IMAGES_KEY} if _IMAGES_KEY in m else m for m in run]
+    tools = [_without_images(m) if _IMAGES_KEY in m else m for m in run]
     missing = [_missing_result(call_id) for call_id in expected if call_id not in answered]
     images = [part for message in run for part in message.get(_IMAGES_KEY, [])]
     if not images:
         return tools + missing
-    parts = [{"type": "text", "text": TOOL_IMAGES_TEXT}, *images]
+    parts: list[ChatContentPart] = [{"type": "text", "text": TOOL_IMAGES_TEXT}, *images]
     return [*tools, *missing, {"role": "user", "content": parts}]
 
 
-def _missing_result(call_id: str) -> dict[str, Any]:
+def _without_images(message: ChatMessage) -> ChatMessage:
+    copy = message.copy()
+    del copy[_IMAGES_KEY]
+    return copy
+
+
+def _missing_result(call_id: str) -> ChatMessage:
     return {"role": "tool", "tool_call_id": call_id, "content": MISSING_TOOL_RESULT_TEXT}
 
 
-def openai_message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+def openai_message_parts(message: AgentMessage) -> list[ChatMessage]:
     """Return the OpenAI messages one AgentMessage becomes (none, one, or a tool result's)."""
     role = message.get("role")
     if role == "user":
@@ -504,7 +526,7 @@ def openai_message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     return []  # Roles the model never sees (custom entries and the like).
 
 
-def _user_content(content: Any) -> str | list[dict[str, Any]]:
+def _user_content(content: str | list[ContentBlock] | None) -> str | list[ChatContentPart]:
     if isinstance(content, str):
         return content
     blocks = list(content or [])
@@ -513,36 +535,39 @@ def _user_content(content: Any) -> str | list[dict[str, Any]]:
     return [_content_part(block) for block in blocks if block.get("type") in ("text", "image")]
 
 
-def _content_part(block: dict[str, Any]) -> dict[str, Any]:
+def _content_part(block: ContentBlock) -> ChatContentPart:
     if block.get("type") == "image":
         url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
         return {"type": "image_url", "image_url": {"url": url}}
     return {"type": "text", "text": block.get("text", "")}
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: str | list[ContentBlock] | None) -> str:
     if isinstance(content, str):
         return content
     texts = [block.get("text", "") for block in content or [] if block.get("type") == "text"]
     return "\n".join(texts)
 
 
-def _assistant_message(message: dict[str, Any]) -> list[dict[str, Any]]:
+def _blocks(message: AgentMessage) -> list[ContentBlock]:
     blocks = message.get("content") or []
-    if isinstance(blocks, str):
-        blocks = [{"type": "text", "text": blocks}]
+    return [{"type": "text", "text": blocks}] if isinstance(blocks, str) else blocks
+
+
+def _assistant_message(message: AgentMessage) -> list[ChatMessage]:
+    blocks = _blocks(message)
     # Thinking blocks are dropped: OpenAI-compatible servers do not take them back.
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     calls = [_openai_tool_call(b) for b in blocks if b.get("type") == "toolCall"]
     if not text.strip() and not calls:
         return []  # Pi convertMessages skips assistant messages with nothing to say.
-    converted: dict[str, Any] = {"role": "assistant", "content": text if text.strip() else None}
+    converted: ChatMessage = {"role": "assistant", "content": text if text.strip() else None}
     if calls:
         converted["tool_calls"] = calls
     return [converted]
 
 
-def _openai_tool_call(block: dict[str, Any]) -> dict[str, Any]:
+def _openai_tool_call(block: ContentBlock) -> ChatToolCall:
     arguments = json.dumps(block.get("arguments") or {}, ensure_ascii=False)
     return {
         "id": block["id"],
@@ -551,13 +576,11 @@ def _openai_tool_call(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tool_result_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks = message.get("content") or []
-    if isinstance(blocks, str):
-        blocks = [{"type": "text", "text": blocks}]
+def _tool_result_messages(message: AgentMessage) -> list[ChatMessage]:
+    blocks = _blocks(message)
     images = [_content_part(b) for b in blocks if b.get("type") == "image"]
     text = _text_of(blocks) or ("(see attached image)" if images else "")
-    tool = {"role": "tool", "tool_call_id": message.get("toolCallId", ""), "content": text}
+    tool: ChatMessage = {"role": "tool", "tool_call_id": message.get("toolCallId", ""), "content": text}
     if images:
         tool[_IMAGES_KEY] = images  # Moved after the run by _close_tool_run, never sent.
     return [tool]

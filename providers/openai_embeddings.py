@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from django.conf import settings
 
@@ -51,6 +51,13 @@ class InputMarking:
 
     def identity(self) -> str:
         return f"{self.prefix}|{self.input_type}"
+
+
+class _RequestOptions(TypedDict, total=False):
+    """What an `/embeddings` request may add to the model and the texts."""
+
+    dimensions: int
+    extra_body: dict[str, str]
 
 
 class OpenAIEmbedder:
@@ -151,7 +158,7 @@ class OpenAIEmbedder:
         self, texts: list[str], *, marking: InputMarking, timeout: float
     ) -> tuple[list[list[float]], int | None]:
         """One request: the vectors in input order and the prompt tokens its usage reports."""
-        extra: dict[str, Any] = {"dimensions": self._requested_dims} if self._requested_dims else {}
+        extra: _RequestOptions = {"dimensions": self._requested_dims} if self._requested_dims else {}
         if marking.extra_body():
             extra["extra_body"] = marking.extra_body()
         inputs = marking.texts(texts)

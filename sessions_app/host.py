@@ -17,6 +17,7 @@ from django.db import transaction
 
 from memory_app.tokens import estimate_message_tokens
 from openclaw_site.models import Assistant
+from providers.message_types import AgentMessage
 from sessions_app.compaction.compact import compact_session, preview_compaction
 from sessions_app.compaction.cutpoint import summary_message_text
 from sessions_app.compaction.errors import CompactionBusy, CompactionError, CompactionRefused
@@ -129,7 +130,7 @@ class HostContext:
     memory part of the system prompt."""
 
     session: Session
-    messages: list[dict[str, Any]]
+    messages: list[AgentMessage]
     estimated_tokens: int
     system_prompt_addition: str
     memory_files: tuple[str, ...]
@@ -166,7 +167,7 @@ def host_context(session: Session, *, token_budget: int) -> HostContext:
     )
 
 
-def _host_shape(message: dict[str, Any]) -> dict[str, Any]:
+def _host_shape(message: AgentMessage) -> AgentMessage:
     """Return a view message as OpenClaw's AgentMessage: a compaction summary becomes the user
     message OpenClaw itself makes of one; our ``entryId`` stays (OpenClaw ignores it)."""
     if message.get("role") != "compactionSummary":
@@ -180,15 +181,15 @@ def _host_shape(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _is_summary(messages: list[dict[str, Any]]) -> bool:
+def _is_summary(messages: list[AgentMessage]) -> bool:
     return bool(messages) and bool(messages[0].get("compactionSummary"))
 
 
-def _tokens(messages: Sequence[dict[str, Any]]) -> int:
+def _tokens(messages: Sequence[AgentMessage]) -> int:
     return sum(estimate_message_tokens(message) for message in messages)
 
 
-def fit_turns(messages: list[dict[str, Any]], *, budget: int) -> tuple[list[dict[str, Any]], int]:
+def fit_turns(messages: list[AgentMessage], *, budget: int) -> tuple[list[AgentMessage], int]:
     """Keep the newest messages that fit ``budget``, starting at a user message so no tool result
     loses its call; return them and how many were dropped."""
     total, start = 0, len(messages)

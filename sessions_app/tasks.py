@@ -14,6 +14,7 @@ from sessions_app.workspace import exports, staging
 
 if TYPE_CHECKING:
     from sessions_app.compaction.errors import CompactionError
+    from sessions_app.compaction.flush import FlushOutcomeDict
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def fill_session_vectors(session_id: int) -> dict[str, Any]:
     return fill(session_id)
 
 
-def memory_flush_task(session_id: int) -> dict[str, Any]:
+def memory_flush_task(session_id: int) -> FlushOutcomeDict:
     """Run the pre-compaction memory flush of a session (sessions_app.compaction.flush)."""
     from sessions_app.compaction.flush import run_memory_flush
 

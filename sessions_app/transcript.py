@@ -7,7 +7,7 @@ appends get gap-free, unique ``seq`` values (one sequence shared with compaction
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -19,6 +19,7 @@ from memory_app.tokens import estimate_message_tokens
 from openclaw_site.jobs.tasks import coalesced, enqueue_coalesced
 from openclaw_site.platform.row_sql import RowInsert, RowRead
 from openclaw_site.teams.services import check_writable
+from providers.message_types import AgentMessage
 from sessions_app.messages import MessageInput, epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, new_entry_id
 from sessions_app.selectors import session_owner
@@ -269,33 +270,53 @@ def after_transcript_change(session: Session) -> None:
     )
 
 
-def to_agent_message(message: Message) -> dict[str, Any]:
+class TranscriptEntry(TypedDict, total=False):
+    """An entry of a transcript in OpenClaw's JSONL v3 shape (plus our ``seq`` and ``silent``)."""
+
+    type: Required[str]  # "message" or "compaction"
+    id: Required[str]
+    seq: Required[int]
+    timestamp: Required[str]  # ISO 8601
+    silent: bool
+    message: AgentMessage
+    summary: str
+    firstKeptEntryId: str | None
+    tokensBefore: int
+    details: object
+    fromHook: bool
+    covered_by: str  # the compaction entry that summarised this message (the REST transcript)
+
+
+def to_agent_message(message: Message) -> AgentMessage:
     """Return a stored message as OpenClaw's AgentMessage dict (plus our ``entryId``)."""
-    data: dict[str, Any] = {
+    data: AgentMessage = {
         "role": message.role,
         "content": message.content,
         "timestamp": epoch_ms(message.created_at),
         "entryId": message.entry_id,
     }
     if message.role == "toolResult":
-        data.update(toolCallId=message.tool_call_id, toolName=message.tool_name, isError=message.is_error)
+        data["toolCallId"] = message.tool_call_id
+        data["toolName"] = message.tool_name
+        data["isError"] = message.is_error
         if message.details is not None:
             data["details"] = message.details
     if message.role == "assistant":
-        data.update(usage=message.usage, stopReason=message.stop_reason or "stop", model=message.model)
-        for key, value in (
-            ("provider", message.provider),
-            ("api", message.api),
-            ("errorMessage", message.error_message),
-        ):
-            if value:
-                data[key] = value
+        data["usage"] = message.usage
+        data["stopReason"] = message.stop_reason or "stop"
+        data["model"] = message.model
+        if message.provider:
+            data["provider"] = message.provider
+        if message.api:
+            data["api"] = message.api
+        if message.error_message:
+            data["errorMessage"] = message.error_message
     return data
 
 
 def transcript_entries(
     session: Session, *, include_silent: bool = True, after_seq: int = 0, limit: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[TranscriptEntry]:
     """Return messages and compaction entries in ``seq`` order as JSONL v3 entry dicts.
 
     ``after_seq`` and ``limit`` page through a long transcript (the REST API's ``?after_seq=``).
@@ -307,13 +328,13 @@ def transcript_entries(
     if limit is not None:
         # Each kind cut at ``limit`` still holds the first ``limit`` entries of the merge.
         messages, compactions = messages[:limit], compactions[:limit]
-    items: list[tuple[int, dict[str, Any]]] = [(m.seq, message_entry_dict(m)) for m in messages]
+    items: list[tuple[int, TranscriptEntry]] = [(m.seq, message_entry_dict(m)) for m in messages]
     items += [(c.seq, compaction_entry_dict(c)) for c in compactions]
     entries = [entry for _, entry in sorted(items, key=lambda pair: pair[0])]
     return entries if limit is None else entries[:limit]
 
 
-def message_entry_dict(message: Message) -> dict[str, Any]:
+def message_entry_dict(message: Message) -> TranscriptEntry:
     return {
         "type": "message",
         "id": message.entry_id,
@@ -324,7 +345,7 @@ def message_entry_dict(message: Message) -> dict[str, Any]:
     }
 
 
-def compaction_entry_dict(entry: CompactionEntry) -> dict[str, Any]:
+def compaction_entry_dict(entry: CompactionEntry) -> TranscriptEntry:
     return {
         "type": "compaction",
         "id": entry.entry_id,

@@ -37,6 +37,7 @@ from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, get_chat_model
 from providers.errors import ProviderError
+from providers.message_types import OpenAITool
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def _prompt(entries: list[Entry]) -> str:
     return "Memory entries, one per line (path#Lline (trust): text):\n" + "\n".join(rows)
 
 
-def _tool() -> dict[str, Any]:
+def _tool() -> OpenAITool:
     return {
         "type": "function",
         "function": {

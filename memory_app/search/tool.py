@@ -20,6 +20,7 @@ from memory_app.index.status import incomplete_note
 from memory_app.search.hybrid import SearchOptionError, SearchResponse
 from memory_app.search.service import search_memory
 from openclaw_site.models import Assistant
+from providers.message_types import ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ TOOL_DEFAULT_MAX_RESULTS = 10
 _QUOTA_RE = re.compile(r"insufficient_quota|quota|429", re.IGNORECASE)
 _KEY_TOKEN_RE = re.compile(r"[^a-z0-9]+")
 
-MEMORY_SEARCH_SPEC: dict[str, Any] = {
+MEMORY_SEARCH_SPEC: ToolSpec = {
     "name": "memory_search",
     "description": (
         "Mandatory recall step: semantically search MEMORY.md + memory/*.md (and indexed session "

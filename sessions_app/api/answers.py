@@ -7,25 +7,19 @@ rendered by its serializer in `sessions_app.api.serializers`, which is also its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from sessions_app.context.build import ModelContext
-from sessions_app.context.figures import TokenFigures
+from sessions_app.context.figures import SessionFigures, TokenFigures
 from sessions_app.models import CompactionEntry, CompactionRun, Session
-
-
-class OpenAITool(TypedDict):
-    """A tool as the OpenAI chat API takes it: the function's name, description and parameters."""
-
-    type: Literal["function"]
-    function: dict[str, Any]  # the tool's JSON spec (name, description, JSON Schema parameters)
+from sessions_app.transcript import TranscriptEntry
 
 
 class CompactionRef(TypedDict):
     """Which compaction summary the context starts from."""
 
     entry_id: str
-    first_kept_entry_id: str
+    first_kept_entry_id: str | None
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ class CompactCommand:
 
     run: CompactionRun
     reply_text: str
-    tokens: dict[str, Any]  # `sessions_app.context.figures.session_figures`
+    tokens: SessionFigures
     command: Literal["compact"] = "compact"
     messages: tuple[()] = ()  # the command is not stored
     silent: bool = False
@@ -62,7 +56,7 @@ class TranscriptPage:
     """One page of a session's transcript: JSONL v3 entries in seq order, and whether more follow."""
 
     session: Session
-    entries: list[dict[str, Any]]  # `sessions_app.transcript.transcript_entries`
+    entries: list[TranscriptEntry]
     has_more: bool
 
     @property

@@ -35,7 +35,7 @@ from sessions_app.api.context_views import StrictBooleanField
 from sessions_app.api.payloads import message_api_error
 from sessions_app.api.serializers import CompactionRunOutput, SessionOutput
 from sessions_app.api.views import SessionApiView
-from sessions_app.context.figures import session_figures
+from sessions_app.context.figures import SessionFigures, session_figures
 from sessions_app.context.prompt import local_today
 from sessions_app.context.view_cache import encode_json
 from sessions_app.messages import MessageError, MessageInput, validate_message
@@ -138,7 +138,7 @@ class HostContextHeadOutput(serializers.Serializer):
     compacted = serializers.BooleanField()
     tokens = serializers.SerializerMethodField()
 
-    def get_tokens(self, context: host.HostContext) -> dict[str, Any]:
+    def get_tokens(self, context: host.HostContext) -> SessionFigures:
         return session_figures(context.session)
 
 

@@ -12,10 +12,12 @@ from rest_framework.utils.serializer_helpers import ReturnList
 
 from openclaw_site.api.base import StrictCharField, StrictSerializer
 from openclaw_site.models import Assistant
-from sessions_app.api.answers import CompactionHistory, CompactionRef, NextCall, OpenAITool
+from providers.message_types import OpenAITool
+from sessions_app.api.answers import CompactionHistory, CompactionRef, NextCall
 from sessions_app.compaction.compact import CompactionPreview
 from sessions_app.compaction.errors import entry_dict
-from sessions_app.context.figures import session_figures
+from sessions_app.context.build import PruningDict
+from sessions_app.context.figures import SessionFigures, TokenFiguresDict, session_figures
 from sessions_app.models import CompactionRun, Message, Session
 from sessions_app.transcript import to_agent_message
 from sessions_app.turn.events import TurnResult
@@ -66,7 +68,7 @@ class SessionOutput(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def get_tokens(self, session: Session) -> dict[str, Any]:
+    def get_tokens(self, session: Session) -> SessionFigures:
         return session_figures(session)
 
     def get_message_count(self, session: Session) -> int:
@@ -245,11 +247,11 @@ class ContextHeadOutput(serializers.Serializer):
         return {"entry_id": entry["id"], "first_kept_entry_id": entry["firstKeptEntryId"]}
 
     @extend_schema_field(serializers.DictField())
-    def get_tokens(self, call: NextCall) -> dict[str, Any]:
+    def get_tokens(self, call: NextCall) -> TokenFiguresDict:
         return call.figures.as_dict()
 
     @extend_schema_field(serializers.DictField())
-    def get_pruning(self, call: NextCall) -> dict[str, Any]:
+    def get_pruning(self, call: NextCall) -> PruningDict:
         return call.context.pruning.as_dict()
 
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
@@ -342,7 +344,7 @@ class TurnOutput(serializers.Serializer):
         return stored_messages_data([result.user_message, *result.messages])
 
     @extend_schema_field(serializers.DictField(required=False))
-    def get_tokens(self, result: TurnResult) -> dict[str, Any]:
+    def get_tokens(self, result: TurnResult) -> SessionFigures:
         if result.final_session is not None:
             return session_figures(result.final_session, figures=result.figures)
         return session_figures(Session.objects.get(pk=result.user_message.session_id))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Literal, TypedDict, overload
 
 from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
@@ -28,7 +28,7 @@ from memory_app.tokens import estimate_message_tokens, estimate_text_tokens
 from openclaw_site.models import UsagePurpose
 from openclaw_site.teams.services import check_writable
 from openclaw_site.usage.ledger import record_usage
-from providers.chat import get_chat_model
+from providers.chat import ChatModel, get_chat_model
 from providers.errors import ProviderError
 from sessions_app.compaction.cutpoint import CompactionPlan, prepare_compaction
 from sessions_app.compaction.errors import (
@@ -48,10 +48,12 @@ from sessions_app.compaction.summary import (
     offline_summary,
     summarize_session,
 )
+from sessions_app.compaction.summary.serialisation import ChatMessages
 from sessions_app.context.figures import calibration_ratio, effective_model, token_figures, view_tokens
 from sessions_app.context.prompt import local_today
 from sessions_app.context.thresholds import effective_reserve, has_flushed_this_cycle
 from sessions_app.context.view import latest_compaction_index, session_entries
+from sessions_app.context.view_cache import ViewEntry
 from sessions_app.messages import epoch_ms
 from sessions_app.models import (
     ACTIVE_RUN_STATES,
@@ -72,7 +74,7 @@ from sessions_app.transcript import (
 logger = logging.getLogger(__name__)
 
 
-def _plan(session: Session, entries: list[dict[str, Any]]) -> CompactionPlan:
+def _plan(session: Session, entries: list[ViewEntry]) -> CompactionPlan:
     """Return the cut-point plan, or raise Pi's refusal (already compacted / nothing to compact)."""
     keep = session.assistant.config.compaction.keep_recent_tokens
     plan = prepare_compaction(entries, keep_recent_tokens=keep)
@@ -83,14 +85,58 @@ def _plan(session: Session, entries: list[dict[str, Any]]) -> CompactionPlan:
     return plan
 
 
+class EntryRef(TypedDict):
+    """A message a compaction would summarise, as a preview names it."""
+
+    entry_id: str
+    seq: int
+    role: str | None
+
+
+class PreviewDict(TypedDict):
+    """`CompactionPreview` as the API shows it."""
+
+    dry_run: bool
+    trigger: str
+    first_kept_entry_id: str
+    summarized: list[EntryRef]
+    turn_prefix: list[EntryRef]
+    is_split_turn: bool
+    has_previous_summary: bool
+    tokens_before: int
+    tokens_kept: int
+    tokens_after_estimate: int
+    flush_would_run: bool
+    flush_skip_reason: str | None
+    offline: bool
+    notes: list[str]
+
+
+class CompactionDetails(TypedDict, total=False):
+    """A compaction entry's `details` (OpenClaw's, and how the summary was made)."""
+
+    readFiles: list[str]
+    modifiedFiles: list[str]
+    summarizedEntryIds: list[str]
+    turnPrefixEntryIds: list[str]
+    isSplitTurn: bool
+    offline: bool
+    boundaryOnly: bool
+    modelCalls: int
+    addedIdentifiers: list[str]
+    preservedMessages: int
+    toolFailures: int
+    droppedMessages: int
+
+
 @dataclass(frozen=True)
 class CompactionPreview:
     """A dry run: what would be summarised and kept, and the token counts; nothing is written."""
 
     trigger: str
     first_kept_entry_id: str
-    summarized: tuple[dict[str, Any], ...]
-    turn_prefix: tuple[dict[str, Any], ...]
+    summarized: tuple[EntryRef, ...]
+    turn_prefix: tuple[EntryRef, ...]
     is_split_turn: bool
     has_previous_summary: bool
     tokens_before: int
@@ -101,7 +147,7 @@ class CompactionPreview:
     offline: bool
     notes: tuple[str, ...] = field(default=())
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PreviewDict:
         return {
             "dry_run": True,
             "trigger": self.trigger,
@@ -120,7 +166,7 @@ class CompactionPreview:
         }
 
 
-def _entry_refs(entries: list[dict[str, Any]], ids: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+def _entry_refs(entries: list[ViewEntry], ids: tuple[str, ...]) -> tuple[EntryRef, ...]:
     wanted = set(ids)
     return tuple(
         {"entry_id": e["id"], "seq": e["seq"], "role": e["message"].get("role")}
@@ -319,17 +365,17 @@ def _flushed_memory_text(session: Session, outcome: FlushOutcome) -> str:
     )
 
 
-def _latest_compaction_id(entries: list[dict[str, Any]]) -> str | None:
+def _latest_compaction_id(entries: list[ViewEntry]) -> str | None:
     index = latest_compaction_index(entries)
     return entries[index]["id"] if index >= 0 else None
 
 
 def _summarize(
     session: Session, run: CompactionRun, plan: CompactionPlan, *, instructions: str | None, memory_text: str
-) -> tuple[str, bool, dict[str, Any]]:
+) -> tuple[str, bool, CompactionDetails]:
     """Return (summary, offline, details) from the compaction model, or the offline summariser."""
     model = get_chat_model("compaction")
-    details: dict[str, Any] = {
+    details: CompactionDetails = {
         "readFiles": [],
         "modifiedFiles": [],
         "summarizedEntryIds": list(plan.summarized_entry_ids),
@@ -372,7 +418,7 @@ def _summarize(
     )
 
 
-def _summarizer(session: Session, run: CompactionRun, model: Any) -> Callable[[list[dict[str, Any]]], str]:
+def _summarizer(session: Session, run: CompactionRun, model: ChatModel) -> Callable[[ChatMessages], str]:
     """Return the `summarize(chat) -> text` callback: the compaction model, within the timeout."""
     compaction = session.assistant.config.compaction
     model_name = compaction.model or django_settings.LLM_COMPACTION_MODEL or session.assistant.model or None
@@ -380,7 +426,7 @@ def _summarizer(session: Session, run: CompactionRun, model: Any) -> Callable[[l
     max_tokens = max(256, math.floor(0.8 * effective_reserve(compaction)))
     deadline = time.monotonic() + compaction.timeout_seconds
 
-    def summarize(chat: list[dict[str, Any]]) -> str:
+    def summarize(chat: ChatMessages) -> str:
         if time.monotonic() > deadline:
             raise SummaryError(f"compaction timed out after {compaction.timeout_seconds} s")
         heartbeat(run)
@@ -392,8 +438,7 @@ def _summarizer(session: Session, run: CompactionRun, model: Any) -> Callable[[l
             usage=completion.usage,
             session_id=session.pk,
         )
-        text: str = completion.text
-        return text
+        return completion.text
 
     return summarize
 
@@ -406,7 +451,7 @@ def _commit(
     *,
     summary: str,
     offline: bool,
-    details: dict[str, Any],
+    details: CompactionDetails,
     tokens_before: int,
     prev_id: str | None,
 ) -> CompactionRun:
@@ -433,7 +478,7 @@ def _commit(
         offline=offline,
         created_at=now,
     )
-    new_entry = {
+    new_entry: ViewEntry = {
         "type": "compaction",
         "id": entry.entry_id,
         "seq": entry.seq,

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_app.tokens import carry_estimate, estimate_context_tokens, estimate_message_tokens
+from providers.message_types import AgentMessage
 
 Entry = Mapping[str, Any]
-Message = dict[str, Any]
+Message = AgentMessage
 
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
@@ -202,7 +203,7 @@ def _entry_message(entry: Entry) -> Message:
     original: Message = entry["message"]
     if original.get("entryId") == entry.get("id"):
         return original
-    message = dict(original)
+    message = original.copy()
     message.setdefault("entryId", entry.get("id"))
     carry_estimate(original, message)  # the id is no text the model counts
     return message

@@ -13,7 +13,7 @@ import logging
 import posixpath
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Required, TypedDict
 from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
@@ -30,6 +30,8 @@ from openclaw_site.teams.assistant_settings import MemoryFlushSettings
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, ToolCall, get_chat_model
 from providers.errors import ProviderError
+from providers.json_types import JSONObject
+from providers.message_types import AgentMessage, ToolSpec
 from providers.openai_chat import to_openai_messages
 from sessions_app.compaction.summary import offline_flush_lines
 from sessions_app.context.build import build_model_context
@@ -170,7 +172,7 @@ def _text(value: str | None) -> str:
 # --- the two flush tools ----------------------------------------------------------------------
 
 
-def flush_tool_specs(relative_path: str) -> list[dict[str, Any]]:
+def flush_tool_specs(relative_path: str) -> list[ToolSpec]:
     """Return the only tools a flush turn gets: `read` and the append-only `write` (pi-tools.ts)."""
     return [
         {
@@ -230,18 +232,18 @@ class FlushToolbox:
 
     session: Session
     relative_path: str
-    appended: list[dict[str, Any]] = field(default_factory=list)
+    appended: list[Appended] = field(default_factory=list)
     # The flush saw a fetching tool's result: what it writes is untrusted (memory_app.governance.trust).
     untrusted: bool = False
 
-    def run(self, name: str, arguments: dict[str, Any], *, message_pk: int) -> str:
+    def run(self, name: str, arguments: JSONObject, *, message_pk: int) -> str:
         if name == "read":
             return self.read(arguments)
         if name == "write":
             return self.write(arguments, message_pk=message_pk)
         raise ToolFailure(f"Tool {name} not found")
 
-    def read(self, arguments: dict[str, Any]) -> str:
+    def read(self, arguments: JSONObject) -> str:
         try:
             path = validate_memory_path(normalise_flush_path(arguments.get("path")))
         except InvalidPath as error:
@@ -260,7 +262,7 @@ class FlushToolbox:
         )
         return read.text
 
-    def write(self, arguments: dict[str, Any], *, message_pk: int) -> str:
+    def write(self, arguments: JSONObject, *, message_pk: int) -> str:
         content = arguments.get("content")
         if not isinstance(content, str) or normalise_flush_path(arguments.get("path")) == "":
             raise ToolFailure("write needs path and content")
@@ -296,6 +298,28 @@ class FlushToolbox:
 # --- the outcome ------------------------------------------------------------------------------
 
 
+class Appended(TypedDict, total=False):
+    """One append a flush made: the characters a model's write added, or the lines the offline flush did."""
+
+    path: Required[str]
+    revision: Required[int]
+    chars: int
+    lines: int
+
+
+class FlushOutcomeDict(TypedDict):
+    """`FlushOutcome` as a run's details, the flush task and the API show it."""
+
+    status: str
+    label: str
+    reason: str
+    offline: bool
+    path: str
+    appended: list[Appended]
+    reply_silent: bool | None
+    stored: list[str]
+
+
 @dataclass(frozen=True)
 class FlushOutcome:
     """What one flush attempt did; `label` is what a CompactionRun records."""
@@ -304,7 +328,7 @@ class FlushOutcome:
     reason: str = ""
     offline: bool = False
     path: str = ""
-    appended: tuple[dict[str, Any], ...] = ()
+    appended: tuple[Appended, ...] = ()
     reply_silent: bool | None = None
     stored: tuple[str, ...] = ()  # entry ids of the flush-turn messages it stored
 
@@ -319,7 +343,7 @@ class FlushOutcome:
             return "flushed(offline)" if self.offline else "flushed"
         return f"flush_{self.status}({self.reason})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> FlushOutcomeDict:
         return {
             "status": self.status,
             "label": self.label,
@@ -446,7 +470,9 @@ def offline_flush(session: Session, plan: FlushPlan, *, reason: str = "") -> Flu
         return FlushOutcome(
             status="flushed", reason=reason or "nothing new to store", offline=True, path=plan.relative_path
         )
-    appended = ({"path": plan.relative_path, "revision": outcome.revision.pk, "lines": len(lines)},)
+    appended: tuple[Appended, ...] = (
+        {"path": plan.relative_path, "revision": outcome.revision.pk, "lines": len(lines)},
+    )
     return FlushOutcome(
         status="flushed", reason=reason, offline=True, path=plan.relative_path, appended=appended
     )
@@ -478,7 +504,7 @@ def model_flush(session: Session, plan: FlushPlan, *, model: ChatModel, now: dat
         untrusted=bool(fetching_tools_seen(context.agent_messages)),
     )
     prompt = MessageInput(role="user", content=plan.prompt)
-    turn: list[dict[str, Any]] = [{"role": "user", "content": plan.prompt, "timestamp": epoch_ms(now)}]
+    turn: list[AgentMessage] = [{"role": "user", "content": plan.prompt, "timestamp": epoch_ms(now)}]
     stored: list[Message] = []
     rounds = django_settings.LLM_MAX_TOOL_ROUNDS
     for round_number in range(rounds + 1):

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict
 
 from django.utils import timezone as dj_timezone
 
@@ -20,6 +20,7 @@ from memory_app.tokens import (
 )
 from openclaw_site.models import Assistant
 from openclaw_site.teams.assistant_settings import PruningSettings
+from providers.message_types import AgentMessage, ChatMessage, ToolSpec
 from providers.openai_chat import EncodedMessages, convert_messages, settle_openai_messages, tool_flags_of
 from sessions_app.context import view_cache
 from sessions_app.context.figures import calibration_ratio, effective_model
@@ -28,6 +29,25 @@ from sessions_app.context.pruning import PruneResult, prune_context, should_prun
 from sessions_app.context.view import session_view
 from sessions_app.messages import epoch_ms
 from sessions_app.models import Session
+
+
+class PruneChangeDict(TypedDict):
+    index: int
+    entry_id: str | None
+    tool_name: str | None
+    action: str
+    chars_before: int
+    chars_after: int
+
+
+class PruningDict(TypedDict):
+    """`PruningReport` as the API shows it."""
+
+    mode: str
+    ran: bool
+    reason: str
+    changed: bool
+    changes: list[PruneChangeDict]
 
 
 @dataclass(frozen=True)
@@ -43,7 +63,7 @@ class PruningReport:
     def changed(self) -> bool:
         return self.result.changed
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PruningDict:
         return {
             "mode": self.mode,
             "ran": self.ran,
@@ -64,7 +84,7 @@ class PruningReport:
 
 
 def prune_view(
-    messages: list[dict[str, Any]],
+    messages: list[AgentMessage],
     *,
     assistant: Assistant,
     context_window: int,
@@ -106,7 +126,7 @@ def record_cache_touch(session_id: int, *, at: datetime) -> None:
     Session.objects.filter(pk=session_id).update(**cache_touch_fields(at=at))
 
 
-def cache_touch_fields(*, at: datetime) -> dict[str, Any]:
+def cache_touch_fields(*, at: datetime) -> dict[str, datetime]:
     """Return the session fields a cache touch at `at` sets (for an update that sets more)."""
     return {"last_cache_touch_at": at}
 
@@ -116,13 +136,13 @@ class ModelContext:
     """Exactly what a model call for this session sends now, and how it was made."""
 
     system_prompt: SystemPrompt
-    view: list[dict[str, Any]]
+    view: list[AgentMessage]
     pruning: PruningReport
-    tools: list[dict[str, Any]]
+    tools: list[ToolSpec]
     model: str
     ratio: float | None
     now: datetime
-    entries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    entries: list[view_cache.ViewEntry] = field(repr=False, default_factory=list)
     compaction_index: int = field(repr=False, default=-1)  # of the latest compaction in ``entries``
     # The estimates counted while building, which the figures below reuse (memory_app.tokens).
     estimates: EstimateMemo = field(repr=False, default_factory=EstimateMemo)
@@ -130,7 +150,7 @@ class ModelContext:
     view_memo: view_cache.ViewMemo = field(repr=False, default_factory=view_cache.ViewMemo)
 
     @property
-    def agent_messages(self) -> list[dict[str, Any]]:
+    def agent_messages(self) -> list[AgentMessage]:
         """Return the pruned AgentMessage list (what the model sees, before format conversion)."""
         return self.pruning.result.messages
 
@@ -149,7 +169,7 @@ class ModelContext:
         messages = settle_openai_messages(converted, system_prompt=self.system_prompt.text, tool_flags=flags)
         return EncodedMessages(messages, encode=self._encode_openai)
 
-    def _encode_openai(self, messages: list[dict[str, Any]]) -> str:
+    def _encode_openai(self, messages: list[ChatMessage]) -> str:
         """Encode the request's messages; the system prompt, made anew each call, apart from the
         rest, whose kept encoding then still matches (`view_cache.ViewMemo.extended`)."""
         memo = self.view_memo
@@ -236,7 +256,7 @@ class ContextBreakdown:
 
 
 def build_model_context(
-    session: Session, *, tools: list[dict[str, Any]] | None = None, now: datetime | None = None
+    session: Session, *, tools: list[ToolSpec] | None = None, now: datetime | None = None
 ) -> ModelContext:
     """Build the context of the session's next model call; nothing stored changes."""
     now = now or dj_timezone.now()

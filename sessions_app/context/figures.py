@@ -22,9 +22,12 @@ from memory_app.tokens import (
 )
 from openclaw_site.models import Assistant
 from providers.chat import get_chat_model
+from providers.message_types import AgentMessage
 from sessions_app.compaction.cutpoint import build_session_context
 from sessions_app.context.thresholds import (
+    FlushReason,
     Thresholds,
+    ThresholdsDict,
     has_flushed_this_cycle,
     output_tokens_of,
     projected_next_turn_tokens,
@@ -32,10 +35,11 @@ from sessions_app.context.thresholds import (
     thresholds_for,
 )
 from sessions_app.context.view import latest_compaction_index
+from sessions_app.context.view_cache import ViewEntry
 from sessions_app.models import CompactionEntry, Message, ModelCalibration, Session
 
 
-def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
+def view_tokens(entries: list[ViewEntry], *, ratio: float | None) -> int:
     """Estimate the compaction view's size: reported usage plus corrected estimates of the rest.
 
     Usage reported before the latest compaction measured the old, longer context (OpenClaw bug reports, docs/openclaw-behaviour.md §5), so only
@@ -56,7 +60,7 @@ def view_tokens(entries: list[dict[str, Any]], *, ratio: float | None) -> int:
     return corrected_estimate(estimate_messages_tokens(head) + estimate.trailing_tokens, ratio)
 
 
-def _without_stale_usage(message: dict[str, Any], cutoff_ms: int) -> dict[str, Any]:
+def _without_stale_usage(message: AgentMessage, cutoff_ms: int) -> AgentMessage:
     timestamp = message.get("timestamp")
     if message.get("role") == "assistant" and isinstance(timestamp, int) and timestamp <= cutoff_ms:
         return {**message, "usage": None}
@@ -241,6 +245,33 @@ def record_calibration(*, model: str, estimated: int, reported: int) -> None:
     _ratios[model] = (monotonic(), correction_ratio(total_estimated, total_reported))
 
 
+class TokenFiguresDict(ThresholdsDict):
+    """`TokenFigures` as the API shows them."""
+
+    context_tokens: int
+    last_prompt_tokens: int
+    last_output_tokens: int
+    projected_tokens: int
+    transcript_bytes: int
+    flushed_this_cycle: bool
+    flush_due: bool
+    flush_reason: FlushReason | None
+    compaction_due: bool
+    calibration_ratio: float | None
+
+
+class SessionFigures(TokenFiguresDict):
+    """A session's token figures as its API shows them (OpenClaw's SessionEntry fields and ours)."""
+
+    total_tokens: int | None
+    total_tokens_fresh: bool
+    compaction_count: int
+    memory_flush_compaction_count: int | None
+    memory_flush_at: str | None
+    model: str | None
+    offline: bool
+
+
 @dataclass(frozen=True)
 class TokenFigures:
     """A session's token figures against its thresholds (session API, /context, the triggers)."""
@@ -269,7 +300,7 @@ class TokenFigures:
         return max(projected, self.context_tokens)
 
     @property
-    def flush_reason(self) -> str | None:
+    def flush_reason(self) -> FlushReason | None:
         return self.thresholds.flush_reason(
             projected_tokens=self.projected_tokens,
             transcript_bytes=self.transcript_bytes,
@@ -280,7 +311,7 @@ class TokenFigures:
     def compaction_due(self) -> bool:
         return self.thresholds.should_compact(self.context_tokens)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TokenFiguresDict:
         return {
             **self.thresholds.as_dict(),
             "context_tokens": self.context_tokens,
@@ -322,7 +353,7 @@ def token_figures(session: Session, *, prompt_estimate: int = 0) -> TokenFigures
     )
 
 
-def session_figures(session: Session, *, figures: TokenFigures | None = None) -> dict[str, Any]:
+def session_figures(session: Session, *, figures: TokenFigures | None = None) -> SessionFigures:
     """Return the token figures the session API shows (OpenClaw's SessionEntry fields and ours).
 
     ``figures``: the session's `token_figures`, when the caller has just computed them.

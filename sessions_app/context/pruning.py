@@ -20,9 +20,10 @@ from typing import Any, Literal
 from memory_app.tokens import CHARS_PER_TOKEN, estimate_string_chars
 from memory_app.utf16 import utf16_head, utf16_len, utf16_tail
 from openclaw_site.teams.assistant_settings import PruningSettings, SoftTrim, ToolMatch
+from providers.message_types import AgentMessage
 
 PruneAction = Literal["trimmed", "cleared", "images_removed"]
-Message = dict[str, Any]
+Message = AgentMessage
 
 # pruner.ts: images weigh 8000 chars here (not Pi's 4800); roles it does not know weigh 256.
 IMAGE_CHAR_ESTIMATE = 8_000
@@ -224,9 +225,9 @@ class PruneResult:
 class _Pass:
     """Working state of one pruning pass: a copy of the list, running totals, changes so far."""
 
-    def __init__(self, messages: Sequence[Mapping[str, Any]], char_window: int) -> None:
+    def __init__(self, messages: Sequence[Message], char_window: int) -> None:
         self.originals = messages
-        self.messages: list[Message] = list(messages)  # type: ignore[arg-type]
+        self.messages: list[Message] = list(messages)
         self.char_window = char_window
         self.total_chars = sum(estimate_message_chars(message) for message in messages)
         self.changes: dict[int, PruneChange] = {}
@@ -242,7 +243,7 @@ class _Pass:
         entry_id = original.get("entryId")
         if entry_id:
             text += ORIGINAL_REFERENCE.format(entry_id=entry_id)
-        updated = {**self.messages[index], "content": [{"type": "text", "text": text}]}
+        updated: Message = {**self.messages[index], "content": [{"type": "text", "text": text}]}
         self.total_chars += estimate_message_chars(updated) - estimate_message_chars(self.messages[index])
         self.messages[index] = updated
         self.changes[index] = PruneChange(
@@ -293,13 +294,13 @@ def _prunable_indexes(
 
 
 def prune_context(
-    messages: Sequence[Mapping[str, Any]], *, settings: PruningSettings, context_window: int | None
+    messages: Sequence[Message], *, settings: PruningSettings, context_window: int | None
 ) -> PruneResult:
     """Soft-trim, then hard-clear, old tool results until the context is under the ratios.
 
     This is `pruneContextMessages` (docs/openclaw-behaviour.md §3.3); the TTL gate is `should_prune`, not here.
     """
-    unchanged = PruneResult(list(messages))  # type: ignore[arg-type]
+    unchanged = PruneResult(list(messages))
     if not context_window or context_window <= 0:
         return unchanged
     cutoff = _assistant_cutoff(messages, settings.keep_last_assistants)

@@ -19,11 +19,23 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from openclaw_site.teams.assistant_settings import CompactionSettings
 
 FlushReason = Literal["tokens", "transcript_bytes"]
+
+
+class ThresholdsDict(TypedDict):
+    """`Thresholds` as the API shows them."""
+
+    context_window: int
+    reserve_tokens: int
+    soft_threshold_tokens: int
+    flush_threshold: int
+    compaction_threshold: int
+    flush_enabled: bool
+    force_flush_transcript_bytes: int
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class Thresholds:
             return "transcript_bytes"
         return None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ThresholdsDict:
         """Return the figures the API shows."""
         return {
             "context_window": self.context_window,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from django.db import connection
 
@@ -18,7 +17,7 @@ from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.transcript import to_agent_message
 
 
-def session_entries(session: Session) -> list[dict[str, Any]]:
+def session_entries(session: Session) -> list[view_cache.ViewEntry]:
     """Return the entries the model can still see, in seq order, in the cut-point entry shape.
 
     That is the latest compaction entry and everything from its first kept message on: what
@@ -54,7 +53,7 @@ def session_view(session: Session) -> view_cache.CachedView:
     return _keep(session, compaction, None, pairs)
 
 
-_Estimated = tuple[dict[str, Any], int | None]  # an entry and its message's stored estimate
+_Estimated = tuple[view_cache.ViewEntry, int | None]  # an entry and its message's stored estimate
 
 
 # Every context build and turn reads the messages stored since its cached view (docs/design.md, Request cost).
@@ -130,7 +129,7 @@ def _latest_compaction(session: Session) -> tuple[int, int] | None:
     return seq, first_kept_seq if first_kept_seq is not None else seq
 
 
-def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
+def _compaction_entry(entry: CompactionEntry) -> view_cache.ViewEntry:
     return {
         "type": "compaction",
         "id": entry.entry_id,
@@ -142,7 +141,7 @@ def _compaction_entry(entry: CompactionEntry) -> dict[str, Any]:
     }
 
 
-def latest_compaction_index(entries: Sequence[dict[str, Any]]) -> int:
+def latest_compaction_index(entries: Sequence[view_cache.ViewEntry]) -> int:
     """Return the index of the newest compaction entry, or -1."""
     for index in range(len(entries) - 1, -1, -1):
         if entries[index].get("type") == "compaction":

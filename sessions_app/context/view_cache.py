@@ -27,13 +27,28 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from django.conf import settings
 
 from memory_app.tokens import EstimateMemo
+from providers.message_types import AgentMessage, ChatMessage
 
-Converter = Callable[[dict[str, Any]], list[dict[str, Any]]]
+Converter = Callable[[AgentMessage], list[ChatMessage]]
+
+
+class ViewEntry(TypedDict, total=False):
+    """An entry of a view: a message, or the latest compaction (the cut-point entry shape,
+    `sessions_app.compaction.cutpoint`)."""
+
+    type: Required[str]  # "message" or "compaction"
+    id: Required[str]
+    seq: Required[int]
+    message: AgentMessage
+    summary: str
+    firstKeptEntryId: str | None
+    tokensBefore: int
+    timestamp: int  # epoch ms
 
 
 class ViewMemo:
@@ -63,17 +78,17 @@ class ViewMemo:
     def _owns(self, message: Mapping[str, Any]) -> bool:
         return self._registered.get(id(message)) is message
 
-    def converted(self, message: dict[str, Any], convert: Converter) -> list[dict[str, Any]]:
+    def converted(self, message: AgentMessage, convert: Converter) -> list[ChatMessage]:
         """Return ``convert(message)``, converted once for the view's own messages."""
 
-        def convert_and_own(value: dict[str, Any]) -> list[dict[str, Any]]:
+        def convert_and_own(value: AgentMessage) -> list[ChatMessage]:
             parts = convert(value)
             if self._owns(value):
                 with self._lock:  # the parts are the view's own too: their JSON is kept
                     self._registered.update((id(part), part) for part in parts)
             return parts
 
-        parts: list[dict[str, Any]] = self._kept(self._converted, message, convert_and_own)
+        parts: list[ChatMessage] = self._kept(self._converted, message, convert_and_own)
         return parts
 
     def json(self, value: Mapping[str, Any]) -> str:
@@ -125,12 +140,12 @@ class CachedView:
     """A session's view as built: its entries and what it was built on."""
 
     compaction: tuple[int, int] | None  # (seq, floor) of the latest compaction, None without one
-    entries: tuple[dict[str, Any], ...]
+    entries: tuple[ViewEntry, ...]
     last_seq: int  # the newest message seq in ``entries`` (0 when there is none)
     last_entry_id: str
     memo: ViewMemo = field(default_factory=ViewMemo, compare=False, repr=False)
     # The model-visible messages of ``entries`` (`cutpoint.build_session_context`), extended with them.
-    context: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    context: tuple[AgentMessage, ...] = field(default=(), compare=False, repr=False)
     # Where in ``entries`` the latest compaction is (-1: none); an extension adds messages only.
     compaction_index: int = field(default=-1, compare=False, repr=False)
 

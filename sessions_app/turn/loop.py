@@ -33,6 +33,7 @@ from openclaw_site.teams.services import check_writable
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import ChatModel, Completion, TextDelta, ToolCall, get_chat_model
 from providers.errors import ProviderError
+from providers.message_types import ToolSpec
 from providers.overflow import is_compaction_failure_error, parse_observed_tokens
 from sessions_app.compaction.compact import compact_session
 from sessions_app.compaction.errors import CompactionBusy, CompactionError
@@ -116,7 +117,7 @@ def stream_turn(
     *,
     session: Session,
     inputs: Sequence[MessageInput],
-    client_tools: Sequence[dict[str, Any]] = (),
+    client_tools: Sequence[ToolSpec] = (),
     resent_history: bool = False,
 ) -> Generator[TurnEvent, None, None]:
     """Store the turn's input and run the turn, yielding its events; raise TurnError when it fails.
@@ -284,7 +285,7 @@ class _Turn:
         model: ChatModel,
         user_row: Message,
         *,
-        client_tools: Sequence[dict[str, Any]] = (),
+        client_tools: Sequence[ToolSpec] = (),
     ) -> None:
         self.session_id = session.pk
         self._session: Session | None = session

@@ -8,6 +8,7 @@ from typing import Any
 from memory_app import tools as memory_tools
 from memory_app.tools import json_result
 from providers.chat import ToolCall
+from providers.message_types import ToolSpec
 from sessions_app.models import Message, Session
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ DEFAULT_TOOL_RESULT_CHARS = 12_000
 MAX_TOOL_RESULT_CHARS = 50_000
 
 
-TOOL_RESULT_GET_SPEC: dict[str, Any] = {
+TOOL_RESULT_GET_SPEC: ToolSpec = {
     "name": "tool_result_get",
     "description": (
         "Read the original text of an earlier tool result by its message id. Old tool results "
@@ -42,7 +43,7 @@ TOOL_RESULT_GET_SPEC: dict[str, Any] = {
 }
 
 
-def turn_tools() -> list[dict[str, Any]]:
+def turn_tools() -> list[ToolSpec]:
     """Return the tools of a turn: memory_app's (memory_search when indexed, memory_get) + tool_result_get."""
     return [*memory_tools.TOOL_SPECS, TOOL_RESULT_GET_SPEC]
 

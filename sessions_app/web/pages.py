@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.conf import settings as django_settings
 
 from openclaw_site.models import Assistant
+from providers.message_types import AgentMessage, ToolSpec
 from sessions_app.models import CompactionRun, Session
 
 if TYPE_CHECKING:
+    from sessions_app.compaction.compact import EntryRef
     from sessions_app.compaction.errors import CompactionError
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -221,7 +223,7 @@ _LABELS = {
 }
 
 
-def _text(message: dict[str, Any]) -> str:
+def _text(message: AgentMessage) -> str:
     if message.get("role") == "compactionSummary":
         return str(message.get("summary", ""))
     content = message.get("content")
@@ -239,7 +241,7 @@ def _text(message: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _tool_calls(message: dict[str, Any]) -> tuple[str, ...]:
+def _tool_calls(message: AgentMessage) -> tuple[str, ...]:
     content = message.get("content")
     if not isinstance(content, list):
         return ()
@@ -292,7 +294,7 @@ def model_context(session: Session) -> ContextView:
     )
 
 
-def _agent_tools(session: Session) -> list[dict[str, Any]]:
+def _agent_tools(session: Session) -> list[ToolSpec]:
     """The tool specs an assistant turn offers, so the shown system prompt matches the real one."""
     from sessions_app.turn.tools import turn_tools
 
@@ -308,8 +310,8 @@ class Preview:
 
     ok: bool
     message: str = ""
-    summarized: tuple[dict[str, Any], ...] = ()
-    turn_prefix: tuple[dict[str, Any], ...] = ()
+    summarized: tuple[EntryRef, ...] = ()
+    turn_prefix: tuple[EntryRef, ...] = ()
     first_kept_entry_id: str = ""
     first_kept_seq: int | None = None
     tokens_before: int = 0

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from providers.message_types import ChatMessage
 from sessions_app.compaction.cutpoint import summary_message_text
 from sessions_app.compaction.summary.content import TOOL_CALL_TYPES, Message, content_blocks, joined_text
 from sessions_app.compaction.summary.prompts import (
@@ -27,7 +28,7 @@ from sessions_app.compaction.summary.prompts import (
 )
 from sessions_app.turn.silent import is_silent_reply_text
 
-ChatMessages = list[dict[str, str]]
+ChatMessages = list[ChatMessage]
 TOOL_RESULT_MAX_CHARS = 2000
 TOOL_RESULT_REAL_CONVERSATION_LOOKBACK = 20
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
