@@ -141,10 +141,10 @@ def test_a_teams_searches_one_after_another_each_find_the_slot_free_on_the_serve
     """As `runall` serves: ASGI, connections lent by a pool with several ready, tasks through django-q2's
     ORM broker.
 
-    A search of an index behind its notes queues a reindex; the ORM broker closes old connections
-    as it queues, which gives the request's connection back to the pool in the middle of the
-    search, and the search goes on with another. Its slot must not go back to the pool with the
-    first, held, for a later search of the team to be refused.
+    A search of an index behind its notes queues a reindex; django-q2's ORM broker closes old
+    connections as it queues (ours no longer does, tests/test_task_connection.py), which gave the
+    request's connection back to the pool in the middle of the search. Its slot must not go back
+    to the pool held, for a later search of the team to be refused.
     """
     settings.TEAM_SEARCH_SLOTS = 1
     base = f"{asgi_live_server.url}{API}/assistants/helper"

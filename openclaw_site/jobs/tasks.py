@@ -82,6 +82,7 @@ from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
+from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from openclaw_site.models import Assistant, TaskRecord, TaskState, Team
@@ -369,25 +370,52 @@ def holds_tasks_back(queue: TaskQueue) -> bool:
 
 
 class OrderedORM(ORM):  # type: ignore[misc]  # django-q2 has no type information: ORM is Any
-    """django-q2's ORM broker, taking ready tasks in the order they fell due (Q_CLUSTER's broker).
+    """django-q2's ORM broker, taking ready tasks in the order they fell due (Q_CLUSTER's broker),
+    and queueing a task on the caller's connection as it is.
 
     `ORM.dequeue` reads the ready rows with no ORDER BY, so PostgreSQL hands them out in the
     order they lie in the table: a row written into the space of finished tasks, or moved by an
     update, went ahead of rows that had waited a minute (docs/design.md, "Tasks in the order they
     fell due"). The rows are read by ``lock`` (when a row became due: its enqueue time, or the
     time a held-back task waited for), then id.
+
+    `ORM.get_connection` closes the thread's old connections first (outside a transaction), which
+    the cluster's pusher and monitor need before each poll (a connection past its age or broken).
+    Building the broker and `enqueue` skip that: they run in whoever queues a task, a request
+    among them, where under the web server's pool (CONN_MAX_AGE 0) it handed the request's own
+    connection back to the pool midway, with what the request kept on its session (docs/design.md,
+    Background work). django-q2's worker closes old connections before each task on its own.
     """
+
+    def __init__(self, list_key: str | None = None) -> None:
+        # `Broker.__init__` minus its `get_connection` call, whose only effect here is the closing.
+        self.list_key = list_key or Conf.CLUSTER_NAME
+        self.connection = self.rows()
+        self.cache = self.get_cache()
+        self._info = None
 
     @staticmethod
     def get_connection(list_key: str | None = None) -> Any:
         return ORM.get_connection(list_key).order_by("lock", "id")
 
+    @staticmethod
+    def rows() -> Any:
+        """The queue's rows, on the caller's connection as it is (nothing closed)."""
+        return OrmQ.objects.using(Conf.ORM).order_by("lock", "id")
+
+    def enqueue(self, task: str) -> int:
+        return self._write(task, due=timezone.now())
+
+    def _write(self, task: str, *, due: datetime) -> int:
+        """Write ``task``'s queue row, dequeued once ``due`` has passed (`ORM.enqueue`'s row)."""
+        return int(self.rows().create(key=self.list_key, payload=task, lock=due).pk)
+
 
 class _HeldBackORM(OrderedORM):
     """django-q2's ORM broker, but the task it enqueues is not dequeued before ``until``.
 
-    `ORM.dequeue` takes rows with ``lock < now``; the row is written and its lock set to ``until``
-    in one transaction, so no worker sees it in between.
+    `ORM.dequeue` takes rows with ``lock < now``; the row is written with its lock at ``until``,
+    in one statement, so no worker sees it before.
     """
 
     def __init__(self, list_key: str, until: datetime) -> None:
@@ -395,10 +423,7 @@ class _HeldBackORM(OrderedORM):
         self.until = until
 
     def enqueue(self, task: str) -> int:
-        with transaction.atomic(using=Conf.ORM):
-            pk = int(super().enqueue(task))
-            self.get_connection().filter(pk=pk).update(lock=self.until)
-        return pk
+        return self._write(task, due=self.until)
 
 
 def record_failure(*, owner: TaskOwner, kind: str, error: str) -> TaskRecord:
