@@ -36,6 +36,7 @@ from memory_app.index.rebuild import reindex_assistant
 from memory_app.models import MemoryChunk, MemoryDocument, content_hash
 from memory_app.search.hybrid import resolve_options
 from openclaw_site.models import Assistant, Team
+from openclaw_site.teams.settings_document import SettingsDocument
 from providers.embeddings import Embedder
 
 DEFAULT_QUESTIONS = 300
@@ -144,7 +145,7 @@ def run_insuranceqa(
     embedder: Embedder,
     questions: int = DEFAULT_QUESTIONS,
     pool_size: int = DEFAULT_POOL,
-    settings: dict[str, Any] | None = None,
+    settings: SettingsDocument | None = None,
     variants: Sequence[str] = tuple(SEARCH_VARIANTS),
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from memory_app.search.candidates import forget_lexeme_stats
 from memory_app.search.hybrid import resolve_options
 from openclaw_site.models import Assistant, Team
 from openclaw_site.teams.assistant_settings import validate_settings
+from openclaw_site.teams.settings_document import SettingsDocument
 from providers.embeddings import Embedder
 from sessions_app.indexing import index_session_transcript, session_path, transcript_lines
 from sessions_app.messages import MessageInput
@@ -222,7 +223,7 @@ class EvalConfig:
     chunking: dict[str, Any]
     query: dict[str, Any]
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> SettingsDocument:
         """Return the assistant settings of this cell (validated by `validate_settings`)."""
         return validate_settings({"memorySearch": {"chunking": self.chunking, "query": self.query}})
 

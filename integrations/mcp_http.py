@@ -27,7 +27,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import INVALID_REQUEST
 from starlette.applications import Starlette
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from integrations.mcp_server import CALLER_STATE_KEY, McpCaller, run_sync, server
 from openclaw_site.errors import ApiError, error_body
@@ -95,7 +95,7 @@ class _BodyTooLarge(Exception):
     """The body went past the limit while it was being read."""
 
 
-async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, list[dict[str, Any]]]:
+async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, list[Message]]:
     """Read the whole body, never past ``limit`` bytes; also return what came after it (a disconnect)."""
     body = bytearray()
     while True:
@@ -139,9 +139,9 @@ def _json_refusal(body: bytes) -> tuple[ApiError, Any] | None:
     )
 
 
-def _replaying(body: bytes, after: list[dict[str, Any]], receive: Receive) -> Receive:
+def _replaying(body: bytes, after: list[Message], receive: Receive) -> Receive:
     """A ``receive`` that gives the body already read, then what followed, then the connection's."""
-    pending: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}, *after]
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}, *after]
 
     async def replay() -> Any:
         return pending.pop(0) if pending else await receive()
@@ -217,7 +217,7 @@ class McpApplication:
         if refused is not None:
             await _send_error(send, refused[0], request_id=refused[1])
             return
-        state: dict[str, Any] = {**scope.get("state", {}), CALLER_STATE_KEY: caller}
+        state: dict[str, object] = {**scope.get("state", {}), CALLER_STATE_KEY: caller}
         scope = {**scope, "path": "/", "raw_path": b"/", "state": state}
         await self._app(scope, _replaying(body, after, receive), send)
 

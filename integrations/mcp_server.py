@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypedDict, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -50,6 +50,7 @@ from openclaw_site.guards.idempotency import (
 from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.selectors import assistant_get
+from providers.json_types import JSONObject
 from sessions_app.api.payloads import parse_message_payload
 from sessions_app.api.responses import CONTEXT_ALSO_NEEDS, context_payload
 from sessions_app.api.serializers import stored_messages_data
@@ -214,17 +215,20 @@ _SEARCH = SearchInput().fields
 _PATH_MAX = MemoryDocument._meta.get_field("path").max_length
 
 
-def _bounds(name: str) -> dict[str, Any]:
+class _Bounds(TypedDict, total=False):
+    ge: float
+    le: float
+
+
+def _bounds(name: str) -> _Bounds:
     """The bounds of a REST search parameter (`SearchInput`), so both adapters accept the same values."""
     field = _SEARCH[name]
-    return {
-        key: value
-        for key, value in (
-            ("ge", getattr(field, "min_value", None)),
-            ("le", getattr(field, "max_value", None)),
-        )
-        if value is not None
-    }
+    bounds: _Bounds = {}
+    if (low := getattr(field, "min_value", None)) is not None:
+        bounds["ge"] = low
+    if (high := getattr(field, "max_value", None)) is not None:
+        bounds["le"] = high
+    return bounds
 
 
 @server.tool(
@@ -432,7 +436,7 @@ async def memory_propose(
         Literal["merge", "supersede", "promote", "retire"], Field(description="What the change does.")
     ],
     sources: Annotated[
-        list[dict[str, Any]],
+        list[JSONObject],  # the caller's, checked by the service
         Field(
             description="The lines it rests on: [{path, line}], 1-based lines.", min_length=1, max_length=100
         ),
@@ -446,7 +450,7 @@ async def memory_propose(
     ] = "",
     rationale: Annotated[str, Field(description="Why, for the reviewer.", max_length=1000)] = "",
 ) -> CallToolResult:
-    def propose(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+    def propose(found: Assistant, caller: McpCaller) -> Mapping[str, object]:
         data = validated(
             FileProposalInput,
             {
@@ -481,7 +485,7 @@ async def session_append(
     ctx: Context,
     session_key: SessionKeyArg,
     messages: Annotated[
-        list[dict[str, Any]],
+        list[JSONObject],  # the caller's, checked by the service
         Field(
             description="The messages, oldest first.", min_length=1, max_length=settings.MAX_BATCH_MESSAGES
         ),
@@ -496,7 +500,7 @@ async def session_append(
         ),
     ] = None,
 ) -> CallToolResult:
-    def append(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+    def append(found: Assistant, caller: McpCaller) -> Mapping[str, object]:
         payload = parse_message_payload(
             {"messages": messages},
             max_message_bytes=settings.MAX_MESSAGE_BYTES,
@@ -540,7 +544,7 @@ async def session_append(
 async def session_context(
     ctx: Context, session_key: SessionKeyArg, assistant: AssistantArg = None
 ) -> CallToolResult:
-    def read(found: Assistant, caller: McpCaller) -> dict[str, Any]:
+    def read(found: Assistant, caller: McpCaller) -> Mapping[str, object]:
         check_scope(caller.context, CONTEXT_ALSO_NEEDS)  # it shows MEMORY.md's text too
         return context_payload(session_get_by_key(assistant=found, key=session_key))
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
@@ -24,13 +24,18 @@ from django.views.decorators.csrf import csrf_exempt
 
 from integrations.openai_format import (
     FINISH_REASONS,
+    AgentMessageInput,
+    ChatCompletion,
+    ChatCompletionChunk,
     FormatError,
+    Usage,
     agent_messages,
     chunk_dict,
     client_tools,
     completion_dict,
     error_payload,
     openai_usage,
+    streamed_tool_call,
     tool_call_dict,
 )
 from openclaw_site.errors import DATABASE_OUTAGE_ERRORS, ApiError, DomainError, database_error
@@ -40,6 +45,7 @@ from openclaw_site.guards.throttling import check_api_key_rate
 from openclaw_site.models import Assistant, Scope
 from openclaw_site.platform.streaming import sse_event, streaming_response
 from openclaw_site.selectors import NotFound, assistant_get, assistant_list
+from providers.json_types import JSONObject
 from providers.message_types import ToolSpec
 from sessions_app.api.payloads import message_api_error
 from sessions_app.api.responses import STREAM_FAULT
@@ -91,6 +97,12 @@ class OpenedSession:
             session_discard_if_empty(session_id=self.session.pk)
 
 
+class ReplyShape(TypedDict):
+    completion_id: str
+    created: int
+    model: str
+
+
 @dataclass(frozen=True)
 class Reply:
     """Who answers in the response: the completion's id, time and model name."""
@@ -99,7 +111,7 @@ class Reply:
     created: int
     model: str
 
-    def shape(self) -> dict[str, Any]:
+    def shape(self) -> ReplyShape:
         return {"completion_id": self.id, "created": self.created, "model": self.model}
 
 
@@ -261,7 +273,7 @@ def _include_usage(options: Any) -> bool:
     return include
 
 
-def _session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
+def _session_key(request: HttpRequest, body: JSONObject) -> str | None:
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}
@@ -290,7 +302,7 @@ def _checked_session_key(key: str, *, source: str) -> str:
     return key
 
 
-def _validated(message: dict[str, Any], index: int) -> MessageInput:
+def _validated(message: AgentMessageInput, index: int) -> MessageInput:
     try:
         return validate_message(message, max_bytes=settings.MAX_MESSAGE_BYTES)
     except MessageError as error:
@@ -300,7 +312,7 @@ def _validated(message: dict[str, Any], index: int) -> MessageInput:
 # --- the answer -------------------------------------------------------------------------------
 
 
-def _completion(result: TurnResult, *, reply: Reply) -> dict[str, Any]:
+def _completion(result: TurnResult, *, reply: Reply) -> ChatCompletion:
     calls = [tool_call_dict(call.id, call.name, call.arguments) for call in result.client_tool_calls]
     return completion_dict(
         **reply.shape(),
@@ -361,13 +373,15 @@ def _chunks(opened: OpenedSession, *, chat: ChatRequest, reply: Reply, watch: Ke
 
 def _event_chunks(
     event: TurnEvent, *, reply: Reply, first_call_index: int, include_usage: bool
-) -> list[dict[str, Any]]:
+) -> list[ChatCompletionChunk]:
     if isinstance(event, TurnStarted):
         return [chunk_dict(**reply.shape(), delta={"role": "assistant", "content": ""})]
     if isinstance(event, ReplyDelta):
         return [chunk_dict(**reply.shape(), delta={"content": event.text})]
     if isinstance(event, ToolCalled) and event.client:
-        call = tool_call_dict(event.call.id, event.call.name, event.call.arguments, index=first_call_index)
+        call = streamed_tool_call(
+            event.call.id, event.call.name, event.call.arguments, index=first_call_index
+        )
         return [chunk_dict(**reply.shape(), delta={"tool_calls": [call]})]
     if isinstance(event, TurnFinished):
         chunks = [chunk_dict(**reply.shape(), finish_reason=_finish_reason(event.result))]
@@ -384,7 +398,7 @@ def _finish_reason(result: TurnResult) -> str:
     return FINISH_REASONS.get(stop, "stop")
 
 
-def _usage(result: TurnResult) -> dict[str, Any]:
+def _usage(result: TurnResult) -> Usage:
     return openai_usage([row.usage for row in result.messages if row.role == "assistant" and row.usage])
 
 

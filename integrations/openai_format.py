@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from providers.json_types import JSONObject
 from providers.message_types import ToolSpec
 
 _DATA_URL_RE = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
@@ -28,6 +30,138 @@ ERROR_TYPES = {
 FINISH_REASONS = {"length": "length"}
 
 
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str
+
+
+class ErrorBody(TypedDict):
+    error: ErrorDetail
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageBlock(TypedDict):
+    type: Literal["image"]
+    mimeType: str
+    data: str
+
+
+class ToolCallBlock(TypedDict):
+    type: Literal["toolCall"]
+    id: str
+    name: str
+    arguments: JSONObject  # the model's, whatever it wrote
+
+
+class UserInput(TypedDict):
+    role: Literal["user"]
+    content: str | list[TextBlock | ImageBlock]
+
+
+class AssistantInput(TypedDict):
+    role: Literal["assistant"]
+    content: list[TextBlock | ToolCallBlock]
+    stopReason: str
+
+
+class ToolResultInput(TypedDict):
+    role: Literal["toolResult"]
+    toolCallId: str
+    toolName: str
+    content: list[TextBlock]
+
+
+AgentMessageInput = UserInput | AssistantInput | ToolResultInput
+
+
+class StoredUsage(TypedDict, total=False):
+    """The counters of an assistant message's stored usage (pi-ai's split figures)."""
+
+    input: int
+    output: int
+    cacheRead: int
+    cacheWrite: int
+
+
+class PromptTokensDetails(TypedDict):
+    cached_tokens: int
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class StreamedToolCall(TypedDict):
+    index: int
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class CompletionMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[ToolCall]]
+
+
+class CompletionChoice(TypedDict):
+    index: int
+    message: CompletionMessage
+    finish_reason: str
+    logprobs: None
+
+
+class ChatCompletion(TypedDict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class Delta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+    tool_calls: list[StreamedToolCall]
+
+
+class ChunkChoice(TypedDict):
+    index: int
+    delta: Delta
+    finish_reason: str | None
+    logprobs: None
+
+
+class ChatCompletionChunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: NotRequired[Usage]
+
+
 class FormatError(ValueError):
     """A request field that is not OpenAI's chat-completions shape."""
 
@@ -36,18 +170,18 @@ class FormatError(ValueError):
         self.message, self.field = message, field
 
 
-def error_payload(code: str, message: str, *, status: int, param: str | None = None) -> dict[str, Any]:
+def error_payload(code: str, message: str, *, status: int, param: str | None = None) -> ErrorBody:
     """Return an error in OpenAI's shape, `code` being ours."""
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def agent_messages(messages: Any) -> list[dict[str, Any]]:
+def agent_messages(messages: object) -> list[AgentMessageInput]:
     """Convert OpenAI chat messages to AgentMessage dicts; system and developer messages are dropped."""
     if not isinstance(messages, list) or not messages:
         raise FormatError("messages must be a non-empty list.", field="messages")
     tool_names: dict[str, str] = {}
-    converted: list[dict[str, Any]] = []
+    converted: list[AgentMessageInput] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise FormatError(f"messages[{index}] must be an object.", field=f"messages[{index}]")
@@ -77,12 +211,12 @@ def agent_messages(messages: Any) -> list[dict[str, Any]]:
     return converted
 
 
-def _user_content(content: Any, index: int) -> str | list[dict[str, Any]]:
+def _user_content(content: object, index: int) -> str | list[TextBlock | ImageBlock]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise FormatError(f"messages[{index}].content must be text or parts.", field=f"messages[{index}]")
-    blocks: list[dict[str, Any]] = []
+    blocks: list[TextBlock | ImageBlock] = []
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text":
@@ -90,16 +224,15 @@ def _user_content(content: Any, index: int) -> str | list[dict[str, Any]]:
         elif kind == "image_url":
             url = str((part.get("image_url") or {}).get("url", ""))
             match = _DATA_URL_RE.match(url)
-            blocks.append(
-                {"type": "image", "mimeType": match["mime"], "data": match["data"]}
-                if match
-                else {"type": "text", "text": f"[image: {url}]"}
-            )
+            if match:
+                blocks.append({"type": "image", "mimeType": match["mime"], "data": match["data"]})
+            else:
+                blocks.append({"type": "text", "text": f"[image: {url}]"})
     return blocks
 
 
-def _assistant(message: dict[str, Any], index: int, tool_names: dict[str, str]) -> dict[str, Any]:
-    blocks: list[dict[str, Any]] = []
+def _assistant(message: Mapping[str, Any], index: int, tool_names: dict[str, str]) -> AssistantInput:
+    blocks: list[TextBlock | ToolCallBlock] = []
     text = _text(message.get("content"))
     if text:
         blocks.append({"type": "text", "text": text})
@@ -141,7 +274,7 @@ def client_tools(tools: Any, *, reserved: set[str]) -> list[ToolSpec]:
         return []
     if not isinstance(tools, list):
         raise FormatError("tools must be a list.", field="tools")
-    specs = []
+    specs: list[ToolSpec] = []
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
@@ -156,7 +289,7 @@ def client_tools(tools: Any, *, reserved: set[str]) -> list[ToolSpec]:
     return specs
 
 
-def openai_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
+def openai_usage(usages: Sequence[StoredUsage]) -> Usage:
     """Sum the usage of a turn's model calls (OpenClaw's split figures) into OpenAI's."""
     cached = sum(u.get("cacheRead", 0) for u in usages)
     prompt = sum(u.get("input", 0) + u.get("cacheRead", 0) + u.get("cacheWrite", 0) for u in usages)
@@ -169,16 +302,18 @@ def openai_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def tool_call_dict(
-    call_id: str, name: str, arguments: dict[str, Any], *, index: int | None = None
-) -> dict[str, Any]:
-    """Return one tool call as OpenAI sends it (with `index` in a streamed delta)."""
-    call = {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
-    }
-    return call if index is None else {"index": index, **call}
+def tool_call_dict(call_id: str, name: str, arguments: JSONObject) -> ToolCall:
+    """Return one tool call as OpenAI sends it."""
+    return {"id": call_id, "type": "function", "function": _function(name, arguments)}
+
+
+def streamed_tool_call(call_id: str, name: str, arguments: JSONObject, *, index: int) -> StreamedToolCall:
+    """Return one tool call as a streamed delta carries it (`index` first)."""
+    return {"index": index, "id": call_id, "type": "function", "function": _function(name, arguments)}
+
+
+def _function(name: str, arguments: JSONObject) -> FunctionCall:
+    return {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}
 
 
 def completion_dict(
@@ -187,12 +322,12 @@ def completion_dict(
     created: int,
     model: str,
     text: str,
-    tool_calls: list[dict[str, Any]],
+    tool_calls: list[ToolCall],
     finish_reason: str,
-    usage: dict[str, Any],
-) -> dict[str, Any]:
+    usage: Usage,
+) -> ChatCompletion:
     """Return a `chat.completion`."""
-    message: dict[str, Any] = {"role": "assistant", "content": text or (None if tool_calls else "")}
+    message: CompletionMessage = {"role": "assistant", "content": text or (None if tool_calls else "")}
     if tool_calls:
         message["tool_calls"] = tool_calls
     return {
@@ -210,18 +345,20 @@ def chunk_dict(
     completion_id: str,
     created: int,
     model: str,
-    delta: dict[str, Any] | None = None,
+    delta: Delta | None = None,
     finish_reason: str | None = None,
-    usage: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    usage: Usage | None = None,
+) -> ChatCompletionChunk:
     """Return a `chat.completion.chunk`; with `usage` and no delta, the usage chunk (no choices)."""
-    chunk: dict[str, Any] = {
+    chunk: ChatCompletionChunk = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
+        "choices": [],
     }
     if usage is not None:
-        return {**chunk, "choices": [], "usage": usage}
-    choice = {"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}
-    return {**chunk, "choices": [choice]}
+        chunk["usage"] = usage
+        return chunk
+    chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}]
+    return chunk

@@ -6,22 +6,35 @@ How each is queued is defined once, beside the index (`memory_app.index.jobs`).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from django.utils import timezone
 
 from memory_app.governance.model_consolidation import consolidate, due_for_consolidation
 from memory_app.index import debounce, rebuild, rows, vector_fill
+from memory_app.index.entries import IndexProgressReport
 from memory_app.index.jobs import enqueue_fill, schedule_vector_fill
+from memory_app.index.rows import IndexOutcomeReport
 from memory_app.models import MemoryDocument, Source
-from openclaw_site.jobs.runs import WorkGone, defer_until, report_progress
+from openclaw_site.jobs.runs import Skipped, WorkGone, defer_until, report_progress
 from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Assistant
 
 logger = logging.getLogger(__name__)
 
 
-def reindex_document(document_id: int) -> dict[str, Any]:
+class Queued(TypedDict):
+    queued: list[int]
+
+
+class VectorFillReport(TypedDict):
+    filled: int
+    batches: int
+    more: bool
+    error: str | None
+
+
+def reindex_document(document_id: int) -> IndexOutcomeReport | Skipped:
     """Index one memory document once its debounce has passed (memory_app.index.debounce).
 
     The one pending job of the document stands for every change folded into it: started before
@@ -37,7 +50,7 @@ def reindex_document(document_id: int) -> dict[str, Any]:
     return rows.index_document(document_id).as_dict()
 
 
-def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
+def reindex_assistant(assistant_id: int, full: bool = False) -> IndexOutcomeReport:
     """Bring an assistant's index up to date (``full``: rebuild a new generation, then swap).
 
     An incremental run indexes the memory documents and hands each lagging transcript to its own
@@ -48,7 +61,7 @@ def reindex_assistant(assistant_id: int, full: bool = False) -> dict[str, Any]:
     ).as_dict()
 
 
-def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
+def consolidate_assistant(assistant_id: int) -> dict[str, Any] | Skipped:
     """Run the consolidation job of an assistant (memory_app.governance.model_consolidation.consolidate)."""
     from openclaw_site.models import Assistant
 
@@ -58,7 +71,7 @@ def consolidate_assistant(assistant_id: int) -> dict[str, Any]:
     return consolidate(assistant)
 
 
-def nightly_consolidation() -> dict[str, Any]:
+def nightly_consolidation() -> Queued:
     """Queue the consolidation job of each assistant whose local hour is its ``memoryConsolidation.hour``.
 
     Scheduled every hour (migration 0018), so each assistant with ``schedule: nightly`` is
@@ -75,12 +88,12 @@ def nightly_consolidation() -> dict[str, Any]:
     return {"queued": [assistant.pk for assistant in queued]}
 
 
-def _report_task_progress(data: dict[str, Any]) -> None:
+def _report_task_progress(data: IndexProgressReport) -> None:
     """Mirror reindex progress onto the tracked task (`GET /tasks/{id}/`), when run as one."""
     report_progress(int(data.get("done", 0)), data.get("total"), str(data.get("phase", "")))
 
 
-def refresh_indexes() -> dict[str, Any]:
+def refresh_indexes() -> IndexOutcomeReport:
     """Catch up every assistant's index (scheduled every few minutes, migration 0005).
 
     Picks up what the write-triggered tasks left behind: transcripts below the delta
@@ -107,7 +120,7 @@ def refresh_indexes() -> dict[str, Any]:
 FILL_BUDGET_SECONDS = 60.0
 
 
-def fill_vectors(assistant_id: int, slot: int = 0) -> dict[str, Any]:
+def fill_vectors(assistant_id: int, slot: int = 0) -> VectorFillReport:
     """Give the assistant's waiting rows their vectors, batch by batch, for `FILL_BUDGET_SECONDS`.
 
     The jobs page shows the rows filled against those that waited when the job started; with

@@ -9,8 +9,9 @@ OpenClaw's `jsonResult` payload: the JSON pretty-printed with two spaces
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from memory_app.models import MemoryDocument
 from memory_app.paths import InvalidPath, validate_memory_path
@@ -43,6 +44,24 @@ MEMORY_GET_SPEC: ToolSpec = {
 TOOL_SPECS: list[ToolSpec] = [MEMORY_SEARCH_SPEC, MEMORY_GET_SPEC]
 
 
+# `memory_get`'s answer (`MemoryReadResult`, or a refusal with `disabled` and `error`); the MCP
+# tool's adds the newest revision. "from" is a Python keyword, hence the functional form.
+MemoryReadAnswer = TypedDict(
+    "MemoryReadAnswer",
+    {
+        "text": str,
+        "path": str,
+        "from": NotRequired[int],
+        "lines": NotRequired[int],
+        "truncated": NotRequired[bool],
+        "nextFrom": NotRequired[int],
+        "disabled": NotRequired[bool],
+        "error": NotRequired[str],
+        "revision": NotRequired[int | None],
+    },
+)
+
+
 @dataclass(frozen=True)
 class MemoryRead:
     """A `memory_get` answer (`MemoryReadResult`)."""
@@ -54,8 +73,13 @@ class MemoryRead:
     truncated: bool = False
     next_from: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"text": self.text, "path": self.path, "from": self.start, "lines": self.lines}
+    def as_dict(self) -> MemoryReadAnswer:
+        data: MemoryReadAnswer = {
+            "text": self.text,
+            "path": self.path,
+            "from": self.start,
+            "lines": self.lines,
+        }
         if self.truncated:
             data["truncated"] = True
         if self.next_from is not None:
@@ -63,13 +87,13 @@ class MemoryRead:
         return data
 
 
-def json_result(payload: dict[str, Any]) -> str:
+def json_result(payload: Mapping[str, object]) -> str:
     """Return a tool payload as OpenClaw's `jsonResult` text."""
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
 def run_memory_tool(
-    name: str, arguments: dict[str, Any], *, assistant: Assistant, session_key: str | None = None
+    name: str, arguments: Mapping[str, object], *, assistant: Assistant, session_key: str | None = None
 ) -> str:
     """Run one memory tool call for an assistant and return the tool-result text.
 
@@ -82,14 +106,14 @@ def run_memory_tool(
     return json_result({"error": f"Unknown memory tool: {name}"})
 
 
-def memory_get(arguments: dict[str, Any], *, assistant: Assistant) -> str:
+def memory_get(arguments: Mapping[str, object], *, assistant: Assistant) -> str:
     """Read a line window of a memory document (`createMemoryGetTool` + `buildMemoryReadResult`)."""
     return json_result(memory_get_payload(arguments, assistant=assistant))
 
 
 def memory_get_payload(
-    arguments: dict[str, Any], *, assistant: Assistant, with_revision: bool = False
-) -> dict[str, Any]:
+    arguments: Mapping[str, object], *, assistant: Assistant, with_revision: bool = False
+) -> MemoryReadAnswer:
     """Return `memory_get`'s answer as a dict; ``with_revision`` adds the document's newest revision id.
 
     The MCP `memory_get` asks for the revision: it is the base an agent names to replace the document.
@@ -103,7 +127,7 @@ def memory_get_payload(
         return {"path": path, "text": "", "disabled": True, "error": _error_text(error, path)}
     document = MemoryDocument.objects.filter(assistant=assistant, path=path).only("content").first()
     if document is None:
-        missing: dict[str, Any] = {"text": "", "path": path}  # a missing file reads as empty (4.10)
+        missing: MemoryReadAnswer = {"text": "", "path": path}  # a missing file reads as empty (4.10)
         return {**missing, "revision": None} if with_revision else missing
     payload = build_memory_read(document.content, path=path, start=start, count=count).as_dict()
     if with_revision:
@@ -118,7 +142,7 @@ def _error_text(error: Exception, path: str) -> str:
     return "path required" if not path else f"path required ({error})"
 
 
-def _int_param(arguments: dict[str, Any], key: str) -> int | None:
+def _int_param(arguments: Mapping[str, object], key: str) -> int | None:
     """Read an optional integer parameter; floats with no fraction and digit strings are accepted."""
     value = arguments.get(key)
     if value is None or value == "":

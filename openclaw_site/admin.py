@@ -24,6 +24,7 @@ from openclaw_site.models import (
 )
 from openclaw_site.teams import services
 from openclaw_site.teams.assistant_settings import SettingsError, validate_settings
+from openclaw_site.teams.settings_document import SettingsDocument
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -75,7 +76,7 @@ class AssistantAdminForm(forms.ModelForm):
             "settings",
         ]
 
-    def clean_settings(self) -> dict[str, Any]:
+    def clean_settings(self) -> SettingsDocument:
         """Validate like the API does: unknown keys, wrong types and ranges name their path."""
         try:
             return validate_settings(self.cleaned_data.get("settings"))

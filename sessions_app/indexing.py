@@ -32,10 +32,10 @@ from memory_app.governance.forgotten import is_forgotten_session
 from memory_app.index import config, debounce
 from memory_app.index.entries import Growth, SourceEntry, register_source
 from memory_app.index.extend import extend_entry, fill_from_newest, growth_point, worth_a_helper
-from memory_app.index.rows import IndexOutcome, index_entry, remove_entry_rows
+from memory_app.index.rows import IndexOutcome, IndexOutcomeReport, index_entry, remove_entry_rows
 from memory_app.index.status import register_index_job_kinds
 from memory_app.models import ForgottenSource, IndexedSource, Source
-from openclaw_site.jobs.runs import WorkGone, defer_until, queued, queued_or_running, report_progress
+from openclaw_site.jobs.runs import Skipped, WorkGone, defer_until, queued, queued_or_running, report_progress
 from openclaw_site.jobs.status import fail_if_lock_gone, others_running, others_waiting
 from openclaw_site.jobs.tasks import enqueue
 from openclaw_site.platform.locks import LockTimeout, session_lock
@@ -439,7 +439,7 @@ def note_transcript_change(session_id: int) -> bool:
     return schedule_session_index(session_id)
 
 
-def run_debounced_index(session_id: int, force: bool = False) -> dict[str, Any]:
+def run_debounced_index(session_id: int, force: bool = False) -> IndexOutcomeReport | Skipped:
     """Task body: index the transcript once the pending request is due.
 
     The session's one pending index job stands for every request folded into it: started before

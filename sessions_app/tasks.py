@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from memory_app.index.rows import IndexOutcomeReport
+from openclaw_site.jobs.runs import Skipped
 from sessions_app.workspace import exports, staging
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ def transcript_changed(session_id: int) -> None:
     note_transcript_change(session_id)
 
 
-def index_session_transcript(session_id: int, force: bool = False) -> dict[str, Any]:
+def index_session_transcript(session_id: int, force: bool = False) -> IndexOutcomeReport | Skipped:
     """Index a session transcript after its debounce (sessions_app.indexing)."""
     from sessions_app.indexing import run_debounced_index
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from memory_app.index import config
 from memory_app.index.chunking import Chunk, chunk_lines, chunk_markdown
@@ -19,7 +19,20 @@ from memory_app.search.snippets import chunk_line_numbers
 logger = logging.getLogger(__name__)
 
 
-ProgressCallback = Callable[[dict[str, Any]], None]
+class IndexProgressReport(TypedDict, total=False):
+    """A reindex's progress as the IndexState and the tracked task record it; embedding reports
+    only ``embedded`` and ``to_embed``."""
+
+    phase: str
+    done: int
+    total: int
+    generation: int
+    removed: int
+    embedded: int
+    to_embed: int
+
+
+ProgressCallback = Callable[[IndexProgressReport], None]
 
 
 @dataclass(frozen=True)

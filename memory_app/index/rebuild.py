@@ -12,7 +12,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory_app.index import config
-from memory_app.index.entries import ProgressCallback, SourceEntry, document_entry, external_sources
+from memory_app.index.entries import (
+    IndexProgressReport,
+    ProgressCallback,
+    SourceEntry,
+    document_entry,
+    external_sources,
+)
 from memory_app.index.rows import (
     IndexOutcome,
     get_state,
@@ -75,7 +81,7 @@ def _groups(entries: Iterable[SourceEntry], size: int) -> Iterable[list[SourceEn
         yield group
 
 
-def save_progress(assistant_id: int, progress: dict[str, Any]) -> int:
+def save_progress(assistant_id: int, progress: IndexProgressReport) -> int:
     """Record reindex progress on the IndexState (shown by the task and the dashboard); return
     how many states were updated (none once the assistant is deleted, its state with it)."""
     return IndexState.objects.filter(assistant_id=assistant_id).update(
@@ -136,7 +142,7 @@ def reindex_assistant(
         return IndexOutcome(note="another reindex of this assistant is running")
 
 
-def _report(assistant_id: int, progress: ProgressCallback | None, data: dict[str, Any]) -> None:
+def _report(assistant_id: int, progress: ProgressCallback | None, data: IndexProgressReport) -> None:
     if not save_progress(assistant_id, data) and not Assistant.objects.filter(pk=assistant_id).exists():
         raise WorkGone(ASSISTANT_DELETED)
     if progress is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
@@ -42,6 +42,24 @@ from providers.embeddings import Embedder, get_embedder
 logger = logging.getLogger(__name__)
 
 
+class IndexOutcomeReport(TypedDict):
+    """`IndexOutcome` as a task's result."""
+
+    entries: int
+    skipped: int
+    chunks_written: int
+    embedded: int
+    cache_hits: int
+    embedding_error: str | None
+    generations: list[int]
+    full_reindex_scheduled: bool
+    note: str
+    more: bool
+    queued: int
+    lines: int | None
+    lines_with_vectors: int | None
+
+
 @dataclass
 class IndexOutcome:
     """What an index run did, for task results and tests."""
@@ -69,7 +87,7 @@ class IndexOutcome:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.embedding_error = self.embedding_error or other.embedding_error
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> IndexOutcomeReport:
         return {
             "entries": self.entries,
             "skipped": self.skipped,

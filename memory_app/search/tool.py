@@ -12,14 +12,16 @@ import logging
 import math
 import re
 import time
-from typing import Any, Literal, overload
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict, overload
 
 from django.db import DatabaseError
 
 from memory_app.index.status import incomplete_note
-from memory_app.search.hybrid import SearchOptionError, SearchResponse
+from memory_app.search.hybrid import SearchOptionError, SearchResponse, SearchResult
 from memory_app.search.service import search_memory
 from openclaw_site.models import Assistant
+from providers.json_types import JSONObject
 from providers.message_types import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -28,6 +30,45 @@ logger = logging.getLogger(__name__)
 TOOL_DEFAULT_MAX_RESULTS = 10
 _QUOTA_RE = re.compile(r"insufficient_quota|quota|429", re.IGNORECASE)
 _KEY_TOKEN_RE = re.compile(r"[^a-z0-9]+")
+
+
+class SearchHit(TypedDict):
+    path: str
+    startLine: int
+    endLine: int
+    score: float
+    snippet: str
+    source: str
+    citation: NotRequired[str]
+    corpus: NotRequired[str]  # always "memory"; set after the citation, as OpenClaw orders them
+
+
+class IndexNote(TypedDict):
+    state: str
+    chunksWithoutVector: int
+    note: str | None
+
+
+class SearchDebug(TypedDict):
+    backend: str
+    effectiveMode: str
+    searchMs: int
+    hits: int
+
+
+class SearchAnswer(TypedDict):
+    """`memory_search`'s answer (docs/openclaw-behaviour.md §4.10)."""
+
+    results: list[SearchHit]
+    provider: str
+    model: str
+    citations: str
+    mode: str
+    fallback: NotRequired[str]
+    lowConfidence: NotRequired[bool]
+    index: NotRequired[IndexNote]
+    debug: NotRequired[SearchDebug]  # always there; set last, as OpenClaw orders the keys
+
 
 MEMORY_SEARCH_SPEC: ToolSpec = {
     "name": "memory_search",
@@ -50,7 +91,7 @@ MEMORY_SEARCH_SPEC: ToolSpec = {
 }
 
 
-def json_result(payload: dict[str, Any]) -> str:
+def json_result(payload: Mapping[str, object]) -> str:
     """Return a tool payload as OpenClaw's `jsonResult` text."""
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
@@ -63,7 +104,9 @@ def citations_enabled(mode: str, session_key: str | None) -> bool:
     return not ({"group", "channel"} & tokens)
 
 
-def memory_search(arguments: dict[str, Any], *, assistant: Assistant, session_key: str | None = None) -> str:
+def memory_search(
+    arguments: Mapping[str, object], *, assistant: Assistant, session_key: str | None = None
+) -> str:
     """Run the `memory_search` tool for an assistant and return the tool-result text."""
     started = time.perf_counter()
     query = arguments.get("query")
@@ -116,27 +159,13 @@ def _number(value: Any, *, integer: bool = False) -> float | None:
 
 
 def _payload(
-    response: SearchResponse, with_citations: bool, max_results: Any, started: float
-) -> dict[str, Any]:
+    response: SearchResponse, with_citations: bool, max_results: int | None, started: float
+) -> SearchAnswer:
     # By score, ties in the search's own order (its better match first), not by path.
     results = sorted(response.results, key=lambda r: -r.score)
     results = results[: max(1, max_results or TOOL_DEFAULT_MAX_RESULTS)]
-    items = []
-    for result in results:
-        item: dict[str, Any] = {
-            "path": result.path,
-            "startLine": result.start_line,
-            "endLine": result.end_line,
-            "score": result.score,
-            "snippet": result.snippet,
-            "source": result.source,
-        }
-        if with_citations:
-            item["snippet"] = f"{result.snippet.strip()}\n\nSource: {result.citation}"
-            item["citation"] = result.citation
-        item["corpus"] = "memory"
-        items.append(item)
-    payload: dict[str, Any] = {
+    items = [_hit(result, with_citations) for result in results]
+    payload: SearchAnswer = {
         "results": items,
         "provider": response.provider,
         "model": response.model,
@@ -159,7 +188,23 @@ def _payload(
     return payload
 
 
-def _debug(started: float, hits: int, mode: str) -> dict[str, Any]:
+def _hit(result: SearchResult, with_citations: bool) -> SearchHit:
+    hit: SearchHit = {
+        "path": result.path,
+        "startLine": result.start_line,
+        "endLine": result.end_line,
+        "score": result.score,
+        "snippet": result.snippet,
+        "source": result.source,
+    }
+    if with_citations:
+        hit["snippet"] = f"{result.snippet.strip()}\n\nSource: {result.citation}"
+        hit["citation"] = result.citation
+    hit["corpus"] = "memory"
+    return hit
+
+
+def _debug(started: float, hits: int, mode: str) -> SearchDebug:
     return {
         "backend": "builtin",
         "effectiveMode": mode,
@@ -168,7 +213,7 @@ def _debug(started: float, hits: int, mode: str) -> dict[str, Any]:
     }
 
 
-def _unavailable(error: str, started: float) -> dict[str, Any]:
+def _unavailable(error: str, started: float) -> JSONObject:
     """OpenClaw's failure answer; the warning tells quota problems apart (docs/openclaw-behaviour.md §4.10)."""
     quota = bool(_QUOTA_RE.search(error))
     return {

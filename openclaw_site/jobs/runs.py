@@ -7,7 +7,7 @@ import logging
 import time
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -52,6 +52,12 @@ class WorkGone(Exception):
     `run_tracked` ends the record failed with this message alone, no exception name and no
     traceback, so the Jobs page says in words why the job stopped (docs/design.md, Background work).
     """
+
+
+class Skipped(TypedDict):
+    """A task's result when what it was for is gone (a deleted document, session or assistant)."""
+
+    skipped: str
 
 
 def defer_until(when: datetime) -> NoReturn:

@@ -14,7 +14,21 @@ import copy
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TypeAlias, cast
+
+from openclaw_site.teams.settings_document import (
+    CitationsMode,
+    CompactionDocument,
+    CompactionMode,
+    ContextPruningDocument,
+    IdentifierPolicy,
+    MemorySearchDocument,
+    PruningMode,
+    QueryDocument,
+    SettingsDocument,
+    SnippetMode,
+)
+from providers.json_types import JSONObject
 
 _NUMBER = (int, float)
 # The largest context window an assistant may have, and so the largest any token setting may be.
@@ -26,11 +40,11 @@ MAX_BYTES = 10**12
 class Field:
     """One leaf of the schema: its default and what values it accepts."""
 
-    default: Any
+    default: object
     kind: type | tuple[type, ...]
     minimum: float | None = None
     maximum: float | None = None
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[object, ...] | None = None
     nullable: bool = False
     item_kind: type | None = None  # for lists
 
@@ -44,7 +58,10 @@ class SettingsError(ValueError):
         self.message = message
 
 
-SCHEMA: dict[str, Any] = {
+# A section of the schema: its keys, each a leaf or a section of its own.
+SchemaNode: TypeAlias = "dict[str, Field | SchemaNode]"
+
+SCHEMA: SchemaNode = {
     "compaction": {
         "mode": Field("safeguard", str, choices=("safeguard", "default")),
         "reserveTokens": Field(16384, int, minimum=0, maximum=MAX_TOKENS),
@@ -160,29 +177,32 @@ _SOURCE_CHOICES = ("memory", "sessions")
 _PROPOSAL_KINDS = ("merge", "supersede", "promote", "retire")
 
 
-def default_settings() -> dict[str, Any]:
+def default_settings() -> SettingsDocument:
     """Return a complete settings document with every default."""
-    return _defaults(SCHEMA)
+    # SettingsDocument is SCHEMA's shape, so its defaults make one.
+    return cast(SettingsDocument, _defaults(SCHEMA))
 
 
-def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
+def _defaults(schema: SchemaNode) -> JSONObject:
     return {
         key: _defaults(node) if isinstance(node, dict) else copy.deepcopy(node.default)
         for key, node in schema.items()
     }
 
 
-def validate_settings(data: Any, *, base: dict[str, Any] | None = None) -> dict[str, Any]:
+def validate_settings(data: object, *, base: SettingsDocument | None = None) -> SettingsDocument:
     """Merge ``data`` onto ``base`` (or the defaults) and return the validated, complete document."""
-    merged = copy.deepcopy(base) if base is not None else default_settings()
+    merged: JSONObject = copy.deepcopy(dict(base)) if base is not None else _defaults(SCHEMA)
     if data is None:
         data = {}
     _merge(SCHEMA, data, merged, path="settings")
-    _check_cross_fields(merged)
-    return merged
+    # Complete (base or the defaults) and each leaf checked against its Field: SCHEMA's shape.
+    checked = cast(SettingsDocument, merged)
+    _check_cross_fields(checked)
+    return checked
 
 
-def _merge(schema: dict[str, Any], data: Any, target: dict[str, Any], *, path: str) -> None:
+def _merge(schema: SchemaNode, data: object, target: JSONObject, *, path: str) -> None:
     if not isinstance(data, dict):
         raise SettingsError(path, "must be an object")
     for key, value in data.items():
@@ -193,12 +213,12 @@ def _merge(schema: dict[str, Any], data: Any, target: dict[str, Any], *, path: s
         node = schema[key]
         if isinstance(node, dict):
             target.setdefault(key, _defaults(node))
-            _merge(node, value, target[key], path=key_path)
+            _merge(node, value, cast(JSONObject, target[key]), path=key_path)
         else:
             target[key] = _check_leaf(node, value, path=key_path)
 
 
-def _check_leaf(field: Field, value: Any, *, path: str) -> Any:
+def _check_leaf(field: Field, value: object, *, path: str) -> object:
     if value is None:
         if field.nullable:
             return None
@@ -225,7 +245,7 @@ def _check_range(field: Field, value: float, *, path: str) -> None:
         raise SettingsError(path, f"must be at most {field.maximum:g}")
 
 
-def _check_items(field: Field, value: list[Any], *, path: str) -> None:
+def _check_items(field: Field, value: list[object], *, path: str) -> None:
     for index, item in enumerate(value):
         if field.item_kind is not None and not isinstance(item, field.item_kind):
             raise SettingsError(f"{path}[{index}]", f"must be {_kind_name((field.item_kind,))}")
@@ -236,7 +256,7 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
     return " or ".join(dict.fromkeys(names.get(kind, kind.__name__) for kind in kinds))
 
 
-def _check_cross_fields(settings: dict[str, Any]) -> None:
+def _check_cross_fields(settings: SettingsDocument) -> None:
     for index, kind in enumerate(settings["memoryConsolidation"]["autoApply"]):
         if kind not in _PROPOSAL_KINDS:
             raise SettingsError(
@@ -251,7 +271,8 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
         raise SettingsError("settings.memorySearch.chunking.overlap", "must be less than chunking.tokens")
     sessions = chunking.get("sessions") or {}
     session_tokens = sessions.get("tokens") or chunking["tokens"]
-    session_overlap = sessions.get("overlap") if sessions.get("overlap") is not None else chunking["overlap"]
+    given_overlap = sessions.get("overlap")
+    session_overlap = given_overlap if given_overlap is not None else chunking["overlap"]
     if session_overlap >= session_tokens:
         raise SettingsError(
             "settings.memorySearch.chunking.sessions.overlap", "must be less than the sessions chunk tokens"
@@ -270,7 +291,7 @@ def _check_cross_fields(settings: dict[str, Any]) -> None:
     _check_pruning(settings["contextPruning"])
 
 
-def check_fits_window(settings: dict[str, Any], *, context_window: int) -> None:
+def check_fits_window(settings: SettingsDocument, *, context_window: int) -> None:
     """Refuse token settings that leave no room in ``context_window`` (docs/design.md, Limits and refusals).
 
     The flush and compaction thresholds are ``window - R - softThresholdTokens`` and ``window - R``
@@ -297,7 +318,7 @@ def check_fits_window(settings: dict[str, Any], *, context_window: int) -> None:
         )
 
 
-def smallest_window(settings: dict[str, Any]) -> int:
+def smallest_window(settings: SettingsDocument) -> int:
     """Return the smallest context window ``settings`` fit in (what `check_fits_window` accepts)."""
     compaction = settings["compaction"]
     reserve = int(max(compaction["reserveTokens"], compaction["reserveTokensFloor"]))
@@ -305,7 +326,7 @@ def smallest_window(settings: dict[str, Any]) -> int:
     return reserve + room + 1
 
 
-def _check_pruning(pruning: dict[str, Any]) -> None:
+def _check_pruning(pruning: ContextPruningDocument) -> None:
     ttl = pruning["ttl"]
     if isinstance(ttl, str):
         try:
@@ -352,11 +373,7 @@ def parse_duration_ms(raw: str, *, default_unit: str = "ms") -> int:
 
 # --- the typed settings object -----------------------------------------------------------------
 
-CompactionMode = Literal["safeguard", "default"]
-IdentifierPolicy = Literal["strict", "off", "custom"]
-PruningMode = Literal["cache-ttl", "always", "off"]
-SnippetMode = Literal["head", "best"]
-CitationsMode = Literal["auto", "on", "off"]
+# The Literal types of the modes (CompactionMode, ...) are in settings_document, beside the document.
 
 
 @dataclass(frozen=True)
@@ -554,7 +571,7 @@ class AssistantSettings:
     consolidation: ConsolidationSettings = ConsolidationSettings()
 
 
-def parse_settings(document: Any) -> AssistantSettings:
+def parse_settings(document: object) -> AssistantSettings:
     """Validate a settings document (defaults filled) and return it as `AssistantSettings`.
 
     Raises `SettingsError` as `validate_settings` does; nothing here defaults or clamps a value.
@@ -572,7 +589,7 @@ def parse_settings(document: Any) -> AssistantSettings:
     )
 
 
-def _compaction(doc: dict[str, Any]) -> CompactionSettings:
+def _compaction(doc: CompactionDocument) -> CompactionSettings:
     flush, guard = doc["memoryFlush"], doc["qualityGuard"]
     force_bytes = parse_byte_size(flush["forceFlushTranscriptBytes"])
     assert force_bytes is not None  # validate_settings refuses a size it cannot read
@@ -601,7 +618,7 @@ def _compaction(doc: dict[str, Any]) -> CompactionSettings:
     )
 
 
-def _pruning(doc: dict[str, Any]) -> PruningSettings:
+def _pruning(doc: ContextPruningDocument) -> PruningSettings:
     ttl = doc["ttl"]
     soft, hard = doc["softTrim"], doc["hardClear"]
     return PruningSettings(
@@ -620,7 +637,7 @@ def _pruning(doc: dict[str, Any]) -> PruningSettings:
     )
 
 
-def _memory_search(doc: dict[str, Any]) -> MemorySearchSettings:
+def _memory_search(doc: MemorySearchDocument) -> MemorySearchSettings:
     chunking, sessions = doc["chunking"], doc["chunking"]["sessions"]
     sync, query, cache = doc["sync"], doc["query"], doc["cache"]
     return MemorySearchSettings(
@@ -645,7 +662,7 @@ def _memory_search(doc: dict[str, Any]) -> MemorySearchSettings:
     )
 
 
-def _query(doc: dict[str, Any]) -> QuerySettings:
+def _query(doc: QueryDocument) -> QuerySettings:
     hybrid = doc["hybrid"]
     return QuerySettings(
         max_results=doc["maxResults"],

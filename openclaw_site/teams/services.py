@@ -15,6 +15,7 @@ from django.utils import timezone
 from openclaw_site.errors import DomainError
 from openclaw_site.models import ApiKey, Assistant, Team
 from openclaw_site.teams.assistant_settings import SettingsError, check_fits_window, validate_settings
+from openclaw_site.teams.settings_document import SettingsDocument
 
 DEFAULT_CONTEXT_WINDOW = int(Assistant._meta.get_field("context_window").default)
 ASSISTANT_FIELDS = ("name", "model", "context_window", "system_prompt", "timezone", "workspace_access")
@@ -44,7 +45,7 @@ def settings_error(error: SettingsError) -> DomainError:
     return DomainError("invalid_settings", f"{error.path}: {error.message}", details={"path": error.path})
 
 
-def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> dict[str, Any]:
+def checked_settings(patch: object, *, current: object = None) -> SettingsDocument:
     """Validate ``patch`` merged onto ``current`` (or the defaults) and return the complete document."""
     try:
         # Re-validating the stored document first fills defaults added since it was written.
@@ -54,7 +55,7 @@ def checked_settings(patch: Any, *, current: dict[str, Any] | None = None) -> di
         raise settings_error(error) from None
 
 
-def check_window(document: dict[str, Any], *, context_window: int) -> None:
+def check_window(document: SettingsDocument, *, context_window: int) -> None:
     """Refuse settings whose token figures leave no room in the assistant's window (400)."""
     try:
         check_fits_window(document, context_window=context_window)

@@ -8,12 +8,13 @@ next to the field its path names.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from django import forms
+from django.forms import BoundField
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -21,11 +22,14 @@ from openclaw_site.models import Assistant, Scope
 from openclaw_site.teams.assistant_settings import (
     SCHEMA,
     Field,
+    SchemaNode,
     SettingsError,
     default_settings,
     smallest_window,
     validate_settings,
 )
+from openclaw_site.teams.settings_document import SettingsDocument
+from providers.json_types import JSONObject
 
 # What each setting does, in a sentence (docs/openclaw-behaviour.md §1.3, §2.1, §3.1, §4.1).
 HELP: dict[str, str] = {
@@ -248,7 +252,7 @@ SECTIONS: tuple[Section, ...] = (
 _TEXTAREA_KEYS = {"customInstructions", "identifierInstructions", "prompt", "systemPrompt"}
 
 
-def iter_leaves(schema: dict[str, Any] = SCHEMA, prefix: str = "") -> Iterator[tuple[str, Field]]:
+def iter_leaves(schema: SchemaNode = SCHEMA, prefix: str = "") -> Iterator[tuple[str, Field]]:
     """Yield (dotted path, Field) for every leaf of the settings schema, in schema order."""
     for key, node in schema.items():
         path = f"{prefix}.{key}" if prefix else key
@@ -258,33 +262,40 @@ def iter_leaves(schema: dict[str, Any] = SCHEMA, prefix: str = "") -> Iterator[t
             yield path, node
 
 
-def get_path(document: dict[str, Any], path: str) -> Any:
-    """Return the value at a dotted path of a settings document."""
-    value: Any = document
+def get_path(document: Mapping[str, object], path: str) -> object:
+    """Return the value at a dotted path of a settings document (a path of SCHEMA: sections above it)."""
+    value: object = document
     for key in path.split("."):
-        value = value[key]
+        value = cast(Mapping[str, object], value)[key]
     return value
 
 
-def nest(path: str, value: Any) -> dict[str, Any]:
+def nest(path: str, value: object) -> JSONObject:
     """Return ``{"a": {"b": value}}`` for path ``a.b``."""
-    result: Any = value
-    for key in reversed(path.split(".")):
+    keys = path.split(".")
+    result: JSONObject = {keys[-1]: value}
+    for key in reversed(keys[:-1]):
         result = {key: result}
     return result
 
 
-def _merge_into(target: dict[str, Any], path: str, value: Any) -> None:
+def _merge_into(target: JSONObject, path: str, value: object) -> None:
     keys = path.split(".")
     for key in keys[:-1]:
-        target = target.setdefault(key, {})
+        target = cast(JSONObject, target.setdefault(key, {}))  # only _merge_into fills it: sections
     target[keys[-1]] = value
+
+
+class _FieldArguments(TypedDict):
+    label: str
+    help_text: str
+    required: bool
 
 
 def _form_field(path: str, spec: Field) -> forms.Field:
     """Return the form field for one schema leaf, labelled in words (its key shows beside it)."""
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
-    common: dict[str, Any] = {
+    common: _FieldArguments = {
         "label": LABELS.get(path, path.rsplit(".", 1)[-1]),
         "help_text": HELP.get(path, ""),
         "required": False,
@@ -332,22 +343,32 @@ def _initial(path: str, value: Any) -> Any:
     return "" if value is None else value
 
 
+class FormSection(TypedDict):
+    """One group of the settings form as the template shows it."""
+
+    title: str
+    about: str
+    slug: str
+    open: bool
+    fields: list[tuple[str, BoundField]]
+
+
 class SettingsForm(forms.Form):
     """Every OpenClaw-named setting of an assistant, validated by `validate_settings`."""
 
-    def __init__(self, *args: Any, current: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, current: object, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.current = validate_settings(current)
         self.leaves = dict(iter_leaves())
         for path, spec in self.leaves.items():
             self.fields[path] = _form_field(path, spec)
             self.fields[path].initial = _initial(path, get_path(self.current, path))
-        self.document: dict[str, Any] | None = None
+        self.document: SettingsDocument | None = None
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        data: dict[str, Any] = {}
+        data: JSONObject = {}
         for path, spec in self.leaves.items():
             if path in self.errors:
                 continue
@@ -365,14 +386,14 @@ class SettingsForm(forms.Form):
             self._validate_whole(data)
         return cleaned
 
-    def _validate_whole(self, data: dict[str, Any]) -> None:
+    def _validate_whole(self, data: JSONObject) -> None:
         try:
             self.document = validate_settings(data, base=self.current)
         except SettingsError as error:
             field = error.path.removeprefix("settings.").split("[", 1)[0]
             self.add_error(field if field in self.fields else None, error.message)
 
-    def sections(self) -> list[dict[str, Any]]:
+    def sections(self) -> list[FormSection]:
         """Return the bound fields grouped for the template: [{title, about, open, fields: [(path, field)]}].
 
         A section holding a field with an error is open; a setting no section names comes last.

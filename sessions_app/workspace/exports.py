@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -48,15 +47,23 @@ from memory_app.paths import ROOT_FILES, validate_memory_path
 from openclaw_site.jobs.tasks import TaskOwner, coalesced, enqueue_coalesced
 from openclaw_site.models import Assistant
 from openclaw_site.platform.locks import xact_lock
+from providers.json_types import JSONObject
 from sessions_app.messages import epoch_ms
 from sessions_app.models import CompactionEntry, Message, Session, SessionExport
 from sessions_app.workspace.openclaw_jsonl import (
     CURRENT_VERSION,
     EXPORTER,
-    EXPORTER_KEY,
     SYSTEM_CUSTOM_TYPE,
     dumps_line,
     format_timestamp,
+)
+from sessions_app.workspace.pi_entries import (
+    AssistantFile,
+    CompactionLine,
+    MessageLine,
+    PiMessage,
+    SessionHeader,
+    SessionStoreEntry,
 )
 from sessions_app.workspace.storage import ExportStorage, LocalExportStorage, is_temp_name
 
@@ -68,15 +75,6 @@ SESSION_STORE = "sessions/sessions.json"
 ASSISTANT_FILE = "assistant.json"
 USAGE_COUNTERS = ("input", "output", "cacheRead", "cacheWrite")
 COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
-ASSISTANT_FIELDS = (
-    "name",
-    "model",
-    "context_window",
-    "system_prompt",
-    "timezone",
-    "workspace_access",
-    "settings",
-)
 
 
 @dataclass(frozen=True)
@@ -165,7 +163,7 @@ def session_jsonl_lines(
         yield dumps_line(entry)
 
 
-def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any]:
+def session_header(session: Session, *, cwd: str | None = None) -> SessionHeader:
     # cwd is the workspace relative to EXPORT_ROOT: it names the workspace without exposing server paths.
     return {
         "type": "session",
@@ -173,8 +171,8 @@ def session_header(session: Session, *, cwd: str | None = None) -> dict[str, Any
         "id": str(session.session_uuid),
         "timestamp": format_timestamp(session.created_at),
         "cwd": cwd if cwd is not None else workspace_name(session.assistant),
-        # Ours (Pi ignores unknown header keys): tells our importer that silent entries are marked.
-        EXPORTER_KEY: EXPORTER,
+        # Ours (Pi ignores unknown header keys): EXPORTER_KEY, telling our importer silent entries are marked.
+        "exportedBy": EXPORTER,
     }
 
 
@@ -191,8 +189,8 @@ def _rows_in_seq_order(
     return heapq.merge(rows, compactions, key=lambda row: row.seq)
 
 
-def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+def message_entry(message: Message, parent_id: str | None) -> MessageLine:
+    entry: MessageLine = {
         "type": "message",
         "id": message.entry_id,
         "parentId": parent_id,
@@ -206,8 +204,8 @@ def message_entry(message: Message, parent_id: str | None) -> dict[str, Any]:
     return entry
 
 
-def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> CompactionLine:
+    data: CompactionLine = {
         "type": "compaction",
         "id": entry.entry_id,
         "parentId": parent_id,
@@ -217,9 +215,9 @@ def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> dict[str,
         "tokensBefore": entry.tokens_before,
         "details": entry.details,
         "fromHook": entry.from_hook,
+        # Ours, ignored by Pi: what our CompactionEntry records beyond Pi's fields.
+        "trigger": entry.trigger,
     }
-    # Ours, ignored by Pi: what our CompactionEntry records beyond Pi's fields.
-    data["trigger"] = entry.trigger
     if entry.tokens_after is not None:
         data["tokensAfter"] = entry.tokens_after
     if entry.offline:
@@ -227,11 +225,11 @@ def compaction_entry(entry: CompactionEntry, parent_id: str | None) -> dict[str,
     return data
 
 
-def openclaw_message(message: Message) -> dict[str, Any]:
+def openclaw_message(message: Message) -> PiMessage:
     """Return a stored message as Pi's AgentMessage (pi-ai types), with a numeric ms ``timestamp``."""
     if message.role == "system":
         # Pi has no system role in transcripts; a custom message is what it can carry (and send as context).
-        data: dict[str, Any] = {
+        data: PiMessage = {
             "role": "custom",
             "customType": SYSTEM_CUSTOM_TYPE,
             "content": message.content,
@@ -240,52 +238,52 @@ def openclaw_message(message: Message) -> dict[str, Any]:
     else:
         data = {"role": message.role, "content": _content(message)}
     if message.role == "assistant":
-        data.update(
-            api=message.api,
-            provider=message.provider,
-            model=message.model,
-            usage=openclaw_usage(message.usage),
-            stopReason=message.stop_reason or "stop",
-        )
+        data["api"] = message.api
+        data["provider"] = message.provider
+        data["model"] = message.model
+        data["usage"] = openclaw_usage(message.usage)
+        data["stopReason"] = message.stop_reason or "stop"
         if message.error_message:
             data["errorMessage"] = message.error_message
     if message.role == "toolResult":
-        data.update(toolCallId=message.tool_call_id, toolName=message.tool_name, isError=message.is_error)
+        data["toolCallId"] = message.tool_call_id
+        data["toolName"] = message.tool_name
+        data["isError"] = message.is_error
     if message.details is not None:
         data["details"] = message.details
     data["timestamp"] = epoch_ms(message.created_at)
     return data
 
 
-def _content(message: Message) -> Any:
+def _content(message: Message) -> object:
     # Pi reads assistant and tool-result content as a block list; only user content may be a string.
     if isinstance(message.content, str) and message.role in ("assistant", "toolResult"):
         return [{"type": "text", "text": message.content}] if message.content else []
     return message.content
 
 
-def openclaw_usage(usage: Any) -> dict[str, Any]:
+def openclaw_usage(usage: object) -> JSONObject:
     """Return usage in pi-ai's shape ``{input, output, cacheRead, cacheWrite, totalTokens, cost{...}}``.
 
     OpenClaw reads every counter and ``cost.total`` without checks, so missing ones become 0.
     """
-    source = usage if isinstance(usage, dict) else {}
+    source: JSONObject = usage if isinstance(usage, dict) else {}
     counts = {key: _number(source.get(key)) for key in USAGE_COUNTERS}
     total = _number(source.get("totalTokens")) or sum(counts.values())
     given_cost = source.get("cost")
-    cost_source: dict[str, Any] = given_cost if isinstance(given_cost, dict) else {}
+    cost_source: JSONObject = given_cost if isinstance(given_cost, dict) else {}
     cost = {**cost_source, **{key: _number(cost_source.get(key)) for key in COST_FIELDS}}
     return {**source, **counts, "totalTokens": total, "cost": cost}
 
 
-def _number(value: Any) -> int | float:
+def _number(value: object) -> int | float:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 # --- sessions.json: OpenClaw's session store -------------------------------------------------------
 
 
-def session_store(assistant: Assistant) -> dict[str, dict[str, Any]]:
+def session_store(assistant: Assistant) -> dict[str, SessionStoreEntry]:
     """Return the assistant's ``sessions.json``: session key -> OpenClaw SessionEntry fields."""
     last_assistant = (
         Message.objects.filter(session=OuterRef("pk"), role="assistant").exclude(model="").order_by("-seq")
@@ -301,8 +299,8 @@ def session_store(assistant: Assistant) -> dict[str, dict[str, Any]]:
     return {session.key: session_store_entry(session, assistant) for session in sessions}
 
 
-def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+def session_store_entry(session: Session, assistant: Assistant) -> SessionStoreEntry:
+    entry: SessionStoreEntry = {
         "sessionId": str(session.session_uuid),
         "sessionFile": session_file_name(session.key),
         "updatedAt": epoch_ms(session.updated_at),
@@ -311,41 +309,53 @@ def session_store_entry(session: Session, assistant: Assistant) -> dict[str, Any
         "compactionCount": session.compaction_count,
         "contextTokens": assistant.context_window,
     }
-    optional = {
-        "label": session.title or None,
-        "totalTokens": session.total_tokens,
-        "memoryFlushAt": epoch_ms(session.memory_flush_at) if session.memory_flush_at else None,
-        # None means "never flushed": OpenClaw's undefined, so the key is left out (docs/openclaw-behaviour.md
-        # §1.1 A).
-        "memoryFlushCompactionCount": session.memory_flush_compaction_count,
-        "model": getattr(session, "last_model", None) or None,
-        "modelProvider": getattr(session, "last_provider", None) or None,
-        **_usage_counters(session.last_usage),
-    }
-    entry.update({key: value for key, value in optional.items() if value is not None})
+    # A missing value is OpenClaw's undefined, so its key is left out; None in
+    # memoryFlushCompactionCount means "never flushed" (docs/openclaw-behaviour.md §1.1 A).
+    if session.title:
+        entry["label"] = session.title
+    if session.total_tokens is not None:
+        entry["totalTokens"] = session.total_tokens
+    if session.memory_flush_at:
+        entry["memoryFlushAt"] = epoch_ms(session.memory_flush_at)
+    if session.memory_flush_compaction_count is not None:
+        entry["memoryFlushCompactionCount"] = session.memory_flush_compaction_count
+    if model := getattr(session, "last_model", None):
+        entry["model"] = model
+    if provider := getattr(session, "last_provider", None):
+        entry["modelProvider"] = provider
+    _add_usage_counters(entry, session.last_usage)
     return entry
 
 
-def _usage_counters(usage: Any) -> dict[str, Any]:
+def _add_usage_counters(entry: SessionStoreEntry, usage: object) -> None:
+    """Copy pi-ai's usage counters under the names of OpenClaw's SessionEntry."""
     if not isinstance(usage, dict):
-        return {}
-    names = {
-        "input": "inputTokens",
-        "output": "outputTokens",
-        "cacheRead": "cacheRead",
-        "cacheWrite": "cacheWrite",
-    }
+        return
+    if isinstance(value := usage.get("input"), (int, float)):
+        entry["inputTokens"] = value
+    if isinstance(value := usage.get("output"), (int, float)):
+        entry["outputTokens"] = value
+    if isinstance(value := usage.get("cacheRead"), (int, float)):
+        entry["cacheRead"] = value
+    if isinstance(value := usage.get("cacheWrite"), (int, float)):
+        entry["cacheWrite"] = value
+
+
+def assistant_metadata(assistant: Assistant) -> AssistantFile:
+    """Return ``assistant.json``: the fields an import needs to recreate the assistant ."""
     return {
-        ours: usage[theirs] for theirs, ours in names.items() if isinstance(usage.get(theirs), (int, float))
+        "slug": assistant.slug,
+        "name": assistant.name,
+        "model": assistant.model,
+        "context_window": assistant.context_window,
+        "system_prompt": assistant.system_prompt,
+        "timezone": assistant.timezone,
+        "workspace_access": assistant.workspace_access,
+        "settings": assistant.settings,
     }
 
 
-def assistant_metadata(assistant: Assistant) -> dict[str, Any]:
-    """Return ``assistant.json``: the fields an import needs to recreate the assistant."""
-    return {"slug": assistant.slug, **{name: getattr(assistant, name) for name in ASSISTANT_FIELDS}}
-
-
-def _dumps_json(data: Any) -> str:
+def _dumps_json(data: object) -> str:
     # OpenClaw writes sessions.json with JSON.stringify(store, null, 2).
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 from urllib.parse import unquote
 
 from django.conf import settings
@@ -40,6 +40,8 @@ from openclaw_site.guards.json_input import JsonInputError, loads_checked, unsto
 from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from openclaw_site.teams.assistant_settings import SettingsError, check_fits_window, validate_settings
+from openclaw_site.teams.settings_document import SettingsDocument
+from providers.json_types import JSONObject
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
 from sessions_app.services import check_session_key
@@ -66,13 +68,46 @@ class WorkspaceImportError(Exception):
     """The workspace cannot be imported; nothing was written. The message says which file and why."""
 
 
+class AssistantFields(TypedDict, total=False):
+    """What assistant.json may set on the assistant, each value checked."""
+
+    name: str
+    model: str
+    system_prompt: str
+    timezone: str
+    context_window: int
+    workspace_access: str
+    settings: SettingsDocument
+
+
+_TEXT_FIELDS: tuple[tuple[Literal["name", "model", "system_prompt", "timezone"], int | None], ...] = (
+    ("name", 200),
+    ("model", 200),
+    ("system_prompt", None),
+    ("timezone", 64),
+)
+
+
+class SessionFields(TypedDict):
+    """The Session columns a sessions.json entry and its transcript give."""
+
+    title: str
+    total_tokens: int | None
+    total_tokens_fresh: bool
+    compaction_count: int
+    memory_flush_at: datetime | None
+    memory_flush_compaction_count: int | None
+    last_cache_touch_at: datetime | None
+    last_usage: JSONObject | None
+
+
 @dataclass(frozen=True)
 class SessionSource:
     """A transcript to import, read only when its turn comes: its key, file and sessions.json entry."""
 
     key: str
     filename: str
-    store: dict[str, Any]
+    store: JSONObject  # its sessions.json entry, as read
 
 
 @dataclass(frozen=True)
@@ -80,7 +115,7 @@ class SessionFile:
     key: str
     filename: str
     transcript: ParsedTranscript
-    store: dict[str, Any]
+    store: JSONObject  # its sessions.json entry, as read
     inputs: dict[str, MessageInput]  # entry id -> validated message
 
 
@@ -89,7 +124,7 @@ class Workspace:
     directory: Path
     documents: dict[str, Path]  # memory path -> its file, read when it is written
     sessions: tuple[SessionSource, ...]
-    assistant: dict[str, Any] | None
+    assistant: AssistantFields | None
     notes: tuple[str, ...] = ()
 
 
@@ -233,7 +268,7 @@ def _check_mirror_clashes(paths: list[str]) -> None:
                 )
 
 
-def _read_store(directory: Path, file: Path) -> dict[str, dict[str, Any]]:
+def _read_store(directory: Path, file: Path) -> dict[str, JSONObject]:
     if not file.exists() and not file.is_symlink():
         return {}
     store = _read_json(directory, file, "sessions/sessions.json", limit=settings.MAX_IMPORT_FILE_BYTES)
@@ -270,20 +305,20 @@ def _read_sessions(directory: Path, notes: list[str]) -> list[SessionSource]:
     return sessions
 
 
-def _session_source(directory: Path, key: str, filename: str, store: dict[str, Any]) -> SessionSource:
+def _session_source(directory: Path, key: str, filename: str, store: JSONObject) -> SessionSource:
     source = f"sessions/{filename}"
     _check_file(directory, directory / source, source, limit=settings.MAX_IMPORT_FILE_BYTES)
     return SessionSource(key=key, filename=filename, store=store)
 
 
-def _store_file(sessions_dir: Path, entry: dict[str, Any]) -> str | None:
+def _store_file(sessions_dir: Path, entry: JSONObject) -> str | None:
     """Return the transcript file name of a sessions.json entry (sessionFile, else <sessionId>.jsonl)."""
     candidates = []
-    if isinstance(entry.get("sessionFile"), str) and entry["sessionFile"].strip():
+    if isinstance(session_file := entry.get("sessionFile"), str) and session_file.strip():
         # OpenClaw may store an absolute path from another machine; transcripts sit directly in sessions/.
-        candidates.append(Path(entry["sessionFile"].strip()).name)
-    if isinstance(entry.get("sessionId"), str) and entry["sessionId"].strip():
-        candidates.append(f"{entry['sessionId'].strip()}.jsonl")
+        candidates.append(Path(session_file.strip()).name)
+    if isinstance(session_id := entry.get("sessionId"), str) and session_id.strip():
+        candidates.append(f"{session_id.strip()}.jsonl")
     for name in candidates:
         file = sessions_dir / name
         if name.endswith(".jsonl") and (file.exists() or file.is_symlink()):
@@ -337,7 +372,7 @@ def _validated(entry: ParsedEntry, source: str) -> MessageInput:
         raise WorkspaceImportError(f"{source} line {entry.line}: {error.message}{hint}") from None
 
 
-def _read_assistant_file(directory: Path, file: Path) -> dict[str, Any] | None:
+def _read_assistant_file(directory: Path, file: Path) -> AssistantFields | None:
     if not file.exists() and not file.is_symlink():
         return None
     data = _read_json(directory, file, "assistant.json", limit=settings.MAX_REQUEST_BYTES)
@@ -346,9 +381,9 @@ def _read_assistant_file(directory: Path, file: Path) -> dict[str, Any] | None:
     return _assistant_fields(data)
 
 
-def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for name, limit in (("name", 200), ("model", 200), ("system_prompt", None), ("timezone", 64)):
+def _assistant_fields(data: JSONObject) -> AssistantFields:
+    fields: AssistantFields = {}
+    for name, limit in _TEXT_FIELDS:
         if name in data:
             value = data[name]
             if not isinstance(value, str) or (limit and len(value) > limit):
@@ -369,10 +404,11 @@ def _assistant_fields(data: dict[str, Any]) -> dict[str, Any]:
             )
         fields["context_window"] = window
     if "workspace_access" in data:
-        if data["workspace_access"] not in WorkspaceAccess.values:
+        access = data["workspace_access"]
+        if not isinstance(access, str) or access not in WorkspaceAccess.values:
             choices = ", ".join(WorkspaceAccess.values)
             raise WorkspaceImportError(f"assistant.json: workspace_access must be one of {choices}")
-        fields["workspace_access"] = data["workspace_access"]
+        fields["workspace_access"] = access
     if "settings" in data:
         try:
             fields["settings"] = validate_settings(data["settings"])
@@ -452,7 +488,7 @@ def _queue_follow_up(assistant: Assistant) -> None:
 
 
 def _save_assistant(
-    team: Team, slug: str, assistant: Assistant | None, fields: dict[str, Any] | None
+    team: Team, slug: str, assistant: Assistant | None, fields: AssistantFields | None
 ) -> Assistant:
     if assistant is None:
         assistant = Assistant(team=team, slug=slug, name=slug)
@@ -542,7 +578,7 @@ def _session_uuid(source: SessionFile, taken: set[uuid.UUID], report: ImportRepo
     return value
 
 
-def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict[str, Any]:
+def _session_fields(transcript: ParsedTranscript, store: JSONObject) -> SessionFields:
     total = _count(store.get("totalTokens"))
     fresh = store.get("totalTokensFresh")
     names = (store.get("label"), store.get("displayName"), transcript.title)
@@ -562,7 +598,7 @@ def _session_fields(transcript: ParsedTranscript, store: dict[str, Any]) -> dict
     }
 
 
-def _last_usage(store: dict[str, Any]) -> dict[str, Any] | None:
+def _last_usage(store: JSONObject) -> JSONObject | None:
     names = {
         "inputTokens": "input",
         "outputTokens": "output",

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import secrets
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from openclaw_site.guards.json_input import JsonInputError, loads_checked
+from providers.json_types import JSONObject
 from sessions_app.messages import MESSAGE_FIELDS, MessageError, epoch_ms, parse_timestamp, text_of
 from sessions_app.turn.silent import is_silent_reply_text
 
@@ -65,7 +66,7 @@ class ParsedEntry:
     entry_id: str
     timestamp: datetime
     line: int
-    message: dict[str, Any] | None = None  # input for sessions_app.messages.validate_message
+    message: JSONObject | None = None  # input for sessions_app.messages.validate_message
     silent: bool = False
     flush_turn: bool = False  # part of a memory-flush turn: stored, never in the model's context
     summary: str = ""
@@ -73,7 +74,7 @@ class ParsedEntry:
     tokens_before: int = 0
     tokens_after: int | None = None
     trigger: str = "threshold"
-    details: Any = None
+    details: object = None
     from_hook: bool = False
     offline: bool = False
 
@@ -95,7 +96,7 @@ def format_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def dumps_line(data: dict[str, Any]) -> str:
+def dumps_line(data: Mapping[str, object]) -> str:
     """One JSONL line the way Pi writes it (``JSON.stringify``: compact, non-ASCII as is)."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -124,7 +125,7 @@ def parse_transcript(text: str, *, source: str) -> ParsedTranscript:
     )
 
 
-def _json_rows(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
+def _json_rows(text: str, source: str) -> list[tuple[int, JSONObject]]:
     rows = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -141,7 +142,7 @@ def _json_rows(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def _header(header: dict[str, Any], source: str, line: int) -> tuple[str, datetime, str]:
+def _header(header: JSONObject, source: str, line: int) -> tuple[str, datetime, str]:
     if header.get("type") != "session" or not isinstance(header.get("id"), str) or not header["id"]:
         raise TranscriptError(source, line, 'the first line must be the header {"type":"session","id":...}')
     version = header.get("version", 1)
@@ -157,7 +158,7 @@ def _header(header: dict[str, Any], source: str, line: int) -> tuple[str, dateti
     return str(header["id"]), created_at, cwd if isinstance(cwd, str) else ""
 
 
-def _timestamp(value: Any, source: str, line: int) -> datetime:
+def _timestamp(value: object, source: str, line: int) -> datetime:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise TranscriptError(source, line, "timestamp is missing")
     try:
@@ -168,7 +169,7 @@ def _timestamp(value: Any, source: str, line: int) -> datetime:
     return parsed
 
 
-def _entries(rows: list[tuple[int, dict[str, Any]]], source: str) -> list[tuple[int, dict[str, Any]]]:
+def _entries(rows: list[tuple[int, JSONObject]], source: str) -> list[tuple[int, JSONObject]]:
     seen: set[str] = set()
     for line, entry in rows:
         kind, entry_id, parent = entry.get("type"), entry.get("id"), entry.get("parentId")
@@ -187,13 +188,13 @@ def _entries(rows: list[tuple[int, dict[str, Any]]], source: str) -> list[tuple[
     return rows
 
 
-def _active_branch(rows: list[tuple[int, dict[str, Any]]], source: str) -> list[tuple[int, dict[str, Any]]]:
+def _active_branch(rows: list[tuple[int, JSONObject]], source: str) -> list[tuple[int, JSONObject]]:
     """Walk from the leaf (the last entry) to the root, as Pi's buildSessionContext does."""
     if not rows:
         return []
     by_id = {entry["id"]: (line, entry) for line, entry in rows}
     path = []
-    current: tuple[int, dict[str, Any]] | None = rows[-1]
+    current: tuple[int, JSONObject] | None = rows[-1]
     while current is not None:
         path.append(current)
         line, entry = current
@@ -222,9 +223,9 @@ class _BranchReader:
         self.title = ""
         self.cache_touch_ms: int | None = None
 
-    def read(self, path: list[tuple[int, dict[str, Any]]]) -> list[ParsedEntry]:
+    def read(self, path: list[tuple[int, JSONObject]]) -> list[ParsedEntry]:
         kept: list[ParsedEntry] = []
-        order = [entry["id"] for _, entry in path]
+        order = [str(entry["id"]) for _, entry in path]  # checked by _entries
         for line, entry in path:
             parsed = self._convert(line, entry)
             if parsed is not None:
@@ -232,8 +233,8 @@ class _BranchReader:
         kept = self._retarget_first_kept(kept, order)
         return _fit_entry_ids(kept, self.notes)
 
-    def _convert(self, line: int, entry: dict[str, Any]) -> ParsedEntry | None:
-        kind = entry["type"]
+    def _convert(self, line: int, entry: JSONObject) -> ParsedEntry | None:
+        kind = str(entry["type"])  # checked by _entries
         timestamp = _timestamp(entry["timestamp"], self.source, line)
         if kind == "message":
             return self._message(line, entry, timestamp)
@@ -246,23 +247,23 @@ class _BranchReader:
         self._note_skipped_entry(kind, entry)
         return None
 
-    def _note_skipped_entry(self, kind: str, entry: dict[str, Any]) -> None:
+    def _note_skipped_entry(self, kind: str, entry: JSONObject) -> None:
         if kind == "custom":
             custom_type = entry.get("customType")
             self.skipped[f"custom:{custom_type}"] += 1
             if custom_type == CACHE_TTL_CUSTOM_TYPE:
                 self._cache_touch(entry.get("data"))
             return
-        if kind == "session_info" and isinstance(entry.get("name"), str):
-            self.title = entry["name"]
+        if kind == "session_info" and isinstance(name := entry.get("name"), str):
+            self.title = name
         self.skipped[kind if kind in SKIPPED_ENTRY_TYPES else f"unknown:{kind}"] += 1
 
-    def _cache_touch(self, data: Any) -> None:
+    def _cache_touch(self, data: object) -> None:
         stamp = data.get("timestamp") if isinstance(data, dict) else None
         if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
             self.cache_touch_ms = int(stamp)
 
-    def _message(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry | None:
+    def _message(self, line: int, entry: JSONObject, timestamp: datetime) -> ParsedEntry | None:
         message = entry.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise TranscriptError(self.source, line, "a message entry needs a message with a role")
@@ -274,7 +275,7 @@ class _BranchReader:
         flush_turn = entry.get("flushTurn") is True if self.explicit_silent else self.last_was_flush
         return ParsedEntry(
             kind="message",
-            entry_id=entry["id"],
+            entry_id=str(entry["id"]),
             timestamp=when,
             line=line,
             message=converted,
@@ -282,7 +283,7 @@ class _BranchReader:
             flush_turn=flush_turn,
         )
 
-    def _silent(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
+    def _silent(self, entry: JSONObject, message: JSONObject) -> bool:
         self.last_was_flush = False
         if self.explicit_silent:
             return entry.get("silent") is True
@@ -296,7 +297,7 @@ class _BranchReader:
             return True
         return role == "assistant" and is_silent_reply_text(text)
 
-    def _message_input(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _message_input(self, message: JSONObject) -> JSONObject | None:
         role = message["role"]
         if role in ("user", "assistant", "toolResult", "system"):
             return self._known_fields(message)
@@ -321,13 +322,13 @@ class _BranchReader:
         self.skipped[f"message:{role}"] += 1
         return None
 
-    def _known_fields(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _known_fields(self, message: JSONObject) -> JSONObject:
         dropped = sorted(set(message) - MESSAGE_FIELDS - {"timestamp"})
         for name in dropped:
             self.skipped[f"dropped_field:{message['role']}.{name}"] += 1
         return {key: value for key, value in message.items() if key in MESSAGE_FIELDS}
 
-    def _bash_execution(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _bash_execution(self, message: JSONObject) -> JSONObject | None:
         if message.get("excludeFromContext"):  # Pi's "!!" commands never reach the model
             self.skipped["message:bashExecution(excluded from context)"] += 1
             return None
@@ -342,7 +343,7 @@ class _BranchReader:
             "details": {"openclawRole": "bashExecution", **details},
         }
 
-    def _compaction(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry:
+    def _compaction(self, line: int, entry: JSONObject, timestamp: datetime) -> ParsedEntry:
         summary, first_kept, before = (
             entry.get("summary"),
             entry.get("firstKeptEntryId"),
@@ -357,7 +358,7 @@ class _BranchReader:
         trigger = given if isinstance(given, str) and given in TRIGGERS else "threshold"
         return ParsedEntry(
             kind="compaction",
-            entry_id=entry["id"],
+            entry_id=str(entry["id"]),
             timestamp=timestamp,
             line=line,
             summary=summary,
@@ -372,7 +373,7 @@ class _BranchReader:
             offline=entry.get("offline") is True,
         )
 
-    def _custom_message(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry:
+    def _custom_message(self, line: int, entry: JSONObject, timestamp: datetime) -> ParsedEntry:
         message = _from_custom(
             entry.get("customType"),
             entry.get("content"),
@@ -383,21 +384,21 @@ class _BranchReader:
         )
         return ParsedEntry(
             kind="message",
-            entry_id=entry["id"],
+            entry_id=str(entry["id"]),
             timestamp=timestamp,
             line=line,
             message=message,
             silent=self._silent(entry, message),
         )
 
-    def _branch_summary(self, line: int, entry: dict[str, Any], timestamp: datetime) -> ParsedEntry | None:
+    def _branch_summary(self, line: int, entry: JSONObject, timestamp: datetime) -> ParsedEntry | None:
         if not entry.get("summary"):  # Pi emits a branch summary into context only when it has text
             self.skipped["branch_summary(empty)"] += 1
             return None
         self.skipped["mapped:branch_summary->user"] += 1
         message = _branch_summary_message(entry.get("summary"), entry.get("fromId"), origin="branch_summary")
         return ParsedEntry(
-            kind="message", entry_id=entry["id"], timestamp=timestamp, line=line, message=message
+            kind="message", entry_id=str(entry["id"]), timestamp=timestamp, line=line, message=message
         )
 
     def _retarget_first_kept(self, kept: list[ParsedEntry], order: list[str]) -> list[ParsedEntry]:
@@ -423,19 +424,19 @@ class _BranchReader:
                 f"{self.source}: compaction {entry.entry_id} keeps from {entry.first_kept_entry_id!r}, "
                 "which is not on the active branch; it now keeps only what follows it"
             )
-            return _replace(entry, first_kept_entry_id=entry.entry_id)
+            return replace(entry, first_kept_entry_id=entry.entry_id)
         end = position[entry.entry_id]
         following = [e for e in kept if e.kind == "message" and start < position[e.entry_id] < end]
         target = following[0].entry_id if following else entry.first_kept_entry_id
-        return _replace(entry, first_kept_entry_id=target)
+        return replace(entry, first_kept_entry_id=target)
 
 
-def _details(value: Any) -> Any:
+def _details(value: object) -> object:
     # Pi leaves details undefined when there are none; we store an empty object (the column's default).
     return {} if value is None else value
 
 
-def _message_time(entry_time: datetime, message_ms: Any) -> datetime:
+def _message_time(entry_time: datetime, message_ms: object) -> datetime:
     """Prefer the message's own epoch-ms time; use the entry's ISO time when it is the same millisecond.
 
     Our exports write both from one value, and the ISO string keeps the microseconds.
@@ -451,8 +452,14 @@ def _message_time(entry_time: datetime, message_ms: Any) -> datetime:
 
 
 def _from_custom(
-    custom_type: Any, content: Any, display: Any, details: Any, *, origin: str, mapped: Counter[str]
-) -> dict[str, Any]:
+    custom_type: object,
+    content: object,
+    display: object,
+    details: object,
+    *,
+    origin: str,
+    mapped: Counter[str],
+) -> JSONObject:
     if custom_type == SYSTEM_CUSTOM_TYPE:
         message = {"role": "system", "content": content}
         if details is not None:
@@ -472,7 +479,7 @@ def _from_custom(
     }
 
 
-def _branch_summary_message(summary: Any, from_id: Any, *, origin: str) -> dict[str, Any]:
+def _branch_summary_message(summary: object, from_id: object, *, origin: str) -> JSONObject:
     text = f"{BRANCH_SUMMARY_PREFIX}{summary if isinstance(summary, str) else ''}{BRANCH_SUMMARY_SUFFIX}"
     return {
         "role": "user",
@@ -481,7 +488,7 @@ def _branch_summary_message(summary: Any, from_id: Any, *, origin: str) -> dict[
     }
 
 
-def bash_execution_text(message: dict[str, Any]) -> str:
+def bash_execution_text(message: JSONObject) -> str:
     """The user text Pi's ``bashExecutionToText`` gives the model for a ``!command``."""
     text = f"Ran `{message.get('command', '')}`\n"
     output = message.get("output")
@@ -507,7 +514,7 @@ def _fit_entry_ids(entries: list[ParsedEntry], notes: list[str]) -> list[ParsedE
         return entries
     notes.append(f"{len(renamed)} entry id(s) longer than {ENTRY_ID_LENGTH} characters were given new ids")
     return [
-        _replace(
+        replace(
             e,
             entry_id=renamed.get(e.entry_id, e.entry_id),
             first_kept_entry_id=renamed.get(e.first_kept_entry_id, e.first_kept_entry_id),
@@ -522,7 +529,3 @@ def _fresh_id(taken: set[str]) -> str:
         if candidate not in taken:
             taken.add(candidate)
             return candidate
-
-
-def _replace(entry: ParsedEntry, **changes: Any) -> ParsedEntry:
-    return replace(entry, **changes)
