@@ -6,10 +6,20 @@ loop compacts and retries), timeout, rate limit, and whether the retry schedule 
 
 from __future__ import annotations
 
+import re
+
 import openai
 
 from providers.overflow import is_context_overflow_error
-from providers.retry import is_retryable
+
+# OpenClaw `isRetryableEmbeddingError`, matched on the error text. With a real status its digits
+# decide instead: the `5\d\d` text match would also retry a 400 that says "maximum input length
+# is 512 tokens", so the status-less pattern alone carries the digits.
+_RETRYABLE_TEXT_RE = re.compile(
+    r"rate_limit|too many requests|resource has been exhausted|cloudflare|tokens per day",
+    re.IGNORECASE,
+)
+_RETRYABLE_STATUS_TEXT_RE = re.compile(r"\b(?:429|5\d\d)\b")
 
 
 class ProviderError(Exception):
@@ -78,3 +88,19 @@ def _error_text(exc: openai.APIStatusError) -> str:
     if isinstance(message, str) and message:
         return message
     return exc.message
+
+
+def is_retryable(error: ProviderError) -> bool:
+    """Tell whether the same request may succeed if sent again (rate limit, 5xx, lost connection)."""
+    # Timeouts are not retried: a slow model would only be slow again, and the caller's own
+    # deadline matters more (the turn loop decides). An overflow needs a smaller prompt first.
+    if error.is_timeout or error.is_context_overflow:
+        return False
+    if error.is_connection_error:
+        return True
+    text = f"{error.message} {error.code or ''}"
+    if _RETRYABLE_TEXT_RE.search(text):
+        return True
+    if error.status is None:
+        return bool(_RETRYABLE_STATUS_TEXT_RE.search(text))
+    return error.status == 429 or error.status >= 500
