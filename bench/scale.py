@@ -62,6 +62,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
 from memory_app.index import config  # noqa: E402
+from memory_app.index.text_index import ensure_text_index, text_index_name  # noqa: E402
 from memory_app.index.vectors import OWN_INDEX_MIN_ROWS, create_index_sql, index_name  # noqa: E402
 from memory_app.models import IndexState  # noqa: E402
 from memory_app.search.candidates import forget_lexeme_stats  # noqa: E402
@@ -301,6 +302,30 @@ def build_index(assistant: Assistant, *, kind: str = "") -> tuple[float, float]:
         seconds = time.perf_counter() - started
         cursor.execute("RESET maintenance_work_mem")
     return seconds, relation_mb(name)
+
+
+def text_indexes(assistants: list[Assistant]) -> dict[str, Any]:
+    """Give each large enough assistant its own full-text index as the product does
+    (`memory_app.index.text_index`; a kept corpus built before it existed gets them here)."""
+    out: dict[str, Any] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+    for assistant in assistants:
+        name = text_index_name(assistant.pk)
+        existed = relation_exists(name)
+        started = time.perf_counter()
+        if ensure_text_index(assistant.pk):
+            seconds = None if existed else round(time.perf_counter() - started, 1)
+            out[assistant.slug] = {"seconds": seconds, "mb": relation_mb(name)}
+    with connection.cursor() as cursor:
+        cursor.execute("RESET maintenance_work_mem")
+    return out
+
+
+def relation_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return bool(cursor.fetchone()[0])
 
 
 def relation_mb(name: str) -> float:
@@ -592,6 +617,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("reusing the kept corpus (built before; its build figures are the recorded ones)", flush=True)
     report["build"] = recorded
     assistants = bench_assistants()
+    print("each assistant's own full-text index ...", flush=True)
+    report["text_indexes"] = text_indexes(assistants)
     rows = sizes(args.chunks)
     report["sizes"] = rows
     report["measured"] = {}
@@ -643,6 +670,12 @@ def table(report: dict[str, Any]) -> str:
         f"Build{' (recorded when the corpus was built)' if not report['built_now'] else ''}: load {b['load_seconds']} s, "
         f"per-assistant HNSW {b['index_seconds']} s ({len(b['indexes'])} indexes, {b['index_mb']} MB), "
         f"table {b['table_mb']} MB"
+    )
+    t = report.get("text_indexes") or {}
+    built = [i["seconds"] for i in t.values() if i["seconds"] is not None]
+    lines.append(
+        f"Per-assistant full-text (GIN) indexes: {len(t)}, {round(sum(i['mb'] for i in t.values()), 1)} MB"
+        + (f", built now in {round(sum(built), 1)} s" if built else " (kept from an earlier run)")
     )
     if "mix" in b:
         x = b["mix"]

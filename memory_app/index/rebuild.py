@@ -27,6 +27,7 @@ from memory_app.index.rows import (
     target_generations,
     text_only,
 )
+from memory_app.index.text_index import ensure_text_index
 from memory_app.index.vectors import ensure_vector_index
 from memory_app.models import (
     IndexState,
@@ -203,6 +204,7 @@ def _incremental(
     generations = target_generations(state, current)
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]), assistant.pk)
+    ensure_text_index(assistant.pk)
     handed_over = [s for s in current["sources"] if s in external_sources] if queue_external else []
     outcome = _run(
         assistant,

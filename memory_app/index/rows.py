@@ -25,6 +25,7 @@ from memory_app.index.entries import (
     prepare_chunks,
 )
 from memory_app.index.jobs import queue_reindex
+from memory_app.index.text_index import ensure_text_index
 from memory_app.index.vectors import ensure_vector_index
 from memory_app.models import (
     FTS_ONLY_MODEL,
@@ -249,6 +250,7 @@ def start_build(assistant: Assistant, current: dict[str, Any]) -> IndexState:
         state.save()
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]), assistant.pk)
+    ensure_text_index(assistant.pk)
     return state
 
 
@@ -313,6 +315,7 @@ def index_entry(assistant: Assistant, entry: SourceEntry, *, force: bool = False
         return outcome
     if current.get("dims"):
         ensure_vector_index(int(current["dims"]), assistant.pk)
+    ensure_text_index(assistant.pk)
     return index_entries(
         assistant, [entry], embedder=embedder, current=current, generations=generations, force=force
     )

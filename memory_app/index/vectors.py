@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from django.db import DatabaseError, connection, transaction
 
@@ -123,6 +124,19 @@ def _index_validity(cursor: object, name: str) -> bool | None:
 
 
 def _build(cursor: object, name: str, dims: int, assistant_id: int, *, rebuild: bool) -> bool:
+    return build_index(
+        cursor,
+        name,
+        lambda concurrently: create_index_sql(dims, assistant_id, concurrently=concurrently),
+        rebuild=rebuild,
+    )
+
+
+def build_index(cursor: object, name: str, create: Callable[[bool], str], *, rebuild: bool) -> bool:
+    """Build one index of one assistant (``create(concurrently)`` its SQL); False if it is not there.
+
+    Outside a transaction CONCURRENTLY; one builder at a time per index (an advisory lock).
+    """
     concurrently = not connection.in_atomic_block
     cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [name])  # type: ignore[attr-defined]
     if not cursor.fetchone()[0]:  # type: ignore[attr-defined]
@@ -134,11 +148,11 @@ def _build(cursor: object, name: str, dims: int, assistant_id: int, *, rebuild: 
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # type: ignore[attr-defined]
             if rebuild:
                 cursor.execute(f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {name}")  # type: ignore[attr-defined]
-            cursor.execute(create_index_sql(dims, assistant_id, concurrently=concurrently))  # type: ignore[attr-defined]
+            cursor.execute(create(concurrently))  # type: ignore[attr-defined]
             if not concurrently:
                 cursor.execute("SET CONSTRAINTS ALL DEFERRED")  # type: ignore[attr-defined]
     except DatabaseError:
-        # The search stays exact for this assistant; the next index run tries again.
+        # Searches go on without this index (exact, or the table's); the next index run tries again.
         logger.exception("building %s failed", name)
         return False
     finally:
@@ -147,15 +161,16 @@ def _build(cursor: object, name: str, dims: int, assistant_id: int, *, rebuild: 
 
 
 def drop_assistant_indexes(assistant_id: int) -> list[str]:
-    """Drop every HNSW index of one assistant (it was deleted); return their names.
+    """Drop every index of one assistant (it was deleted): its HNSW graphs and its full-text
+    index (`memory_app.index.text_index`); return their names.
 
     Only that assistant's graphs go: no other index is touched or rebuilt. Outside a
     transaction the drop is CONCURRENT, so searches and writes of other teams never wait.
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
-            [TABLE, f"{_INDEX_PREFIX}%\\_a{int(assistant_id)}"],
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND (indexname LIKE %s OR indexname = %s)",
+            [TABLE, f"{_INDEX_PREFIX}%\\_a{int(assistant_id)}", f"memchunk_tsv_a{int(assistant_id)}"],
         )
         names = [row[0] for row in cursor.fetchall()]
         for name in names:

@@ -9,9 +9,10 @@
    terms, as many as keep the selection near `TEXT_POOL_ROWS` chunks, never one common term
    alone (term shares come from Postgres' statistics, `lexeme_stats`), plus the chunks holding
    every common term together, and of those the best-covered `RANK_ROWS` (equal coverage: the
-   shorter chunk). Every term counts in the rank. A large assistant's pool is read by the GIN
-   index alone, its rows kept as they come, not ANDed with its own b-tree index, which reads an
-   entry per chunk of the assistant (`_by_match`).
+   shorter chunk). Every term counts in the rank. An assistant of `vectors.OWN_INDEX_MIN_ROWS`
+   chunks or more reads its pool through its own GIN index (`memory_app.index.text_index`): only its own
+   postings, never ANDed with its b-tree index, which reads an entry per chunk of the assistant
+   (`_own_index`).
 
 Each side only picks ids; every picked chunk is then measured on both sides (its cosine to the
 query, its keyword rank and the terms it holds), so a chunk found by one side is fused with its
@@ -36,6 +37,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from memory_app.index import vectors
+from memory_app.index.text_index import own_index_predicate
 from memory_app.index.vectors import assistant_literal, distance_sql, vector_type
 from memory_app.search.textsearch import TS_CONFIG, to_tsquery_text
 
@@ -57,23 +60,16 @@ RANK_ROWS = 24
 # (EXPLAIN at a million chunks: 7.6 ms for the postings of two names each in 3-5% of chunks),
 # about 5 ms.
 COMMON_SCAN_MAX_POSTINGS = 40_000
-# An assistant whose chunks are at least this many times the square root of (pool rows x
-# table rows) has its pool read by the full-text match alone (`_by_match`).
-BY_MATCH_FACTOR = 3.0
 
 # The chunks of the scope that hold `q.<column>`, at most a pool's rows. Postgres would AND the
-# GIN index with the assistant's b-tree index, whose cost grows with the assistant: fine for a
-# small assistant, the largest cost of a search for a large one (docs/design.md, "Search at a
-# million chunks"). `_POOL_BY_MATCH` reads the matches by the GIN index alone and drops other
-# assistants' rows as it goes (OFFSET 0 keeps the planner from pushing the filter down).
+# table's GIN index with the assistant's b-tree index, whose cost grows with the assistant: fine
+# for a small assistant, the largest cost of a search for a large one (docs/design.md, "Search
+# at a million chunks"). An assistant with its own GIN index (`_own_index`) is read through it:
+# the predicate written as the index's (`text_index.own_index_predicate`), which the b-tree
+# cannot serve.
 _POOL = (
-    "SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE c.assistant_id = %s "
-    "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.{} LIMIT %s"
-)
-_POOL_BY_MATCH = (
-    "SELECT s.id, s.tsv FROM (SELECT c.id, c.tsv, c.assistant_id, c.generation, c.source "
-    "FROM memory_app_memorychunk c, q WHERE c.tsv @@ q.{} OFFSET 0) s WHERE s.assistant_id = %s "
-    "AND s.generation = %s AND s.source = ANY(%s) LIMIT %s"
+    "SELECT c.id, c.tsv FROM memory_app_memorychunk c, q WHERE {who} "
+    "AND c.generation = %s AND c.source = ANY(%s) AND c.tsv @@ q.{column} LIMIT %s"
 )
 
 _FIELDS = (
@@ -126,8 +122,8 @@ class Terms:
     pool_rows: int
     # Chunks holding every common term are scored too (`_common_query`); "" for none.
     common: str = ""
-    # Read the pool by the full-text match alone, not with the assistant's index (`_by_match`).
-    by_match: bool = False
+    # Read the pool through the assistant's own GIN index (`_own_index`).
+    own_index: bool = False
 
     @property
     def full(self) -> str:
@@ -167,12 +163,12 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
         return None
     queries = [q for _, q in keep]
     stats = lexeme_stats()
-    by_match = False
+    own_index = False
     if stats is not None:
         shares = [_share(stats, lexemes) for lexemes in lexemes_of(queries)]
         selecting, pool_rows = _selecting_query(queries, shares, stats.rows), TEXT_POOL_ROWS
         common = _common_query(queries, shares, selecting, stats.rows)
-        by_match = _by_match(stats, scope.assistant_id)
+        own_index = _own_index(stats, scope.assistant_id)
     else:
         shares, rows = _small_index_shares(scope, queries)
         if rows > RANK_EVERY_MATCH_ROWS:
@@ -187,7 +183,7 @@ def terms_for(scope: Scope, words: Sequence[str]) -> Terms | None:
         selecting=selecting,
         pool_rows=pool_rows,
         common=common,
-        by_match=by_match,
+        own_index=own_index,
     )
 
 
@@ -308,18 +304,15 @@ def _common_query(queries: Sequence[str], shares: Sequence[float], selecting: st
     return "" if query == selecting else query
 
 
-def _by_match(stats: LexemeStats, assistant_id: int) -> bool:
-    """Tell whether the assistant's pool is read by the full-text match alone.
+def _own_index(stats: LexemeStats, assistant_id: int) -> bool:
+    """Tell whether the assistant's pool is read through its own GIN index (`text_index`).
 
-    ANDing with the assistant's b-tree index reads an entry per chunk of the assistant; the
-    match alone reads about `TEXT_POOL_ROWS` / share matches before the pool is full (the
-    selection keeps the matches of the whole table near `TEXT_POOL_ROWS`). The first grows with
-    the assistant, the second shrinks: the match alone wins once the assistant holds more than
-    a few times the square root of (pool rows x table rows) chunks, e.g. 50,000 of a million
-    (bench/scale.py). An assistant Postgres' statistics do not list is small.
+    It has one once it holds `vectors.OWN_INDEX_MIN_ROWS` chunks; an assistant Postgres' statistics do
+    not list is small. Until its index is built, the same query reads the table's GIN index and
+    drops other assistants' rows as it goes.
     """
     chunks = stats.assistant_shares.get(int(assistant_id), 0.0) * stats.rows
-    return chunks >= BY_MATCH_FACTOR * math.sqrt(TEXT_POOL_ROWS * stats.rows)
+    return chunks >= vectors.OWN_INDEX_MIN_ROWS
 
 
 def term_weight(share: float) -> float:
@@ -423,21 +416,25 @@ def fetch_candidates(
             f"q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS full_q, to_tsquery('{TS_CONFIG}', %s) AS select_q"
             f"{common_q}{each})"
         )
-        pool = _POOL_BY_MATCH if terms.by_match else _POOL
-        common = f" UNION (({pool.format('common_q')}))" if terms.common else ""
-        ctes.append(f"pool AS (({pool.format('select_q')}){common})")
+        who = (
+            own_index_predicate(scope.assistant_id, "c")
+            if terms.own_index
+            else f"c.assistant_id = {assistant_literal(scope.assistant_id)}"
+        )
+        common = f" UNION (({_POOL.format(who=who, column='common_q')}))" if terms.common else ""
+        ctes.append(f"pool AS (({_POOL.format(who=who, column='select_q')}){common})")
         # Equal coverage: the shorter chunk first (fewer lexemes, a denser match, as BM25's
         # length normalisation has it); length() reads the tsvector's header only.
         ctes.append(
             f"best AS (SELECT p.id FROM pool p, q ORDER BY {cover} DESC, length(p.tsv), p.id LIMIT %s)"
         )
-        common_params = [*_scope_params(scope), terms.pool_rows] if terms.common else []
+        common_params = [*_scope_params(scope)[1:], terms.pool_rows] if terms.common else []
         params += [
             terms.full,
             terms.selecting,
             *([terms.common] if terms.common else []),
             *terms.queries,
-            *_scope_params(scope),
+            *_scope_params(scope)[1:],
             terms.pool_rows,
             *common_params,
             *terms.weights,

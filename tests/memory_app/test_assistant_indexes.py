@@ -226,3 +226,37 @@ def test_queued_fill_jobs_make_the_index_state_indexing_until_they_ran(
         pass
     body = api.get(index).json()
     assert (body["state"], body["chunks_without_vector"]) == ("current", 0)
+
+
+def test_a_large_assistant_gets_its_own_text_index_and_finds_the_same(
+    world, fake_embeddings, django_capture_on_commit_callbacks, own_index_from_one_row, monkeypatch
+) -> None:
+    from memory_app.index import text_index
+    from memory_app.search import candidates
+
+    for assistant, prefix in ((world.assistant, "acme"), (world.other_assistant, "globex")):
+        write_notes(assistant, django_capture_on_commit_callbacks, prefix)
+    assert index_oid(text_index.text_index_name(world.assistant.pk)) is not None  # built by the index run
+    query = "who waters the office plants on Fridays"
+    listed = {world.assistant.pk: 0.5, world.other_assistant.pk: 0.5}
+
+    def text_paths(held: dict[int, float]) -> list[str]:
+        stats = candidates.LexemeStats(rows=1e6, shares={"the": 0.5}, assistant_shares=held)
+        monkeypatch.setattr(candidates, "lexeme_stats", lambda: stats)
+        terms = candidates.terms_for(
+            candidates.Scope(world.assistant.pk, 1, ("memory",)), ["plants", "fridays"]
+        )
+        assert terms is not None and terms.own_index == bool(held)
+        return paths(world.assistant, query, mode="text")
+
+    # Through its own index or the table's, the same chunks, and never the other team's.
+    through_own = text_paths(listed)
+    assert through_own == text_paths({})
+    assert through_own[0] == "memory/acme-3.md"
+    assert all(p.startswith("memory/acme-") for p in through_own)
+
+    gone = world.other_assistant.pk
+    with django_capture_on_commit_callbacks(execute=True):
+        assistant_delete(assistant=world.other_assistant)
+    assert index_oid(text_index.text_index_name(gone)) is None
+    assert index_oid(text_index.text_index_name(world.assistant.pk)) is not None

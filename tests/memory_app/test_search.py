@@ -441,7 +441,7 @@ def test_terms_too_common_alone_select_together(world, fake_embeddings, monkeypa
     assert [r.path for r in response.results] == ["memory/ab.md"]
 
 
-def test_a_large_assistants_pool_read_by_match_alone_keeps_its_results_and_its_team(
+def test_a_large_assistants_pool_read_through_its_own_index_keeps_its_results_and_team(
     world, fake_embeddings, monkeypatch
 ) -> None:
     from memory_app.search import candidates
@@ -460,7 +460,7 @@ def test_a_large_assistants_pool_read_by_match_alone_keeps_its_results_and_its_t
         terms = candidates.terms_for(
             candidates.Scope(world.assistant.pk, 1, ("memory",)), ["quokka", "migration"]
         )
-        assert terms is not None and terms.by_match == bool(held)
+        assert terms is not None and terms.own_index == bool(held)
         response = hybrid_search(assistant=world.assistant, query="quokka migration", mode="text")
         return [(r.path, r.score) for r in response.results]
 
