@@ -30,11 +30,7 @@ from pydantic import Field
 from memory_app.api.search_views import SearchInput, search_payload
 from memory_app.api.trust_views import FileProposalInput, file_proposal_payload
 from memory_app.api.views import MemoryWritten, memory_write_payload
-from memory_app.documents import (
-    Provenance,
-    StaleWrite,
-    WorkspaceNotWritable,
-)
+from memory_app.documents import Provenance
 from memory_app.models import Author, MemoryDocument
 from memory_app.tools import memory_get_payload
 from openclaw_site.api.base import validated
@@ -134,26 +130,6 @@ def run_sync(fn: Callable[[], T]) -> T:
         close_old_connections()
 
 
-def _as_domain_error(error: Exception) -> DomainError:
-    """The memory writes' own exceptions in the vocabulary; any other refusal is one already."""
-    if isinstance(error, StaleWrite):
-        return DomainError(
-            "stale_write",
-            f"{error.path} changed since you read it: read it again (memory_get) and retry with its revision.",
-            status=409,
-            details={"path": error.path, "current_revision": error.current_revision},
-        )
-    if isinstance(error, WorkspaceNotWritable):
-        return DomainError(
-            "workspace_read_only",
-            f"{error} Agents may not write its memory.",
-            status=403,
-            details={"workspace_access": error.access},
-        )
-    assert isinstance(error, DomainError)
-    return error
-
-
 async def call_tool(
     ctx: Context,
     *,
@@ -177,8 +153,8 @@ async def call_tool(
 
     try:
         return tool_result(await sync_to_async(run_sync, thread_sensitive=False)(work))
-    except (DomainError, StaleWrite, WorkspaceNotWritable) as error:  # refusals are tool errors
-        return tool_error(_as_domain_error(error))
+    except DomainError as error:  # refusals are tool errors
+        return tool_error(error)
     except DATABASE_OUTAGE_ERRORS as error:  # the call's transaction was rolled back
         failure = database_error(error)
         logger.warning("MCP tool call ended by the database (%s): %s", failure.code, error)

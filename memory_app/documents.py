@@ -35,29 +35,93 @@ from memory_app.models import (
 from memory_app.paths import mirror_ancestors, mirror_clash, validate_memory_path
 from memory_app.selectors import current_revision_id
 from memory_app.signals import memory_document_changed, notifications_are_held
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Assistant, WorkspaceAccess
 from openclaw_site.teams.services import check_writable
 
 
-class StaleWrite(Exception):
-    """The document changed since the caller read it (``expected_hash`` or the base revision did not match)."""
+class StaleWrite(DomainError):
+    """409 `stale_write`: the document changed since the caller read it (``expected_hash`` did not match).
 
-    def __init__(self, path: str, *, current_revision: int | None = None) -> None:
-        super().__init__(path)
+    Also a create that found the path taken by a concurrent request while it ran. ``details``
+    carry the hash the caller sent and the current hash and revision (docs/design.md, REST API).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        current_revision: int | None = None,
+        expected_hash: str | None = None,
+        current_hash: str | None = None,
+    ) -> None:
+        super().__init__(
+            "stale_write",
+            f"{path} changed since you read it; read it again and retry.",
+            status=409,
+            details={
+                "path": path,
+                "expected_hash": expected_hash,
+                "current_hash": current_hash,
+                "current_revision": current_revision,
+            },
+        )
         self.path = path
         self.current_revision = current_revision
 
 
-class WorkspaceNotWritable(Exception):
-    """An agent write to an assistant whose workspace access is not ``rw`` (read only or none)."""
+class StaleRevision(StaleWrite):
+    """409 `stale_write` of an agent's replace: the document's newest revision is not the one it read."""
+
+    def __init__(self, path: str, *, current_revision: int | None) -> None:
+        DomainError.__init__(
+            self,
+            "stale_write",
+            f"{path} changed since you read it: read it again (memory_get) and retry with its revision.",
+            status=409,
+            details={"path": path, "current_revision": current_revision},
+        )
+        self.path = path
+        self.current_revision = current_revision
+
+
+class DocumentExists(DomainError):
+    """409 `document_exists`: a create-only write (`create_document`) found the path taken."""
+
+    def __init__(self, path: str, *, current_revision: int | None) -> None:
+        super().__init__(
+            "document_exists",
+            f"{path} already exists (revision {current_revision}); use PUT to replace it.",
+            status=409,
+            details={"field": "path", "path": path, "current_revision": current_revision},
+        )
+        self.path = path
+        self.current_revision = current_revision
+
+
+class WorkspaceNotWritable(DomainError):
+    """403 `workspace_read_only`: an agent write to an assistant whose workspace is not ``rw``."""
 
     def __init__(self, assistant: Assistant) -> None:
         access = assistant.get_workspace_access_display().lower()
         super().__init__(
-            f"The workspace of assistant {assistant.slug!r} is {access} ({assistant.workspace_access})."
+            "workspace_read_only",
+            f"The workspace of assistant {assistant.slug!r} is {access} ({assistant.workspace_access}). "
+            "Agents may not write its memory.",
+            status=403,
+            details={"workspace_access": assistant.workspace_access},
         )
         self.access = assistant.workspace_access
+
+
+class PathTaken(DomainError):
+    """409 `path_taken`: another document of the assistant already has the path a rename asked for."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            "path_taken", f"{path} already exists.", status=409, details={"field": "path", "path": path}
+        )
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -115,7 +179,7 @@ def check_mirror_room(assistant: Assistant, path: str, *, moving_from: str | Non
     others = MemoryDocument.objects.filter(near, assistant=assistant).exclude(path=moving_from or path)
     reason = mirror_clash(path, list(others.values_list("path", flat=True)[:20]))
     if reason is not None:
-        raise ApiError(
+        raise DomainError(
             "invalid_path",
             f"Invalid memory path: {reason}.",
             details={"field": "path", "path": path, "reason": reason},
@@ -126,11 +190,11 @@ def check_document_size(path: str, content: str) -> None:
     """Refuse a document the write would grow past OPENCLAW_MAX_MEMORY_DOCUMENT_BYTES (413)."""
     size, limit = len(content.encode()), settings.MAX_MEMORY_DOCUMENT_BYTES
     if size > limit:
-        raise ApiError(
+        raise DomainError(
             "payload_too_large",
             f"{path} would be {size} bytes; the limit is {limit}. Nothing was written: start a new "
             "document or shorten this one.",
-            status_code=413,
+            status=413,
             details={"field": "content", "path": path, "size": size, "limit": limit},
         )
 
@@ -194,20 +258,22 @@ def write_document(
 
     ``expected_hash`` is the content hash the caller read (``""``: the document must not exist
     yet); any other document, including one created by a concurrent request while this one ran,
-    is `StaleWrite` carrying its current revision, never replaced (docs/design.md, REST API).
+    is `StaleWrite` carrying its current hash and revision, never replaced (docs/design.md, REST API).
     """
     path = validate_memory_path(path)
     document = (
         MemoryDocument.objects.select_for_update(no_key=True).filter(assistant=assistant, path=path).first()
     )
     if expected_hash is not None and (document.content_hash if document else "") != expected_hash:
-        raise StaleWrite(path, current_revision=current_revision_id(document=document) if document else None)
+        raise _stale(path, document, expected_hash)
     content = _without_forgotten(assistant, content, provenance)
     if document is not None and document.content == content:
         return document, None
     action = RevisionAction.UPDATE if document else RevisionAction.CREATE
     if document is None:
-        document = _insert_document(assistant=assistant, path=path, content=content)
+        document = _insert_document(
+            assistant=assistant, path=path, content=content, expected_hash=expected_hash
+        )
     else:
         document.content = content
         document.content_hash = content_hash(content)
@@ -228,7 +294,32 @@ def _without_forgotten(assistant: Assistant, content: str, provenance: Provenanc
     return "\n".join(line for index, line in enumerate(lines) if index not in blocked) if blocked else content
 
 
-def _insert_document(*, assistant: Assistant, path: str, content: str) -> MemoryDocument:
+def _stale(path: str, document: MemoryDocument | None, expected_hash: str | None) -> StaleWrite:
+    """The `StaleWrite` of a write that expected ``expected_hash`` and found ``document``."""
+    return StaleWrite(
+        path,
+        current_revision=current_revision_id(document=document) if document else None,
+        expected_hash=expected_hash,
+        current_hash=document.content_hash if document else None,
+    )
+
+
+def create_document(
+    *, assistant: Assistant, path: str, content: str, provenance: Provenance
+) -> tuple[MemoryDocument, MemoryRevision | None]:
+    """Create a document that must not exist yet: `DocumentExists` when it does, or when a
+    concurrent request created it first (docs/design.md, REST API)."""
+    try:
+        return write_document(
+            assistant=assistant, path=path, content=content, provenance=provenance, expected_hash=""
+        )
+    except StaleWrite as error:
+        raise DocumentExists(error.path, current_revision=error.current_revision) from None
+
+
+def _insert_document(
+    *, assistant: Assistant, path: str, content: str, expected_hash: str | None
+) -> MemoryDocument:
     """Insert a new document, or raise `StaleWrite` when a concurrent request created the path first.
 
     The row lock of the read before finds no row to lock while the path is new, so two creators
@@ -245,9 +336,7 @@ def _insert_document(*, assistant: Assistant, path: str, content: str) -> Memory
             document.save(force_insert=True)
     except IntegrityError:
         winner = MemoryDocument.objects.filter(assistant=assistant, path=path).first()
-        raise StaleWrite(
-            path, current_revision=current_revision_id(document=winner) if winner else None
-        ) from None
+        raise _stale(path, winner, expected_hash) from None
     return document
 
 
@@ -385,7 +474,7 @@ def agent_replace_document(
     """An agent's replace of a whole document against the revision it read (None: it must not exist yet).
 
     Refused when the workspace is not ``rw`` (`WorkspaceNotWritable`) or when the document's newest
-    revision is not ``base_revision`` (`StaleWrite`, carrying the current one).
+    revision is not ``base_revision`` (`StaleRevision`, carrying the current one).
     """
     _check_agent_writable(assistant)
     path = validate_memory_path(path)
@@ -394,12 +483,15 @@ def agent_replace_document(
     )
     current = current_revision_id(document=document) if document is not None else None
     if current != base_revision:
-        raise StaleWrite(path, current_revision=current)
+        raise StaleRevision(path, current_revision=current)
     # No base revision: create only, even against a create that commits between the two reads.
     expected = document.content_hash if document is not None else ""
-    return write_document(
-        assistant=assistant, path=path, content=content, provenance=provenance, expected_hash=expected
-    )
+    try:
+        return write_document(
+            assistant=assistant, path=path, content=content, provenance=provenance, expected_hash=expected
+        )
+    except StaleWrite as error:
+        raise StaleRevision(path, current_revision=error.current_revision) from None
 
 
 @transaction.atomic
@@ -420,10 +512,6 @@ def delete_document(*, document: MemoryDocument, provenance: Provenance) -> Memo
     document.delete()
     _notify(assistant, path, None)
     return revision
-
-
-class PathTaken(Exception):
-    """Another document of the assistant already has the path a rename asked for."""
 
 
 @transaction.atomic
@@ -499,15 +587,18 @@ def read_lines(content: str, *, start: int | None, count: int | None) -> tuple[s
 __all__ = [
     "AppendOutcome",
     "Author",
+    "DocumentExists",
     "Duplicate",
     "PathTaken",
     "Provenance",
+    "StaleRevision",
     "StaleWrite",
     "WorkspaceNotWritable",
     "agent_append_daily_note",
     "agent_replace_document",
     "append_to_document",
     "appended_text",
+    "create_document",
     "daily_note_path",
     "delete_document",
     "read_lines",

@@ -44,11 +44,14 @@ def test_a_line_range_reads_like_memory_get(api, world):
 
 
 def test_creating_an_existing_path_is_a_409(api, world):
-    factories.make_document(world.assistant, "MEMORY.md", "original")
+    document = factories.make_document(world.assistant, "MEMORY.md", "original")
+    current = MemoryRevision.objects.get(document=document).pk
     before = snapshot()
-    assert_error(
+    error = assert_error(
         api.post(BASE, {"path": "MEMORY.md", "content": "other"}, format="json"), 409, "document_exists"
     )
+    assert error["message"] == f"MEMORY.md already exists (revision {current}); use PUT to replace it."
+    assert error["details"] == {"field": "path", "path": "MEMORY.md", "current_revision": current}
     assert snapshot() == before
 
 
@@ -75,7 +78,13 @@ def test_put_with_a_stale_hash_is_a_409_and_writes_nothing(api, world):
         409,
         "stale_write",
     )
-    assert error["details"]["current_hash"] == content_hash("v2")
+    assert error["message"] == "MEMORY.md changed since you read it; read it again and retry."
+    assert error["details"] == {
+        "path": "MEMORY.md",
+        "expected_hash": read_hash,
+        "current_hash": content_hash("v2"),
+        "current_revision": MemoryRevision.objects.filter(path="MEMORY.md").latest("pk").pk,
+    }
     assert snapshot() == before
     assert MemoryDocument.objects.get(path="MEMORY.md").content == "v2"
     # An empty expected_hash means "must not exist yet".

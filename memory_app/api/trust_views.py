@@ -17,14 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.views import MemoryApiView
-from memory_app.documents import StaleWrite
-from memory_app.governance.consolidation import (
-    ProposalDecided,
-    ProposalStale,
-    approve_proposal,
-    proposal_dict,
-    reject_proposal,
-)
+from memory_app.governance.consolidation import approve_proposal, proposal_dict, reject_proposal
 from memory_app.governance.forget import SOURCE_FIELDS, forget_source, source_is_known
 from memory_app.governance.model_consolidation import Invalid, file_proposal
 from memory_app.models import MemoryImport, Proposal
@@ -219,24 +212,6 @@ class ProposalListApi(MemoryApiView):
         return Response({"proposals": [proposal_dict(p) for p in proposals]})
 
 
-def _decide_errors(error: Exception, proposal: Proposal) -> ApiError:
-    if isinstance(error, ProposalStale):
-        return ApiError(
-            "proposal_stale",
-            f"{error}; run consolidate again for a fresh proposal.",
-            status_code=409,
-            details={"path": error.path, "line": error.line},
-        )
-    if isinstance(error, StaleWrite):
-        return ApiError("proposal_stale", f"{error.path} changed while approving.", status_code=409)
-    return ApiError(
-        "proposal_decided",
-        f"Proposal {proposal.pk} is already {error}.",
-        status_code=409,
-        details={"state": str(error)},
-    )
-
-
 class ProposalApproveApi(MemoryApiView):
     """``POST /proposals/{id}/approve/``: apply it (optionally edited), one revision per document."""
 
@@ -251,12 +226,8 @@ class ProposalApproveApi(MemoryApiView):
     def post(self, request: Request, pk: int) -> Response:
         proposal = proposal_get(team=self.team, pk=pk)
         data = validated(ApproveInput, self.json_object())  # an empty body is {}
-        try:
-            revisions = approve_proposal(
-                proposal, provenance=self.provenance(), new_text=data.get("new_text")
-            )
-        except (ProposalStale, ProposalDecided, StaleWrite) as error:
-            raise _decide_errors(error, proposal) from None
+        # ProposalStale / ProposalDecided are domain errors: the exception handler renders them.
+        revisions = approve_proposal(proposal, provenance=self.provenance(), new_text=data.get("new_text"))
         proposal.refresh_from_db()
         return Response(
             {
@@ -272,8 +243,5 @@ class ProposalRejectApi(MemoryApiView):
     @extend_schema(operation_id="memory_proposal_reject", request=None, responses=ProposalOutput)
     def post(self, request: Request, pk: int) -> Response:
         proposal = proposal_get(team=self.team, pk=pk)
-        try:
-            proposal = reject_proposal(proposal, provenance=self.provenance())
-        except ProposalDecided as error:
-            raise _decide_errors(error, proposal) from None
+        proposal = reject_proposal(proposal, provenance=self.provenance())
         return Response(proposal_dict(proposal))

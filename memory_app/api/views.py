@@ -37,9 +37,9 @@ from memory_app.documents import (
     Duplicate,
     DuplicateLine,
     Provenance,
-    StaleWrite,
     agent_append_daily_note,
     agent_replace_document,
+    create_document,
     delete_document,
     read_lines,
     write_document,
@@ -234,27 +234,12 @@ class MemoryListCreateApi(MemoryApiView):
         data = validated(DocumentCreateInput, self.json_object())
         path = checked_path(data["path"])
         check_size(data["content"])
-        try:  # create only: an existing path, or one a concurrent create took first, is a 409
-            document, revision = write_document(
-                assistant=assistant,
-                path=path,
-                content=data["content"],
-                provenance=self.provenance(),
-                expected_hash="",
-            )
-        except StaleWrite as error:
-            raise _document_exists(path, current_revision=error.current_revision) from None
+        # Create only: an existing path, or one a concurrent create took first, is DocumentExists.
+        document, revision = create_document(
+            assistant=assistant, path=path, content=data["content"], provenance=self.provenance()
+        )
         output = DocumentWriteOutput(document, context={"revision": revision})
         return Response(output.data, status=status.HTTP_201_CREATED)
-
-
-def _document_exists(path: str, *, current_revision: int | None) -> ApiError:
-    return ApiError(
-        "document_exists",
-        f"{path} already exists (revision {current_revision}); use PUT to replace it.",
-        status_code=409,
-        details={"field": "path", "path": path, "current_revision": current_revision},
-    )
 
 
 class MemoryDocumentApi(MemoryApiView):
@@ -310,31 +295,13 @@ class MemoryDocumentApi(MemoryApiView):
         path = checked_path(path)
         data = validated(DocumentPutInput, self.json_object())
         check_size(data["content"])
-        try:
-            document, revision = write_document(
-                assistant=assistant,
-                path=path,
-                content=data["content"],
-                provenance=self.provenance(),
-                expected_hash=data.get("expected_hash"),
-            )
-        except StaleWrite as error:
-            current = (
-                MemoryDocument.objects.filter(assistant=assistant, path=path)
-                .values_list("content_hash", flat=True)
-                .first()
-            )
-            raise ApiError(
-                "stale_write",
-                f"{path} changed since you read it; read it again and retry.",
-                status_code=409,
-                details={
-                    "path": path,
-                    "expected_hash": data.get("expected_hash"),
-                    "current_hash": current,
-                    "current_revision": error.current_revision,
-                },
-            ) from None
+        document, revision = write_document(  # a changed document is StaleWrite (409)
+            assistant=assistant,
+            path=path,
+            content=data["content"],
+            provenance=self.provenance(),
+            expected_hash=data.get("expected_hash"),
+        )
         created = revision is not None and revision.action == RevisionAction.CREATE
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(DocumentWriteOutput(document, context={"revision": revision}).data, status=code)

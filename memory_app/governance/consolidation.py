@@ -21,7 +21,7 @@ import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app.documents import Provenance, appended_text, write_document
+from memory_app.documents import Provenance, StaleWrite, appended_text, write_document
 from memory_app.governance.lines import is_entry, normalise_line, similarity, split_lines
 from memory_app.governance.provenance import latest_revision, revision_origins
 from memory_app.index.embedding import embed_with_cache
@@ -36,6 +36,7 @@ from memory_app.models import (
 )
 from memory_app.paths import ROOT_FILES
 from memory_app.search.calibration import scale_for
+from openclaw_site.errors import DomainError
 from openclaw_site.models import Assistant, UsagePurpose
 from openclaw_site.usage.ledger import record_usage
 from providers.chat import Usage
@@ -52,17 +53,45 @@ MAX_ENTRIES = 5000
 TRUST_RANK: dict[str, int] = {Trust.OWNER: 0, Trust.AGENT: 1, Trust.UNTRUSTED: 2}
 
 
-class ProposalDecided(Exception):
-    """The proposal is not open any more."""
+class ProposalDecided(DomainError):
+    """409 `proposal_decided`: the proposal is not open any more (``state`` says what it is)."""
+
+    def __init__(self, proposal: Proposal) -> None:
+        super().__init__(
+            "proposal_decided",
+            f"Proposal {proposal.pk} is already {proposal.state}.",
+            status=409,
+            details={"state": str(proposal.state)},
+        )
+        self.state = str(proposal.state)
 
 
-class ProposalStale(Exception):
-    """A line the proposal rests on changed since it was proposed."""
+class ProposalStale(DomainError):
+    """409 `proposal_stale`: a line the proposal rests on changed since it was proposed.
+
+    ``reason`` says which line, without the advice the ``message`` adds.
+    """
 
     def __init__(self, path: str, line: int) -> None:
-        super().__init__(f"{path} line {line} changed since the proposal was made")
+        self.reason = f"{path} line {line} changed since the proposal was made"
+        super().__init__(
+            "proposal_stale",
+            f"{self.reason}; run consolidate again for a fresh proposal.",
+            status=409,
+            details={"path": path, "line": line},
+        )
         self.path = path
-        self.line = line
+        self.line: int | None = line
+
+
+class ProposalChanged(ProposalStale):
+    """409 `proposal_stale`: a document the approval writes changed while it was being approved."""
+
+    def __init__(self, path: str) -> None:
+        DomainError.__init__(self, "proposal_stale", f"{path} changed while approving.", status=409)
+        self.reason = f"{path} changed while approving"
+        self.path = path
+        self.line = None
 
 
 @dataclass(frozen=True)
@@ -347,7 +376,7 @@ def run_consolidation(assistant: Assistant) -> dict[str, Any]:
 def _open_for_update(proposal: Proposal) -> Proposal:
     locked = Proposal.objects.select_for_update().get(pk=proposal.pk)
     if locked.state != Proposal.State.OPEN:
-        raise ProposalDecided(locked.state)
+        raise ProposalDecided(locked)
     return locked
 
 
@@ -364,7 +393,8 @@ def approve_proposal(
     """Apply an open proposal (``new_text``: the reviewer's edit): one revision per document.
 
     Each revision is attributed to the reviewer and links the proposal (origin ``proposal``).
-    `ProposalStale` when a source line changed since; nothing is written then.
+    `ProposalStale` when a source line changed since (`ProposalChanged` when a document changed
+    while approving), `ProposalDecided` when it is not open; nothing is written then.
     """
     proposal = _open_for_update(proposal)
     text = proposal.new_text if new_text is None else new_text
@@ -383,13 +413,16 @@ def approve_proposal(
     )
     revisions = []
     for path in sorted(after):
-        _, revision = write_document(
-            assistant=proposal.assistant,
-            path=path,
-            content=after[path],
-            provenance=by,
-            expected_hash=documents[path].content_hash if path in documents else "",
-        )
+        try:
+            _, revision = write_document(
+                assistant=proposal.assistant,
+                path=path,
+                content=after[path],
+                provenance=by,
+                expected_hash=documents[path].content_hash if path in documents else "",
+            )
+        except StaleWrite:  # a concurrent write took the path or changed it since the locked read
+            raise ProposalChanged(path) from None
         if revision is not None:
             revisions.append(revision)
     proposal.state, proposal.new_text = Proposal.State.APPROVED, text

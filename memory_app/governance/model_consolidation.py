@@ -249,7 +249,7 @@ def validate(assistant: Assistant, raw: Any, by_line: dict[tuple[str, int], Entr
             before, kind=raw["kind"], sources=sources, new_text=raw["new_text"], target_path=target
         )
     except ProposalStale as error:
-        raise Invalid(f"the change does not apply: {error}") from None
+        raise Invalid(f"the change does not apply: {error.reason}") from None
     folded = len(cited) - 1 if raw["kind"] in (Proposal.Kind.MERGE, Proposal.Kind.SUPERSEDE) else 0
     _check_loss(before, after, consolidated=folded)
     key = fingerprint(raw["kind"], [entry.text for entry in cited] + [raw["new_text"]])

@@ -14,8 +14,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from memory_app.documents import Provenance, StaleWrite
+from memory_app.documents import Provenance
 from memory_app.governance.consolidation import (
+    ProposalChanged,
     ProposalDecided,
     ProposalStale,
     approve_proposal,
@@ -134,10 +135,10 @@ def _decide(request: WebRequest, allowed: QuerySet[Proposal]) -> None:
                 messages.error(request, "Choose approve or reject.")
                 break
             done += 1
-        except ProposalStale as error:
-            messages.error(request, f"Proposal {proposal.pk}: {error}; run consolidation again.")
-        except (ProposalDecided, StaleWrite):
+        except (ProposalDecided, ProposalChanged):
             messages.error(request, f"Proposal {proposal.pk} was decided or changed meanwhile.")
+        except ProposalStale as error:
+            messages.error(request, f"Proposal {proposal.pk}: {error.reason}; run consolidation again.")
     if done:
         verb = "Approved" if action == "approve" else "Rejected"
         messages.success(request, f"{verb} {done} proposal{'s' if done != 1 else ''}.")

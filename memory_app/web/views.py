@@ -375,8 +375,8 @@ def memory_rename(request: WebRequest, slug: str, path: str) -> HttpResponse:
         document = rename_document(document=document, new_path=new_path, provenance=_provenance(request))
     except InvalidPath as error:
         messages.error(request, f"Not renamed: {new_path or 'an empty path'} is not a memory path ({error}).")
-    except PathTaken:
-        messages.error(request, f"Not renamed: {new_path} already exists.")
+    except PathTaken as error:
+        messages.error(request, f"Not renamed: {error.message}")
     else:
         messages.success(request, f"Renamed {path} to {document.path}; its revisions moved with it.")
     return _redirect(request, document_url(assistant, document.path))

@@ -192,7 +192,10 @@ def test_memory_write_replaces_against_the_revision_it_read(asgi_live_server, wo
     assert replaced["changed"] and replaced["revision"] != base
     assert MemoryRevision.objects.get(pk=replaced["revision"]).author == "agent"
     assert stale["code"] == "stale_write"
-    assert stale["details"]["current_revision"] == replaced["revision"]
+    assert stale["message"] == (
+        "MEMORY.md changed since you read it: read it again (memory_get) and retry with its revision."
+    )
+    assert stale["details"] == {"path": "MEMORY.md", "current_revision": replaced["revision"]}
     assert MemoryDocument.objects.get(assistant=world.assistant, path="MEMORY.md").content.endswith("April.")
 
 
@@ -207,6 +210,9 @@ def test_memory_write_is_refused_when_the_workspace_is_not_rw(asgi_live_server, 
     )
 
     assert error["code"] == "workspace_read_only"
+    assert error["message"] == (
+        "The workspace of assistant 'helper' is read only (ro). Agents may not write its memory."
+    )
     assert error["details"] == {"workspace_access": "ro"}
     assert not MemoryDocument.objects.filter(assistant=world.assistant).exists()
 

@@ -152,8 +152,28 @@ def test_a_proposal_whose_lines_changed_is_stale_and_writes_nothing(api, week):
     proposal = Proposal.objects.get(new_text__contains="sync")
     write(week, "memory/2026-02-16.md", "- something else entirely")
     before = snapshot()
-    assert_error(api.post(f"{API}/proposals/{proposal.pk}/approve/", format="json"), 409, "proposal_stale")
+    error = assert_error(
+        api.post(f"{API}/proposals/{proposal.pk}/approve/", format="json"), 409, "proposal_stale"
+    )
+    source = next(s for s in proposal.sources if s["path"] == "memory/2026-02-16.md")
+    assert error["message"] == (
+        f"memory/2026-02-16.md line {source['line']} changed since the proposal was made; "
+        "run consolidate again for a fresh proposal."
+    )
+    assert error["details"] == {"path": "memory/2026-02-16.md", "line": source["line"]}
     assert snapshot() == before and Proposal.objects.get(pk=proposal.pk).state == "open"
+
+
+def test_deciding_a_decided_proposal_is_a_409(api, week):
+    run_consolidation(week.assistant)
+    proposal = Proposal.objects.get(new_text__contains="sync")
+    assert api.post(f"{API}/proposals/{proposal.pk}/reject/", format="json").status_code == 200
+    for action in ("approve", "reject"):
+        error = assert_error(
+            api.post(f"{API}/proposals/{proposal.pk}/{action}/", format="json"), 409, "proposal_decided"
+        )
+        assert error["message"] == f"Proposal {proposal.pk} is already rejected."
+        assert error["details"] == {"state": "rejected"}
 
 
 def test_consolidate_returns_the_task(api, week, django_capture_on_commit_callbacks):

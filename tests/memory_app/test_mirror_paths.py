@@ -15,7 +15,7 @@ import pytest
 from memory_app.documents import Provenance, append_to_document
 from memory_app.models import Author, MemoryDocument, MemoryRevision
 from memory_app.paths import MAX_SEGMENT_BYTES, InvalidPath, mirror_clash, validate_memory_path
-from openclaw_site.errors import ApiError
+from openclaw_site.errors import DomainError
 from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import TaskRecord
 from sessions_app.workspace import exports
@@ -119,11 +119,11 @@ def test_append_of_the_model_or_a_flush_keeps_the_limit_too(world, settings):
     append_to_document(
         assistant=world.assistant, path="memory/n.md", addition="x" * 90, provenance=provenance
     )
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         append_to_document(
             assistant=world.assistant, path="memory/n.md", addition="y" * 20, provenance=provenance
         )
-    assert refused.value.code == "payload_too_large"
+    assert (refused.value.code, refused.value.status) == ("payload_too_large", 413)
     assert MemoryDocument.objects.get().content == "x" * 90
 
 

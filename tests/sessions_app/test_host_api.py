@@ -204,6 +204,36 @@ def test_memory_write_needs_the_write_scope(scoped_api):
     assert snapshot() == before
 
 
+def test_a_refused_memory_write_answers_like_the_mcp_tool(api, world):
+    tools = f"{API}/assistants/helper/tools"
+    document = factories.make_document(world.assistant, "MEMORY.md", "# Memory")
+    current = document.revisions.get().pk
+    before = snapshot()
+    stale = {"mode": "replace", "path": "MEMORY.md", "content": "# blind", "base_revision": None}
+
+    error = assert_error(
+        api.post(f"{tools}/memory_write/", {"arguments": stale}, format="json"), 409, "stale_write"
+    )
+
+    assert error["message"] == (
+        "MEMORY.md changed since you read it: read it again (memory_get) and retry with its revision."
+    )
+    assert error["details"] == {"path": "MEMORY.md", "current_revision": current}
+    assert snapshot() == before
+    world.assistant.workspace_access = "ro"
+    world.assistant.save()
+    before = snapshot()
+    note = {"mode": "append", "content": "- x"}
+    error = assert_error(
+        api.post(f"{tools}/memory_write/", {"arguments": note}, format="json"), 403, "workspace_read_only"
+    )
+    assert error["message"] == (
+        "The workspace of assistant 'helper' is read only (ro). Agents may not write its memory."
+    )
+    assert error["details"] == {"workspace_access": "ro"}
+    assert snapshot() == before
+
+
 def test_an_openclaw_session_shows_on_the_dashboard_like_any_other(api, world):
     from tests.views_support import signed_in
 
