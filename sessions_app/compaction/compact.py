@@ -93,25 +93,6 @@ class EntryRef(TypedDict):
     role: str | None
 
 
-class PreviewDict(TypedDict):
-    """`CompactionPreview` as the API shows it."""
-
-    dry_run: bool
-    trigger: str
-    first_kept_entry_id: str
-    summarized: list[EntryRef]
-    turn_prefix: list[EntryRef]
-    is_split_turn: bool
-    has_previous_summary: bool
-    tokens_before: int
-    tokens_kept: int
-    tokens_after_estimate: int
-    flush_would_run: bool
-    flush_skip_reason: str | None
-    offline: bool
-    notes: list[str]
-
-
 class CompactionDetails(TypedDict, total=False):
     """A compaction entry's `details` (OpenClaw's, and how the summary was made)."""
 
@@ -146,24 +127,6 @@ class CompactionPreview:
     flush_skip_reason: str | None
     offline: bool
     notes: tuple[str, ...] = field(default=())
-
-    def as_dict(self) -> PreviewDict:
-        return {
-            "dry_run": True,
-            "trigger": self.trigger,
-            "first_kept_entry_id": self.first_kept_entry_id,
-            "summarized": list(self.summarized),
-            "turn_prefix": list(self.turn_prefix),
-            "is_split_turn": self.is_split_turn,
-            "has_previous_summary": self.has_previous_summary,
-            "tokens_before": self.tokens_before,
-            "tokens_kept": self.tokens_kept,
-            "tokens_after_estimate": self.tokens_after_estimate,
-            "flush_would_run": self.flush_would_run,
-            "flush_skip_reason": self.flush_skip_reason,
-            "offline": self.offline,
-            "notes": list(self.notes),
-        }
 
 
 def _entry_refs(entries: list[ViewEntry], ids: tuple[str, ...]) -> tuple[EntryRef, ...]:

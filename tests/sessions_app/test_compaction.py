@@ -11,6 +11,7 @@ from django.utils import timezone
 from memory_app.models import MemoryDocument
 from openclaw_site.platform.locks import session_lock
 from openclaw_site.teams.assistant_settings import validate_settings
+from sessions_app.api.serializers import CompactionPreviewOutput
 from sessions_app.compaction.command import NOT_A_COMMAND, parse_compact_command
 from sessions_app.compaction.compact import CompactionPreview, compact_session, coverage_map
 from sessions_app.compaction.errors import CompactionBusy, CompactionFailed, CompactionRefused
@@ -245,7 +246,7 @@ def test_dry_run_previews_and_writes_nothing(llm, world):
     session = long_session(world)
     preview = compact_session(session_id=session.pk, trigger="manual", dry_run=True)
     assert isinstance(preview, CompactionPreview)
-    data = preview.as_dict()
+    data = CompactionPreviewOutput(preview).data  # as the API shows it
     assert data["dry_run"] is True and data["summarized"] and data["flush_would_run"] is True
     assert data["tokens_kept"] < data["tokens_after_estimate"] <= data["tokens_before"]
     assert all(item["role"] in ("user", "assistant") for item in data["summarized"])
