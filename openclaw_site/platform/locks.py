@@ -48,9 +48,10 @@ def lock_connection() -> Iterator[Any]:
     """Lend a connection of its own (psycopg, autocommit) for session-level locks; release them all
     and give it back when the block ends.
 
-    Not Django's connection: Django may give that one back in the middle of the work (django-q2's
-    ORM broker closes old connections as it queues a task, and so does its worker after each inline
-    task; under the pool that hands the connection, a lock held and all, to the next request). A
+    Not Django's connection: Django may give that one back in the middle of the work (django-q2
+    closes old connections around the tasks its worker runs inline, and its own ORM broker as it
+    queues one, which ours no longer does: docs/design.md, Background work; under the pool that
+    hands the connection, a lock held and all, to the next request). A
     connection of its own comes from the pool when there is one (settings.DB_POOL_SIZE). If the
     process dies, Postgres ends that connection and its locks with it.
     """

@@ -13,8 +13,9 @@ A slot is a PostgreSQL session-level advisory lock, ``team-slot:<work>:<team>:<n
 ``pg_try_advisory_lock`` on a connection of the slot's own (`openclaw_site.platform.locks.
 lock_connection`, lent by the pool under `runall`) and released, with the connection given back,
 when the work ends however it ends. Not on the request's connection: Django may give that one
-back to the pool in the middle of the work (django-q2's ORM broker closes old connections as a
-search queues a reindex), and a later request would be lent it with the slot still held. No
+back to the pool in the middle of the work (django-q2 closes old connections in places we do not
+own; our broker no longer does as a search queues a reindex), and a later request would be lent it
+with the slot still held. No
 counter can drift: a process that dies takes its connections, and so its slots, with it, and
 every process and host that shares the database shares the count.
 """
