@@ -3,7 +3,8 @@
 It never makes a search wait for an indexing pass (docs/design.md §D15): it queues what the index
 lacks (`queue_index_work`: OpenClaw's sync-on-search, docs/openclaw-behaviour.md §4.6, as a queued
 job), writes the text rows of a few notes not indexed yet (no embedding), answers from what is indexed (`memory_app.search.hybrid_search`: keywords wherever vectors are
-missing) and says how current that was (`memory_app.index.status`).
+missing) and says how current that was (`memory_app.index.status.index_health`, which reads what
+is behind, never counts what is indexed).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from memory_app.index import config
 from memory_app.index.jobs import queue_reindex
 from memory_app.index.rows import get_state, index_text_now, start_build
-from memory_app.index.status import IndexCondition, IndexProgress, IndexStatus, index_status
+from memory_app.index.status import IndexCondition, IndexHealth, IndexProgress, index_health
 from memory_app.search.hybrid import SearchResponse, hybrid_search
 from openclaw_site.models import Assistant
 from providers.embeddings import Embedder, get_embedder
@@ -27,10 +28,10 @@ INLINE_TEXT_DOCUMENTS = 20
 def search_memory(*, assistant: Assistant, query: str, **knobs: Any) -> SearchResponse:
     """Search ``assistant``'s memory and transcripts (knobs: `hybrid_search`'s) and report the index."""
     embedder = get_embedder()
-    status = index_status(assistant, embedder)
+    status = index_health(assistant, embedder)
     queued = queue_index_work(assistant, embedder, status)
     if status.documents_not_indexed and index_text_now(assistant, limit=INLINE_TEXT_DOCUMENTS):
-        status = index_status(assistant, embedder)
+        status = index_health(assistant, embedder)
     response = hybrid_search(assistant=assistant, query=query, embedder=embedder, **knobs)
     progress = status.progress
     if queued:
@@ -38,7 +39,7 @@ def search_memory(*, assistant: Assistant, query: str, **knobs: Any) -> SearchRe
     return replace(response, index=progress)
 
 
-def queue_index_work(assistant: Assistant, embedder: Embedder | None, status: IndexStatus) -> bool:
+def queue_index_work(assistant: Assistant, embedder: Embedder | None, status: IndexHealth) -> bool:
     """Queue the reindex the index needs to become current; return whether one was asked for.
 
     Never indexes here: a never-indexed assistant gets its first generation queued, new settings

@@ -121,6 +121,29 @@ def test_an_index_behind_with_no_job_at_it_is_stale(world, api, fake_embeddings,
     assert api.get(f"{API}/index/").json()["state"] == "current"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_search_reads_what_is_behind_up_to_a_bound_and_the_index_endpoint_counts_it_all(
+    world, fake_embeddings, queued_tasks, monkeypatch
+):
+    from memory_app.index import status
+    from providers.embeddings import get_embedder
+
+    monkeypatch.setattr(status, "NOT_INDEXED_READ", 3)
+    import_notes(world.assistant, 5)
+
+    health = status.index_health(world.assistant, get_embedder())
+    assert health.documents_not_indexed == 3  # enough to know a search has work to queue
+    assert health.progress.state == "indexing" and health.jobs_queued >= 1
+    account = status.index_status(world.assistant, get_embedder())
+    assert (account.documents, account.documents_not_indexed, account.chunks) == (5, 5, 0)
+    assert account.progress == health.progress
+
+    run_queued()
+    health = status.index_health(world.assistant, get_embedder())
+    assert (health.documents_not_indexed, health.jobs_queued, health.progress.state) == (0, 0, "current")
+    assert status.index_status(world.assistant, get_embedder()).chunks == 5
+
+
 def test_the_index_state_of_a_new_assistant_is_current_and_without_an_embedder_has_no_vectors(
     world, api, no_embeddings
 ):
