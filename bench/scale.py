@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -414,8 +414,17 @@ def make_probe(
     return Probe(assistant, rows, asked, qv, exact)
 
 
-def latency(probe: Probe, warmup: int = 10) -> dict[str, dict[str, float]]:
-    """p50/p95 of hybrid (query vector given) and pgvector-only search, interleaved."""
+def latency(probe: Probe, warm: Sequence[tuple[str, np.ndarray]]) -> dict[str, dict[str, float]]:
+    """p50/p95 of hybrid (query vector given) and pgvector-only search, interleaved, once the
+    assistant is warm; and the p50/p95 of the hybrid searches that warmed it.
+
+    A server that answers an assistant's searches keeps the pages they read (its HNSW graph, about
+    2 KB per vector, and its full-text index) in shared buffers. Just after the server starts, or
+    after other assistants' searches took those buffers, each search reads hundreds of graph pages
+    back from the operating system's cache: a cost of the buffer cache, not of the search. So the
+    assistant is first searched with ``warm``, other questions than the measured ones (reported
+    apart, as its first searches), and then measured (docs/benchmarks.md).
+    """
     embedder = search_bench._embedder()
     base = resolve_options(probe.assistant)
     kinds: dict[str, Callable[[str, np.ndarray], Any]] = {
@@ -430,19 +439,22 @@ def latency(probe: Probe, warmup: int = 10) -> dict[str, dict[str, float]]:
             query_vector=v.tolist(),
         ),
     }
-    pairs = list(zip(probe.queries, probe.vectors))
-    for q, v in pairs[:warmup]:
-        for run in kinds.values():
-            run(q, v)
     timings = search_bench.Timings()
-    for i, (q, v) in enumerate(pairs):
+    for q, v in warm:
+        started = time.perf_counter()
+        kinds["hybrid"](q, v)
+        timings.add("first", (time.perf_counter() - started) * 1000)
+    for i, (q, v) in enumerate(zip(probe.queries, probe.vectors)):
         for name in list(kinds)[i % 2 :] + list(kinds)[: i % 2]:
             started = time.perf_counter()
             response = kinds[name](q, v)
             timings.add(name, (time.perf_counter() - started) * 1000)
             if response.mode != {"hybrid": "hybrid", "pgvector": "vector"}[name]:
                 raise SystemExit(f"{name} search ran as {response.mode} ({response.fallback})")
-    return {n: {"p50": round(timings.pct(n, 50), 2), "p95": round(timings.pct(n, 95), 2)} for n in kinds}
+    return {
+        n: {"p50": round(timings.pct(n, 50), 2), "p95": round(timings.pct(n, 95), 2)}
+        for n in (*kinds, "first")
+    }
 
 
 def recall(probe: Probe) -> float:
@@ -600,10 +612,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = search_bench._embedder()
     texts = search_bench.real_texts(locomo_path(), search_bench.BASE_TEXTS)
     base = Base.of(texts, search_bench.cached_embeddings(embedder, texts).astype(np.float32))
-    args.asked = search_bench.questions(locomo_path(), args.queries)
-    args.query_vectors = search_bench.encode(embedder, args.asked, queries=True).astype(np.float32)
+    asked = search_bench.questions(locomo_path(), args.queries + args.warm_queries)
+    vectors = search_bench.encode(embedder, asked, queries=True).astype(np.float32)
+    args.asked, args.query_vectors = asked[: args.queries], vectors[: args.queries]
+    warm = list(zip(asked[args.queries :], vectors[args.queries :]))
     report: dict[str, Any] = {"chunks": args.chunks, "assistants": len(SHARES), "teams": TEAMS}
     report["machine"] = search_bench.machine()
+    report["warm_queries"] = len(warm)
     started = time.perf_counter()
     recorded = use_database(
         f"openclaw_scale_{args.chunks}", key=corpus_key(args.chunks), rebuild=args.rebuild
@@ -625,7 +640,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for label, index in (("largest", 0), ("smallest", len(assistants) - 1)):
         probe = make_probe(assistants[index], index, rows[index], base, args.asked, args.query_vectors)
         print(f"searching the {label} assistant ({rows[index]:,} chunks) ...", flush=True)
-        lat = latency(probe)
+        lat = latency(probe, warm)
         report["measured"][label] = {
             "rows": rows[index],
             "own_index": rows[index] >= OWN_INDEX_MIN_ROWS,
@@ -696,6 +711,10 @@ def table(report: dict[str, Any]) -> str:
             f"  pgvector-only p95 {lat['pgvector']['p95']:.1f} ms; hybrid/pgvector {ratio:.2f}x (target <= 1.5x)"
         )
         lines.append(
+            f"  its first {report['warm_queries']} hybrid searches (other questions, warming it): "
+            f"p50 {lat['first']['p50']:.1f} ms, p95 {lat['first']['p95']:.1f} ms (reported)"
+        )
+        lines.append(
             f"  HNSW recall@10 vs exact within the assistant: {m['recall_at_10']:.3f} (target >= 0.95)"
         )
     h = b["halfvec"]
@@ -737,6 +756,9 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
         "pgvector_p95_ms": worst["latency_ms"]["pgvector"]["p95"],
         "hybrid_p95_ms_by_assistant": {k: x["latency_ms"]["hybrid"]["p95"] for k, x in m.items()},
         "pgvector_p95_ms_by_assistant": {k: x["latency_ms"]["pgvector"]["p95"] for k, x in m.items()},
+        "first_searches_hybrid_p95_ms_by_assistant": {
+            k: x["latency_ms"]["first"]["p95"] for k, x in m.items()
+        },
         "recall_at_10": min(x["recall_at_10"] for x in m.values()),
         "recall_at_10_by_assistant": {k: x["recall_at_10"] for k, x in m.items()},
         "search_qps_32_clients": report["concurrent"]["qps"],
@@ -761,6 +783,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=100, help="LoCoMo questions per measured assistant")
+    parser.add_argument(
+        "--warm-queries", type=int, default=200, help="other LoCoMo questions searched first, per assistant"
+    )
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=30.0, help="how long the concurrent clients search")
     parser.add_argument("--rebuild", action="store_true", help="build the corpus again even if one is kept")
