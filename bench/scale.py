@@ -14,7 +14,8 @@ Not part of the test suite. What it does (docs/benchmarks.md, "Search at a milli
    large enough gets its own HNSW index (`memory_app.index.vectors`), as the product builds them. A second run finds the
    database and its recorded build figures and skips all of this (``--rebuild`` starts over).
 2. In the largest and the smallest assistant: p50/p95 of hybrid search with the query vector
-   given and of pgvector-only search, interleaved, through `memory_app.search.hybrid.run_search`; the
+   given and of pgvector-only search, interleaved, through `memory_app.search.service.search_memory`
+   (the search REST, MCP and the model's tool run, the index's state included); the
    HNSW recall@10 against exact search over the same assistant's vectors (numpy).
 3. The largest assistant's graph built again on ``halfvec``: build time, size and recall beside
    the ``vector`` one (then dropped).
@@ -67,6 +68,7 @@ from memory_app.index.vectors import OWN_INDEX_MIN_ROWS, create_index_sql, index
 from memory_app.models import IndexState  # noqa: E402
 from memory_app.search.candidates import forget_lexeme_stats  # noqa: E402
 from memory_app.search.hybrid import resolve_options, run_search  # noqa: E402
+from memory_app.search.service import search_memory  # noqa: E402
 from memory_app.search.textsearch import TS_CONFIG, index_text  # noqa: E402
 from openclaw_site.models import Assistant, Team  # noqa: E402
 from providers.embeddings import reset_embedders  # noqa: E402
@@ -425,18 +427,10 @@ def latency(probe: Probe, warm: Sequence[tuple[str, np.ndarray]]) -> dict[str, d
     assistant is first searched with ``warm``, other questions than the measured ones (reported
     apart, as its first searches), and then measured (docs/benchmarks.md).
     """
-    embedder = search_bench._embedder()
-    base = resolve_options(probe.assistant)
     kinds: dict[str, Callable[[str, np.ndarray], Any]] = {
-        "hybrid": lambda q, v: run_search(
-            assistant=probe.assistant, query=q, options=base, embedder=embedder, query_vector=v.tolist()
-        ),
-        "pgvector": lambda q, v: run_search(
-            assistant=probe.assistant,
-            query=q,
-            options=replace(base, mode="vector"),
-            embedder=embedder,
-            query_vector=v.tolist(),
+        "hybrid": lambda q, v: search_memory(assistant=probe.assistant, query=q, query_vector=v.tolist()),
+        "pgvector": lambda q, v: search_memory(
+            assistant=probe.assistant, query=q, mode="vector", query_vector=v.tolist()
         ),
     }
     timings = search_bench.Timings()
@@ -543,7 +537,7 @@ def _client_process(
     slot: int, threads: int, seconds: float, work: list[tuple[int, list[str], list[list[float]]]], out: Any
 ) -> None:
     connections.close_all()
-    embedder = search_bench._embedder()
+    search_bench._embedder()  # the configured embedder, loaded before the clock starts
     results: list[float] = []
     lock = threading.Lock()
     deadline = time.monotonic() + seconds
@@ -551,13 +545,12 @@ def _client_process(
     def client(number: int) -> None:
         assistant_id, queries, vectors = work[number % len(work)]
         assistant = Assistant.objects.get(pk=assistant_id)
-        options = resolve_options(assistant)
         mine: list[float] = []
         i = number
         while time.monotonic() < deadline:
             q, v = queries[i % len(queries)], vectors[i % len(vectors)]
             started = time.perf_counter()
-            run_search(assistant=assistant, query=q, options=options, embedder=embedder, query_vector=v)
+            search_memory(assistant=assistant, query=q, query_vector=v)
             mine.append((time.perf_counter() - started) * 1000)
             i += 7
         connection.close()
