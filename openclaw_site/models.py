@@ -336,3 +336,20 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.model} ({self.team_id})"
+
+
+class TeamSearchMark(models.Model):
+    """When a team last searched, and last asked for more searches at once than its slots, as
+    any web process saw it (openclaw_site.usage.fair_share).
+
+    A team that asks for more than its share rests between its searches while another team
+    searches; each process writes a team's mark at most once a second, so the table holds a row
+    per team and changes little.
+    """
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    searched_at = models.DateTimeField(null=True, db_index=True)
+    refused_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.team_id} searched at {self.searched_at:%H:%M:%S}"

@@ -26,7 +26,7 @@ from openclaw_site.jobs import tasks
 from openclaw_site.jobs.tasks import TaskQueue
 from openclaw_site.models import Assistant, Membership, TaskRecord
 from openclaw_site.platform.env import half_the_cpus, usable_cpus
-from openclaw_site.usage.fair_share import TeamWork
+from openclaw_site.usage.fair_share import TeamWork, slot_key
 from sessions_app.workspace.imports import import_workspace
 from tests import factories
 from tests.api_support import API, assert_error
@@ -41,8 +41,9 @@ def slots_taken(team_id: int, work: TeamWork, count: int) -> Iterator[psycopg.Co
     """Hold ``count`` of the team's slots from another connection, as running requests would."""
     with other_connection() as conn:
         for slot in range(count):
-            name = f"team-slot:{work.value}:{team_id}:{slot}"
-            row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)", slot_key(work, team_id, slot)
+            ).fetchone()
             assert row is not None and row[0]
         yield conn
 
@@ -128,8 +129,7 @@ def test_with_one_slot_a_second_search_of_the_team_is_refused_and_says_so(world,
 def slot_is_free(team_id: int, work: TeamWork, slot: int = 0) -> bool:
     """Tell whether no session holds the slot, as another process taking it would find."""
     with other_connection() as conn:
-        name = f"team-slot:{work.value}:{team_id}:{slot}"
-        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [name]).fetchone()
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", slot_key(work, team_id, slot)).fetchone()
         return bool(row[0])  # the lock, if taken, ends with `conn`
 
 
@@ -223,3 +223,100 @@ def test_an_import_queues_one_reindex_and_one_export_on_the_default_queue(
     assert all(r.state == "succeeded" for r in records), [(r.kind, r.error) for r in records]
     indexed = MemoryChunk.objects.filter(assistant=assistant, source="memory").values("path").distinct()
     assert indexed.count() == 40  # the one reindex indexed every document
+
+
+# --- pacing: a team over its share rests while another team searches ----------------------------
+
+
+@pytest.fixture
+def rests(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record each rest fair sharing takes (the seconds its work ran) instead of sleeping it."""
+    from openclaw_site.usage import fair_share
+
+    fair_share._marked.clear()  # a mark written by an earlier test within the second
+    taken: list[float] = []
+    monkeypatch.setattr(fair_share, "_rest", taken.append)
+    return taken
+
+
+def age_marks(seconds: float) -> None:
+    """Make every mark ``seconds`` older, as if that time had passed."""
+    from datetime import timedelta
+
+    from django.db.models import F
+
+    from openclaw_site.models import TeamSearchMark
+
+    TeamSearchMark.objects.update(
+        searched_at=F("searched_at") - timedelta(seconds=seconds),
+        refused_at=F("refused_at") - timedelta(seconds=seconds),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_refused_a_slot_rests_after_its_searches_while_another_team_searches(
+    world, no_embeddings, rests
+):
+    from openclaw_site.usage.fair_share import ACTIVE_SECONDS, _marked
+
+    factories.make_document(world.assistant, "MEMORY.md", "the harbour opens at six")
+    factories.make_document(world.other_assistant, "MEMORY.md", "the harbour opens at six")
+    acme = bearer_client(factories.make_api_key(world.acme, ALL_SCOPES)[1])
+    globex = bearer_client(factories.make_api_key(world.globex, ALL_SCOPES)[1])
+    search = {"q": "harbour"}
+
+    # Alone, a team searching flat out never rests, refused or not.
+    assert acme.get(f"{API}/assistants/helper/search/", search).status_code == 200
+    with slots_taken(world.acme.pk, TeamWork.SEARCH, settings.TEAM_SEARCH_SLOTS):
+        assert_error(acme.get(f"{API}/assistants/helper/search/", search), 429, "team_busy")
+    assert acme.get(f"{API}/assistants/helper/search/", search).status_code == 200
+    assert rests == []
+
+    # Another team searches: the team that asked for more than its slots rests after each
+    # search, for as long as it ran; the other team, within its share, never does.
+    assert globex.get(f"{API}/assistants/rival/search/", search).status_code == 200
+    assert acme.get(f"{API}/assistants/helper/search/", search).status_code == 200
+    assert len(rests) == 1 and rests[0] > 0
+    for _ in range(3):
+        assert globex.get(f"{API}/assistants/rival/search/", search).status_code == 200
+    assert len(rests) == 1
+
+    # Once the other team has not searched for ACTIVE_SECONDS, the busy team has the server again.
+    age_marks(ACTIVE_SECONDS + 1)
+    _marked.clear()
+    with slots_taken(world.acme.pk, TeamWork.SEARCH, settings.TEAM_SEARCH_SLOTS):
+        assert_error(acme.get(f"{API}/assistants/helper/search/", search), 429, "team_busy")
+    assert acme.get(f"{API}/assistants/helper/search/", search).status_code == 200
+    assert len(rests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_rests_between_documents_while_another_team_searches(
+    world, no_embeddings, rests, tmp_path, monkeypatch
+):
+    from openclaw_site.usage.fair_share import Pacer
+
+    monkeypatch.setattr(Pacer, "PACE_CHECK_SECONDS", 0.0)
+    (tmp_path / "memory").mkdir()
+    for n in range(3):
+        (tmp_path / "memory" / f"note-{n}.md").write_text(f"note {n}\n")
+    import_workspace(directory=tmp_path, team_slug="acme", assistant_slug="alone")
+    assert rests == []  # nobody else searched
+
+    factories.make_document(world.other_assistant, "MEMORY.md", "the harbour opens at six")
+    globex = bearer_client(factories.make_api_key(world.globex, ALL_SCOPES)[1])
+    assert globex.get(f"{API}/assistants/rival/search/", {"q": "harbour"}).status_code == 200
+    import_workspace(directory=tmp_path, team_slug="acme", assistant_slug="beside")
+    assert len(rests) == 3  # one look, and one rest, after each document
+    assert MemoryDocument.objects.filter(assistant__slug="beside").count() == 3
+
+
+def test_the_pace_is_a_setting_and_zero_turns_it_off():
+    environment = {k: v for k, v in os.environ.items() if k != "OPENCLAW_TEAM_SEARCH_PACE"}
+    environment.update(DATABASE_URL="postgres://pure-tests-use-no-database@127.0.0.1:1/none")
+    code = "from config import settings; print(settings.TEAM_SEARCH_PACE)"
+    for env, expected in (({}, "1.0"), ({"OPENCLAW_TEAM_SEARCH_PACE": "0"}, "0.0")):
+        run = subprocess.run(
+            [sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True
+        )
+        assert run.returncode == 0 and run.stdout.strip() == expected, run.stderr

@@ -41,6 +41,7 @@ from openclaw_site.jobs.tasks import TaskOwner, enqueue
 from openclaw_site.models import Assistant, Team, WorkspaceAccess
 from openclaw_site.teams.assistant_settings import SettingsError, check_fits_window, validate_settings
 from openclaw_site.teams.settings_document import SettingsDocument
+from openclaw_site.usage.fair_share import Pacer
 from providers.json_types import JSONObject
 from sessions_app.messages import MessageError, MessageInput, validate_message
 from sessions_app.models import CompactionEntry, Message, Session
@@ -461,8 +462,10 @@ def import_workspace(
         )
         _import_documents(assistant, workspace, report)
         taken: set[uuid.UUID] = set()
+        pacer = Pacer(team.pk)
         for found in workspace.sessions:  # one transcript in memory at a time
             _import_session(assistant, _read_session(workspace.directory, found), report, taken)
+            pacer.step()
         _queue_follow_up(assistant)
     return report
 
@@ -512,11 +515,13 @@ def _import_documents(assistant: Assistant, workspace: Workspace, report: Import
         delete_document(document=document, provenance=provenance)  # its revisions stay
         report.deleted_documents += 1
     limit = settings.MAX_MEMORY_DOCUMENT_BYTES
+    pacer = Pacer(assistant.team_id)  # rests while other teams search (docs/design.md, fair sharing)
     for path, file in sorted(workspace.documents.items()):  # one document in memory at a time
         name = file.relative_to(workspace.directory).as_posix()
         content = _read_text(workspace.directory, file, name, limit=limit)
         write_document(assistant=assistant, path=path, content=content, provenance=provenance)
         report.documents += 1
+        pacer.step()
 
 
 def _import_session(
