@@ -315,7 +315,7 @@ def test_the_pace_is_a_setting_and_zero_turns_it_off():
     environment = {k: v for k, v in os.environ.items() if k != "OPENCLAW_TEAM_SEARCH_PACE"}
     environment.update(DATABASE_URL="postgres://pure-tests-use-no-database@127.0.0.1:1/none")
     code = "from config import settings; print(settings.TEAM_SEARCH_PACE)"
-    for env, expected in (({}, "1.0"), ({"OPENCLAW_TEAM_SEARCH_PACE": "0"}, "0.0")):
+    for env, expected in (({}, "2.0"), ({"OPENCLAW_TEAM_SEARCH_PACE": "0"}, "0.0")):
         run = subprocess.run(
             [sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True
         )

@@ -12,9 +12,9 @@ slots on two cores let one team's storm take both, and another team's searches w
 A team that asks for more searches at once than its slots, or imports, still shares the cores
 with the teams searching beside it, and each of their searches then waits its turn behind the busy
 team's work. So while another team has searched in the last `ACTIVE_SECONDS`, the busy team's work
-rests for as long as it ran times `TEAM_SEARCH_PACE` (`OPENCLAW_TEAM_SEARCH_PACE`, default 1): a
+rests for as long as it ran times `TEAM_SEARCH_PACE` (`OPENCLAW_TEAM_SEARCH_PACE`, default 2): a
 search of a team refused a slot in the last `ACTIVE_SECONDS` before it gives its slot back, an
-import between its documents (`Pacer`). The busy team then takes about half the time it took
+import between its documents (`Pacer`). The busy team then works a third of the time it worked
 alone while others search, and all of it when they stop; a team within its share never rests,
 and nobody waits for the busy team's rests but its own requests. Who searched and who was
 refused when is `TeamSearchMark`, a row per team that each process writes at most once a second
