@@ -347,7 +347,11 @@ class TeamSearchMark(models.Model):
     per team and changes little.
     """
 
-    team = models.OneToOneField(Team, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # No foreign key in the database: a mark is written on the slot's own connection, which may
+    # not see a team created in a transaction still open, and a mark must never fail a search.
+    team = models.OneToOneField(
+        Team, on_delete=models.CASCADE, primary_key=True, related_name="+", db_constraint=False
+    )
     searched_at = models.DateTimeField(null=True, db_index=True)
     refused_at = models.DateTimeField(null=True)
 

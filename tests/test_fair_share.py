@@ -231,9 +231,11 @@ def test_an_import_queues_one_reindex_and_one_export_on_the_default_queue(
 @pytest.fixture
 def rests(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record each rest fair sharing takes (the seconds its work ran) instead of sleeping it."""
+    from openclaw_site.models import TeamSearchMark
     from openclaw_site.usage import fair_share
 
     fair_share._marked.clear()  # a mark written by an earlier test within the second
+    TeamSearchMark.objects.all().delete()  # marks of earlier tests' teams (written on their own connection)
     taken: list[float] = []
     monkeypatch.setattr(fair_share, "_rest", taken.append)
     return taken
