@@ -89,6 +89,8 @@ class IndexHealth:
     settings_changed: bool
     rebuilding: bool
     generation: int | None
+    # The row read, so the search that follows need not read it again (None: never indexed).
+    state: IndexState | None
 
 
 # A search reads at most this many not-indexed documents (more than it writes itself,
@@ -188,6 +190,7 @@ def _health(assistant: Assistant, embedder: Embedder | None, state: IndexState |
         settings_changed=settings_changed,
         rebuilding=rebuilding,
         generation=state.active_generation if state is not None else None,
+        state=state,
     )
 
 

@@ -219,12 +219,13 @@ def hybrid_search(
     now: datetime | None = None,
     embedder: Any = _DEFAULT,
     query_vector: Sequence[float] | None = None,
+    state: IndexState | None = None,
 ) -> SearchResponse:
     """Search an assistant's memory and transcripts; every knob defaults to its settings.
 
     ``embedder`` replaces the configured one (None: no embedder); ``query_vector`` skips the
-    query embedding (the benchmark measures the search without it). Reads only: see the module
-    docstring.
+    query embedding (the benchmark measures the search without it); ``state``, the assistant's
+    index state just read (otherwise read here). Reads only: see the module docstring.
     """
     options = resolve_options(
         assistant,
@@ -250,6 +251,7 @@ def hybrid_search(
         now=now,
         embedder=get_embedder() if embedder is _DEFAULT else embedder,
         query_vector=query_vector,
+        state=state,
     )
 
 
@@ -261,11 +263,13 @@ def run_search(
     now: datetime | None = None,
     embedder: Embedder | None,
     query_vector: Sequence[float] | None = None,
+    state: IndexState | None = None,
 ) -> SearchResponse:
     """Run a search with fully resolved options (see `hybrid_search`)."""
     started = time.perf_counter()
     text = query.strip()
-    state = IndexState.objects.filter(assistant=assistant).first()
+    if state is None:
+        state = IndexState.objects.filter(assistant=assistant).first()
     if not text or state is None:
         return SearchResponse(
             query=text,

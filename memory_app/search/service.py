@@ -32,7 +32,9 @@ def search_memory(*, assistant: Assistant, query: str, **knobs: Any) -> SearchRe
     queued = queue_index_work(assistant, embedder, status)
     if status.documents_not_indexed and index_text_now(assistant, limit=INLINE_TEXT_DOCUMENTS):
         status = index_health(assistant, embedder)
-    response = hybrid_search(assistant=assistant, query=query, embedder=embedder, **knobs)
+    # The state the health read answers the search too, unless queueing work just made one.
+    state = None if queued else status.state
+    response = hybrid_search(assistant=assistant, query=query, embedder=embedder, state=state, **knobs)
     progress = status.progress
     if queued:
         progress = IndexProgress(IndexCondition.INDEXING, progress.chunks_without_vector)
