@@ -235,6 +235,7 @@ def rests(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     from openclaw_site.usage import fair_share
 
     fair_share._marked.clear()  # a mark written by an earlier test within the second
+    monkeypatch.setattr(fair_share, "ANSWER_SECONDS", 0.0)  # every look reads the marks
     TeamSearchMark.objects.all().delete()  # marks of earlier tests' teams (written on their own connection)
     taken: list[float] = []
     monkeypatch.setattr(fair_share, "_rest", taken.append)

@@ -163,13 +163,28 @@ _BUSY_AMONG_OTHERS_SQL = f"""
 """
 
 
+# An answer of `others_searching` is kept this long in the process, so a team searching many
+# times a second asks once per this time (a tenth of `ACTIVE_SECONDS`: the marks move slower).
+ANSWER_SECONDS = 0.2
+_ANSWERS_KEPT = 10_000
+_answers: dict[tuple[int, bool], tuple[float, bool]] = {}
+
+
 def others_searching(execute: Any, team_id: int, *, only_if_refused: bool = False) -> bool:
     """Tell whether another team searched within `ACTIVE_SECONDS`; with ``only_if_refused``, and
     this team was refused a search slot within that time too. ``execute``: a psycopg
     connection's, or a Django cursor's (whose call returns the cursor)."""
+    now, key = time.monotonic(), (team_id, only_if_refused)
+    kept = _answers.get(key)
+    if kept is not None and now - kept[0] < ANSWER_SECONDS:
+        return kept[1]
     sql = _BUSY_AMONG_OTHERS_SQL if only_if_refused else _OTHERS_SEARCHING_SQL
     row = execute(sql, {"active": ACTIVE_SECONDS, "team": team_id}).fetchone()
-    return bool(row is not None and row[0])
+    answer = bool(row is not None and row[0])
+    if len(_answers) >= _ANSWERS_KEPT:
+        _answers.clear()
+    _answers[key] = (now, answer)
+    return answer
 
 
 def _rest(ran: float) -> None:
