@@ -88,9 +88,13 @@ class IndexHealth:
     jobs_running: int
     settings_changed: bool
     rebuilding: bool
-    generation: int | None
     # The row read, so the search that follows need not read it again (None: never indexed).
     state: IndexState | None
+
+    @property
+    def generation(self) -> int | None:
+        """The generation searches read (None: never indexed)."""
+        return self.state.active_generation if self.state is not None else None
 
 
 # A search reads at most this many not-indexed documents (more than it writes itself,
@@ -189,7 +193,6 @@ def _health(assistant: Assistant, embedder: Embedder | None, state: IndexState |
         jobs_running=behind.jobs_running,
         settings_changed=settings_changed,
         rebuilding=rebuilding,
-        generation=state.active_generation if state is not None else None,
         state=state,
     )
 
